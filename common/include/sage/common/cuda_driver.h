@@ -1,0 +1,47 @@
+// The CUDA driver API, loaded with dlopen at first use. Binaries therefore start (and
+// report "no GPU") on machines without a driver, and nothing links libcuda at build time.
+#pragma once
+#include <cuda.h>
+
+#include <string>
+
+#include "sage/common/error.h"
+
+namespace sage::cu {
+
+#define SAGE_CU_FUNCTIONS(X)                                                              \
+  X(cuInit) X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName)   \
+  X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDeviceGetUuid) X(cuDeviceGetPCIBusId)   \
+  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent)             \
+  X(cuCtxGetCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuCtxPushCurrent)            \
+  X(cuCtxPopCurrent) X(cuModuleLoadData) X(cuModuleLoadDataEx) X(cuModuleUnload)          \
+  X(cuModuleGetFunction) X(cuModuleGetGlobal) X(cuFuncSetAttribute) X(cuFuncGetAttribute) \
+  X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemGetInfo) X(cuMemcpyHtoD)            \
+  X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)              \
+  X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuMemsetD8)               \
+  X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuStreamCreate) X(cuStreamDestroy)               \
+  X(cuStreamSynchronize) X(cuStreamGetCtx) X(cuEventCreate) X(cuEventDestroy)             \
+  X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuGetErrorName)          \
+  X(cuGetErrorString) X(cuPointerGetAttribute) X(cuTensorMapEncodeTiled)                  \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
+
+struct Api {
+#define SAGE_CU_MEMBER(fn) decltype(&::fn) fn = nullptr;
+  SAGE_CU_FUNCTIONS(SAGE_CU_MEMBER)
+#undef SAGE_CU_MEMBER
+};
+
+// The loaded API, or nullptr when no driver is present (reason in *why if given).
+const Api* try_api(std::string* why = nullptr);
+// The loaded API; throws Error(no_device) when there is no driver.
+const Api& api();
+// True when a driver is present and at least one device is visible.
+bool have_device(std::string* why = nullptr);
+
+std::string error_string(CUresult r);
+// Throws Error(cuda_error) naming the call when r != CUDA_SUCCESS.
+void check(CUresult r, const char* call, const char* file, int line);
+
+}  // namespace sage::cu
+
+#define SAGE_CU(call) ::sage::cu::check(::sage::cu::api().call, #call, __FILE__, __LINE__)
