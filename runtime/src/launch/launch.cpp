@@ -69,6 +69,8 @@ KernelConfig KernelConfig::parse(const std::string& text) {
     else if (k == "smooth_k") c.smooth_k = as_bool();
     else if (k == "smooth_q") c.smooth_q = as_bool();
     else if (k == "smooth_v") c.smooth_v = as_bool();
+    else if (k == "schedule") c.schedule = v;
+    else if (k == "min_ctas") c.min_ctas = as_int();
     else if (k == "threads") c.threads = as_int();
     else if (k == "smem_bytes") c.smem_bytes = as_int();
     else throw Error(Errc::parse_error, "unknown kernel config key '" + k + "'");
@@ -81,7 +83,8 @@ std::string KernelConfig::str() const {
   auto b = [](bool x) { return x ? "true" : "false"; };
   return cat("pipeline=", pipeline, ";name=", name, ";head_dim=", head_dim, ";block_m=", block_m, ";block_n=", block_n,
              ";warps=", warps, ";stages=", stages, ";qk=", qk, ";pv=", pv, ";granularity=", granularity,
-             ";smooth_k=", b(smooth_k), ";smooth_q=", b(smooth_q), ";smooth_v=", b(smooth_v), ";threads=", threads,
+             ";smooth_k=", b(smooth_k), ";smooth_q=", b(smooth_q), ";smooth_v=", b(smooth_v), ";schedule=", schedule,
+             ";min_ctas=", min_ctas, ";threads=", threads,
              ";smem_bytes=", smem_bytes);
 }
 

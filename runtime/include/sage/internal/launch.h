@@ -24,6 +24,8 @@ struct KernelConfig {
   std::string pv = "fp8";    // fp16 | fp16acc | fp8
   std::string granularity = "per_thread";  // per_thread | per_warp | per_block
   bool smooth_k = true, smooth_q = false, smooth_v = false;
+  std::string schedule = "plain";  // plain | overlap
+  int min_ctas = 1;                // occupancy target of __launch_bounds__
   int threads = 0, smem_bytes = 0;
 
   // Parses "key=value;key=value" (the form stored in databases and exported tables).

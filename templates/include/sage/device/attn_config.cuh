@@ -11,9 +11,13 @@ enum class PvType { fp16, fp16acc, fp8 };     // fp16: fp32 accumulators; fp16ac
                                                // accumulators flushed to fp32 every tile;
                                                // fp8: e4m3 operands, two-level fp32
 enum class Gran { per_thread, per_warp, per_block };
+enum class Schedule { plain,     // per tile: S = QK^T, softmax, O += PV
+                      overlap };  // S of tile t+1 is issued before the softmax of tile t, so the
+                                  // tensor pipe works while the exp/FMA pipes do (needs 3 stages)
 
 template <int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES_, QkType QK_, PvType PV_,
-          Gran GRAN_, bool SMOOTH_K_, bool SMOOTH_Q_, bool SMOOTH_V_>
+          Gran GRAN_, bool SMOOTH_K_, bool SMOOTH_Q_, bool SMOOTH_V_, Schedule SCHED_ = Schedule::plain,
+          int MIN_CTAS_ = 1>
 struct MmaAttnConfig {
   static constexpr int D = HEAD_DIM;
   static constexpr int BM = BLOCK_M;
@@ -26,6 +30,8 @@ struct MmaAttnConfig {
   static constexpr bool SMOOTH_K = SMOOTH_K_;
   static constexpr bool SMOOTH_Q = SMOOTH_Q_;
   static constexpr bool SMOOTH_V = SMOOTH_V_;
+  static constexpr Schedule SCHED = SCHED_;
+  static constexpr int MIN_CTAS = MIN_CTAS_;  // __launch_bounds__ occupancy target (caps registers)
 
   static constexpr int THREADS = WARPS * 32;
   static constexpr int WARP_Q = BM / WARPS;   // query rows per warp
@@ -54,6 +60,7 @@ struct MmaAttnConfig {
   static_assert(WARP_Q == 16 || WARP_Q == 32, "16 or 32 query rows per warp");
   static_assert(BN % 32 == 0 && BN >= 32, "BLOCK_N must be a multiple of 32");
   static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 stages");
+  static_assert(SCHED == Schedule::plain || STAGES >= 3, "the overlap schedule keeps two tiles resident: 3+ stages");
   // Exactness of the int32 -> float "magic number" conversion (|S| < 2^22).
   static_assert(!(QK == QkType::int8) || D * 127 * 127 < (1 << 22), "int8 QK dot products must stay below 2^22");
 };

@@ -128,17 +128,22 @@ struct WarpState {
   float o[SL][Cfg::D / 8][4]; // output accumulators
 };
 
-template <class Cfg, bool MASK>
-SAGE_DEV void tile_step(const SageAttnParams& p, WarpState<Cfg>& st, const u32 (&qf)[Cfg::SLABS][Cfg::QK_KSTEPS][4],
-                        const u32 (&qbar)[Cfg::QK_KSTEPS][4], float qs, float qbar_scale, float ks, u32 sK, u32 sV,
-                        int tile, int row0, const LaneOffsets<Cfg>& lo) {
-  using L = Layout<Cfg>;
-  constexpr int SL = Cfg::SLABS, NT = Cfg::BN / 8, D = Cfg::D, BN = Cfg::BN;
-  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-
-  // ---- S = Q K^T ------------------------------------------------------------------------
-  i32 s[SL][NT][4];
+// Scores of one tile, as the QK^T MMAs leave them (int32), plus the smooth-Q correction.
+template <class Cfg>
+struct TileScores {
+  static constexpr int NT = Cfg::BN / 8;
+  i32 s[Cfg::SLABS][NT][4];
   i32 ds[Cfg::SMOOTH_Q ? NT : 1][4];
+};
+
+// S = Q K^T for one tile (and dS = q_mean K^T when smoothing Q).
+template <class Cfg>
+SAGE_DEV void qk_tile(TileScores<Cfg>& S, const u32 (&qf)[Cfg::SLABS][Cfg::QK_KSTEPS][4],
+                      const u32 (&qbar)[Cfg::QK_KSTEPS][4], u32 sK, const LaneOffsets<Cfg>& lo) {
+  using L = Layout<Cfg>;
+  constexpr int SL = Cfg::SLABS, NT = Cfg::BN / 8;
+  auto& s = S.s;
+  auto& ds = S.ds;
 #pragma unroll
   for (int a = 0; a < SL; ++a)
 #pragma unroll
@@ -178,6 +183,17 @@ SAGE_DEV void tile_step(const SageAttnParams& p, WarpState<Cfg>& st, const u32 (
       }
     }
   }
+}
+
+// Online softmax of one tile's scores, then O += P V.
+template <class Cfg, bool MASK>
+SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores<Cfg>& S, float qs, float qbar_scale,
+                         float ks, u32 sV, int tile, int row0, const LaneOffsets<Cfg>& lo) {
+  using L = Layout<Cfg>;
+  constexpr int SL = Cfg::SLABS, NT = Cfg::BN / 8, D = Cfg::D, BN = Cfg::BN;
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  auto& s = S.s;
+  auto& ds = S.ds;
 
   // ---- online softmax ------------------------------------------------------------------
   const float shift = Cfg::V_FP8 ? kLog2Fp8Max : 0.f;  // P scaled to fill E4M3's range
@@ -439,7 +455,7 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
       if (s < n_tiles) ld.load(gK, vs, s, sK0 + s * Cfg::SMEM_K_STAGE, sV0 + s * Cfg::SMEM_V_STAGE);
       cp_async_commit();
     }
-    cp_async_wait<ST - 1>();
+    cp_async_wait<Cfg::SCHED == Schedule::overlap ? ST - 2 : ST - 1>();  // overlap: tile 0 too
   } else {
     cp_async_wait<0>();
   }
@@ -480,17 +496,43 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   }
   const float* kscale = p.k_scale + kv_bh * p.k_tiles * Cfg::K_GROUPS + (Cfg::GRAN == Gran::per_thread ? tig : 0);
 
-  for (int t = 0; t < n_tiles; ++t) {
-    int slot;
-    if constexpr (ST == 1) {
-      __syncthreads();
-      ld.load(gK, vs, t, sK0, sV0);
-      cp_async_commit();
-      cp_async_wait<0>();
-      __syncthreads();
-      slot = 0;
-    } else {
-      cp_async_wait<ST - 2>();
+  if constexpr (Cfg::SCHED == Schedule::plain) {
+    for (int t = 0; t < n_tiles; ++t) {
+      int slot;
+      if constexpr (ST == 1) {
+        __syncthreads();
+        ld.load(gK, vs, t, sK0, sV0);
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();
+        slot = 0;
+      } else {
+        cp_async_wait<ST - 2>();
+        __syncthreads();
+        const int nt = t + ST - 1;
+        if (nt < n_tiles) {
+          const int ns = nt % ST;
+          ld.load(gK, vs, nt, sK0 + ns * Cfg::SMEM_K_STAGE, sV0 + ns * Cfg::SMEM_V_STAGE);
+        }
+        cp_async_commit();
+        slot = t % ST;
+      }
+      const float ks = kscale[t * Cfg::K_GROUPS];
+      TileScores<Cfg> S;
+      qk_tile<Cfg>(S, qf, qbar, sK0 + slot * Cfg::SMEM_K_STAGE, lo);
+      const u32 sV = sV0 + slot * Cfg::SMEM_V_STAGE;
+      if (t >= mask_from)
+        softmax_pv<Cfg, true>(p, st, S, qs, qbar_scale, ks, sV, t, row0, lo);
+      else
+        softmax_pv<Cfg, false>(p, st, S, qs, qbar_scale, ks, sV, t, row0, lo);
+    }
+  } else {
+    // Overlap: tiles t and t+1 are resident while iteration t runs QK^T of t+1 and the
+    // softmax and PV of t; the load issued in iteration t refills the slot of t-1.
+    TileScores<Cfg> cur;
+    if (n_tiles > 0) qk_tile<Cfg>(cur, qf, qbar, sK0, lo);
+    for (int t = 0; t < n_tiles; ++t) {
+      cp_async_wait<ST - 3>();
       __syncthreads();
       const int nt = t + ST - 1;
       if (nt < n_tiles) {
@@ -498,14 +540,16 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
         ld.load(gK, vs, nt, sK0 + ns * Cfg::SMEM_K_STAGE, sV0 + ns * Cfg::SMEM_V_STAGE);
       }
       cp_async_commit();
-      slot = t % ST;
+      TileScores<Cfg> next;
+      if (t + 1 < n_tiles) qk_tile<Cfg>(next, qf, qbar, sK0 + ((t + 1) % ST) * Cfg::SMEM_K_STAGE, lo);
+      const float ks = kscale[t * Cfg::K_GROUPS];
+      const u32 sV = sV0 + (t % ST) * Cfg::SMEM_V_STAGE;
+      if (t >= mask_from)
+        softmax_pv<Cfg, true>(p, st, cur, qs, qbar_scale, ks, sV, t, row0, lo);
+      else
+        softmax_pv<Cfg, false>(p, st, cur, qs, qbar_scale, ks, sV, t, row0, lo);
+      cur = next;
     }
-    const float ks = kscale[t * Cfg::K_GROUPS];
-    const u32 sK = sK0 + slot * Cfg::SMEM_K_STAGE, sV = sV0 + slot * Cfg::SMEM_V_STAGE;
-    if (t >= mask_from)
-      tile_step<Cfg, true>(p, st, qf, qbar, qs, qbar_scale, ks, sK, sV, t, row0, lo);
-    else
-      tile_step<Cfg, false>(p, st, qf, qbar, qs, qbar_scale, ks, sK, sV, t, row0, lo);
   }
 
   // ---- epilogue: normalize, undo V's scale and mean, LSE, store through shared memory -----
