@@ -49,7 +49,9 @@ struct Store::Impl {
   void open_read_only();
   void open_read_write();
   void rebuild(const std::string& why);
-  void salvage_from(const std::string& moved);
+  // Copies the readable, intact rows of the moved-aside file into the new one; false when
+  // nothing could be read at all.
+  bool salvage_from(const std::string& moved);
 
   // Row access (store.cpp), without locking or transactions of their own unless stated.
   void upsert_device(const DeviceFingerprint& d);

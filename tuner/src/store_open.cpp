@@ -300,25 +300,29 @@ void Store::Impl::rebuild(const std::string& why) {
   report.created = true;
   report.moved_to = moved;
   report.corruption = why;
-  salvage_from(moved);
-  warn(cat("database ", path, " is corrupt (", why, "); moved it to ", moved, " and started a new one; salvaged ",
-           report.salvaged_rows, " rows, ", report.dropped_rows, " unreadable rows dropped"));
+  warn(cat("database ", path, " is corrupt (", why, "); moved it to ", moved, " and started a new one"));
+  if (salvage_from(moved))
+    warn(cat("salvaged ", report.salvaged_rows, " rows from ", moved, " into ", path, "; ", report.dropped_rows,
+             " unreadable or damaged rows dropped"));
 }
 
-void Store::Impl::salvage_from(const std::string& moved) {
+bool Store::Impl::salvage_from(const std::string& moved) {
   sql::Db old;
   try {
     old = sql::Db(moved, SQLITE_OPEN_READONLY, moved);
+    // writable_schema makes SQLite read a file shorter than its header says (truncated)
+    // up to where it ends, instead of refusing it; the connection stays read-only.
+    old.exec("PRAGMA writable_schema = ON");
     Identity id = identify(old);
     if (id.schema_version != store_schema_version()) {
       warn(cat("salvage skipped: ", moved, " has schema version ", id.schema_version, ", not ",
                store_schema_version()));
-      return;
+      return false;
     }
   } catch (const Error& e) {
     // Typical for a file that is not a database at all: nothing can be read from it.
     warn("nothing salvaged from " + moved + ": " + e.message());
-    return;
+    return false;
   }
 
   // Parents before children, so that foreign keys (measurements/winners -> devices) hold.
@@ -381,6 +385,7 @@ void Store::Impl::salvage_from(const std::string& moved) {
     }
   }
   t.commit();
+  return true;
 }
 
 }  // namespace sage::tuner
