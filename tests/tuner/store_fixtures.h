@@ -126,6 +126,30 @@ inline tuner::Winner winner(const tuner::KernelRecord& k, double median_us, cons
   return w;
 }
 
+// Measurement filters (built field by field: partial aggregate initialization trips
+// -Wmissing-field-initializers).
+inline tuner::MeasurementFilter of_variant(const std::string& v, std::optional<tuner::ProblemKey> p = {}) {
+  tuner::MeasurementFilter f;
+  f.variant = v;
+  f.problem = std::move(p);
+  return f;
+}
+inline tuner::MeasurementFilter of_problem(const tuner::ProblemKey& p) {
+  tuner::MeasurementFilter f;
+  f.problem = p;
+  return f;
+}
+inline tuner::MeasurementFilter on_device(const std::string& key) {
+  tuner::MeasurementFilter f;
+  f.device_key = key;
+  return f;
+}
+inline tuner::MeasurementFilter with_status(tuner::MeasurementStatus s) {
+  tuner::MeasurementFilter f;
+  f.status = s;
+  return f;
+}
+
 // Options that keep warnings out of the test log but let the test look at them.
 struct WarningSink {
   std::vector<std::string> messages;

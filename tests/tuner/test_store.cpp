@@ -267,7 +267,7 @@ TEST(Store, FailedMeasurementNeedsNoTimingOrKernel) {
   m.status = MeasurementStatus::failed;
   m.detail = "ptxas: too many resources requested for launch";
   s.record_measurement(m);
-  auto ms = s.measurements({"", std::nullopt, "", MeasurementStatus::failed});
+  auto ms = s.measurements(with_status(MeasurementStatus::failed));
   ASSERT_EQ(ms.size(), 1u);
   EXPECT_EQ(ms[0].detail, m.detail);
   EXPECT_FALSE(ms[0].median_us);
@@ -363,10 +363,17 @@ TEST(Store, Filters_SelectWinnersAndMeasurements) {
   EXPECT_EQ(s.winners({"", "q1024"}).size(), 1u);
   EXPECT_TRUE(s.winners({"H100", "q1024"}).empty());
 
-  EXPECT_EQ(s.measurements({k1.variant, std::nullopt, "", std::nullopt}).size(), 2u);
-  EXPECT_EQ(s.measurements({"", problem(), "", std::nullopt}).size(), 2u);
-  EXPECT_EQ(s.measurements({"", std::nullopt, a100().key(), std::nullopt}).size(), 1u);
-  EXPECT_EQ(s.measurements({k1.variant, problem(), "", std::nullopt}).size(), 1u);
+  EXPECT_EQ(s.measurements(of_variant(k1.variant)).size(), 2u);
+  EXPECT_EQ(s.measurements(of_problem(problem())).size(), 2u);
+  EXPECT_EQ(s.measurements(on_device(a100().key())).size(), 1u);
+  EXPECT_EQ(s.measurements(of_variant(k1.variant, problem())).size(), 1u);
+  MeasurementFilter exact{k1.variant, problem(), h100().key(), MeasurementStatus::passed, kGen, kNvrtc};
+  EXPECT_EQ(s.measurements(exact).size(), 1u);
+  exact.nvrtc_version = "12.8";
+  EXPECT_TRUE(s.measurements(exact).empty());
+  exact.nvrtc_version.clear();
+  exact.generator_hash = "other-generator";
+  EXPECT_TRUE(s.measurements(exact).empty());
 }
 
 TEST(Store, ConcurrentThreadsOnOneHandle_LoseNothing) {

@@ -306,7 +306,8 @@ TEST(StoreCorruption, VerifyKernels_QuarantinesEveryDamagedCubin) {
   }
   tamper_cubin(path, kernel(1).hash);
   tamper_cubin(path, kernel(3).hash);
-  Store s(path, WarningSink().options());
+  WarningSink sink;
+  Store s(path, sink.options());
   auto bad = s.verify_kernels();
   std::vector<std::string> expected = {kernel(1).hash, kernel(3).hash};
   std::sort(expected.begin(), expected.end());  // verify_kernels goes in hash order

@@ -254,7 +254,7 @@ TEST(StoreMigration, V1Db_MigratesKeepingDataAndGainingNewColumns) {
     // New writes use the new columns.
     Measurement m = measurement(kernel(1), 99.0);
     s.record_measurement(m);
-    auto back = s.measurements({kernel(1).variant, std::nullopt, "", std::nullopt});
+    auto back = s.measurements(of_variant(kernel(1).variant));
     ASSERT_EQ(back.size(), 3u);
     ASSERT_TRUE(back[2].outlier);
     EXPECT_DOUBLE_EQ(back[2].outlier->cos, 0.9991);

@@ -64,7 +64,8 @@ inline void print_table(std::ostream& os, const std::vector<std::string>& header
       s += r[i];
       if (i + 1 < r.size()) s += std::string(w[i] - r[i].size() + 2, ' ');
     }
-    os << trim(s) << "\n";
+    while (!s.empty() && s.back() == ' ') s.pop_back();  // no trailing blanks; leading ones align
+    os << s << "\n";
   };
   line(header);
   for (const auto& r : rows) line(r);

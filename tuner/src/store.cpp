@@ -375,10 +375,12 @@ std::vector<Measurement> Store::measurements(const MeasurementFilter& f) {
   // Empty filter fields match everything; the SQL text is constant.
   auto st = impl_->db.prepare(cat("SELECT ", kMeasurementColumns,
                                   " FROM measurements WHERE (? = '' OR variant = ?) AND (? = '' OR problem = ?) "
-                                  "AND (? = '' OR device = ?) AND (? = '' OR status = ?) ORDER BY id"));
+                                  "AND (? = '' OR device = ?) AND (? = '' OR status = ?) "
+                                  "AND (? = '' OR generator_hash = ?) AND (? = '' OR nvrtc_version = ?) ORDER BY id"));
   std::string problem = f.problem ? f.problem->str() : std::string();
   std::string status = f.status ? to_string(*f.status) : "";
-  st.bind_all(f.variant, f.variant, problem, problem, f.device_key, f.device_key, status, status);
+  st.bind_all(f.variant, f.variant, problem, problem, f.device_key, f.device_key, status, status, f.generator_hash,
+              f.generator_hash, f.nvrtc_version, f.nvrtc_version);
   std::vector<Measurement> out;
   while (st.step()) out.push_back(measurement_from_row(st, impl_->path));
   return out;

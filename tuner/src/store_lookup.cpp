@@ -1,5 +1,6 @@
 // Winner lookup over the user and system databases, as the runtime does it.
 #include <filesystem>
+#include <mutex>
 
 #include "sage/common/strings.h"
 #include "store_impl.h"
@@ -10,11 +11,15 @@ namespace sage::tuner {
 
 struct WinnerLookup::Impl {
   LookupOptions opts;
-  std::unique_ptr<Store> user, system;
+  std::unique_ptr<Store> user, system;  // each serializes its own calls
+  std::mutex mu;                        // guards warnings
   std::vector<std::string> warnings;
 
   void warn(const std::string& msg) {
-    warnings.push_back(msg);
+    {
+      std::lock_guard lk(mu);
+      warnings.push_back(msg);
+    }
     emit_warning(opts.warn, msg);
   }
 };

@@ -181,11 +181,15 @@ struct QuarantineEntry {
   std::int64_t detected_at = 0;
 };
 
+// Which measurements to return; every field left empty matches everything. With all of
+// them set, a tuner resuming a sweep learns whether a (variant, problem, device) was measured.
 struct MeasurementFilter {
-  std::string variant;          // exact name; empty: any
+  std::string variant;          // exact name
   std::optional<ProblemKey> problem;
-  std::string device_key;       // exact DeviceFingerprint::key(); empty: any
+  std::string device_key;       // exact DeviceFingerprint::key()
   std::optional<MeasurementStatus> status;
+  std::string generator_hash;   // exact
+  std::string nvrtc_version;    // exact
 };
 
 struct WinnerFilter {
@@ -382,7 +386,8 @@ struct LookupResult {
 const char* to_string(LookupResult::Status s);
 
 // The user + system pair the runtime and the tuner consult. Never throws for damaged or
-// missing databases: they are reported through warn and left out.
+// missing databases: they are reported through warn and left out. find() may be called from
+// several threads at once.
 class WinnerLookup {
  public:
   explicit WinnerLookup(LookupOptions opts = {});
@@ -392,6 +397,8 @@ class WinnerLookup {
   LookupResult find(const WinnerKey& key, bool explain_miss = false);
   Store* user();    // nullptr when absent or unusable
   Store* system();  // nullptr when absent or unusable
+  // Everything reported so far (also passed to LookupOptions::warn as it happens). Read it
+  // when no find() is running.
   const std::vector<std::string>& warnings() const;
 
  private:
