@@ -144,6 +144,10 @@ TEST_F(CliStore, List_DbAndSystemOptionsPickTheDatabase) {
   json j = sage_json({"list", "--json", "--system"});
   EXPECT_EQ(j["db"], system);
   EXPECT_EQ(j["winners"].size(), 2u);
+  // Read like the runtime reads it (immutable): no lock or index files appear beside it,
+  // which is what lets it live in a read-only install directory.
+  EXPECT_FALSE(fs::exists(system + "-shm"));
+  EXPECT_FALSE(fs::exists(system + "-wal"));
   j = sage_json({"list", "--json", "--db", other});
   EXPECT_EQ(j["db"], other);
   EXPECT_EQ(j["winners"].size(), 0u);

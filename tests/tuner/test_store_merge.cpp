@@ -102,8 +102,9 @@ TEST(StoreMerge, TwoShards_UnionWithConflictResolvedByLowerMedian) {
   if (fs::exists(sh.a + "-wal")) {
     EXPECT_EQ(fs::file_size(sh.a + "-wal"), 0u);
   }
-  // The output is one self-contained file.
+  // The output is one self-contained file, in rollback-journal mode (ready to ship).
   EXPECT_FALSE(fs::exists(sh.out + "-wal"));
+  EXPECT_EQ(RawDb(sh.out, SQLITE_OPEN_READONLY).scalar("PRAGMA journal_mode"), "delete");
 
   Store c(sh.out);
   StoreCounts n = c.counts();

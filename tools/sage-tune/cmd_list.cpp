@@ -13,7 +13,7 @@ struct ListOptions {
 
 int run_list(const ListOptions& o) {
   std::string path = o.db.resolve();
-  tuner::Store s = store::open_for_read(path);
+  tuner::Store s = store::open_for_read(path, o.db.is_system());
   auto winners = s.winners({o.device, o.problem});
   if (o.json) {
     nlohmann::json j = {{"db", path}, {"winners", winners}};

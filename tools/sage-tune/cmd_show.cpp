@@ -20,7 +20,7 @@ int run_show(const ShowOptions& o) {
   std::optional<tuner::MeasurementStatus> status;
   if (!o.status.empty()) status = tuner::parse_measurement_status(o.status);
   std::string path = o.db.resolve();
-  tuner::Store s = store::open_for_read(path);
+  tuner::Store s = store::open_for_read(path, o.db.is_system());
 
   // A problem key if it parses as one, otherwise a variant name.
   std::optional<tuner::ProblemKey> problem;

@@ -27,15 +27,19 @@ struct DbOption {
     if (!path.empty()) return path;
     return system ? tuner::default_system_db_path() : tuner::default_user_db_path();
   }
+  // True when the resolved database is the system one (opened immutable).
+  bool is_system() const { return path.empty() && system; }
 };
 
 inline void warn_stderr(const std::string& msg) { std::cerr << "sage-tune: warning: " << msg << "\n"; }
 
 // Opens for reading: never creates, migrates the file or repairs it. A missing file is
-// Error(not_found), a damaged one Error(corrupt).
-inline tuner::Store open_for_read(const std::string& path) {
+// Error(not_found), a damaged one Error(corrupt). The system DB is opened like the runtime
+// opens it (immutable: no lock or index files, so it works in a read-only directory).
+inline tuner::Store open_for_read(const std::string& path, bool system = false) {
   tuner::OpenOptions o;
   o.read_only = true;
+  o.immutable = system;
   o.create = false;
   o.on_corrupt = tuner::OnCorrupt::fail;
   o.warn = warn_stderr;

@@ -203,8 +203,13 @@ MergeReport merge_stores(const std::vector<std::string>& inputs, const std::stri
         rep.winners += c.winners;
         rep.winners_replaced += c.replaced;
       }
-      // Fold the WAL into the file so that the renamed output is one self-contained file.
-      sqlite3_wal_checkpoint_v2(o.db.get(), nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
+      // Leave WAL mode: the output is then one self-contained file that opens read-only even
+      // where no -shm file can be created (an installed system DB). The first writable open
+      // switches it back to WAL.
+      int rc = sql::retry_busy([&] {
+        return sqlite3_exec(o.db.get(), "PRAGMA journal_mode = DELETE", nullptr, nullptr, nullptr);
+      });
+      if (rc != SQLITE_OK) o.db.fail(rc, "PRAGMA journal_mode = DELETE");
     }  // closing the last connection removes the -wal and -shm files
     if (opts.overwrite) {
       std::error_code ec;
