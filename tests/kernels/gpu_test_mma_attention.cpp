@@ -1,0 +1,133 @@
+// Every variant of the mma pipeline in the default search space, for this GPU's
+// architecture, against the FP32 reference on fresh random inputs (Gaussian and with
+// channel outliers), over shapes that cover Nq, Nkv in {1, 17, 1000, 4097}, Nq != Nkv,
+// GQA 4:1, both layouts, causal on and off, FP16 and BF16, and LSE.
+//
+// Thresholds (issue "Kernels I"; KERNELS.md section 2), for either kind of input:
+//   INT8 Q.K^T + FP16 P.V: cos >= 0.9999, rel-L1 <= 0.02
+//   INT8 Q.K^T + FP8 P.V:  cos >= 0.999,  rel-L1 <= 0.04
+//   INT4 Q.K^T (coarser by design): cos >= 0.99, rel-L1 <= 0.10
+// and LSE within 2% of max(1, |LSE|) of the reference's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+
+#include "sage/common/cuda_driver.h"
+#include "sage/tuner/accuracy.h"
+#include "sage/tuner/variants.h"
+#include "support/gpu.h"
+#include "support/variants.h"
+
+namespace sage {
+namespace {
+using tuner::AttnBuffers;
+using tuner::InputKind;
+
+struct Shape {
+  int b, hq, hkv, nq, nkv;
+  bool causal;
+  Layout layout;
+  DType dtype;
+};
+
+// A covering design rather than the full product: every value of every dimension appears,
+// and the hard combinations (tails, GQA with causal, Nq < Nkv causal) are each present.
+const Shape kShapes[] = {
+    {1, 2, 2, 1, 1, false, Layout::HND, DType::fp16},       {1, 2, 1, 17, 17, true, Layout::NHD, DType::bf16},
+    {2, 8, 2, 1000, 1000, false, Layout::HND, DType::fp16}, {1, 4, 4, 1000, 4097, true, Layout::HND, DType::bf16},
+    {1, 4, 1, 4097, 4097, true, Layout::NHD, DType::fp16},  {1, 2, 2, 17, 1000, false, Layout::NHD, DType::fp16},
+    {1, 4, 1, 1, 4097, false, Layout::HND, DType::bf16},    {1, 4, 4, 4097, 17, false, Layout::NHD, DType::bf16},
+};
+
+std::uint64_t run_seed() {
+  static const std::uint64_t s = [] {
+    std::uint64_t x = (std::uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+    std::printf("[ sage ] input seed %llu (fresh every run)\n", (unsigned long long)x);
+    return x;
+  }();
+  return s;
+}
+
+// References depend on the shape and the inputs only: computed once, shared by all variants.
+class Fixture : public ::testing::TestWithParam<std::string> {
+ protected:
+  static void TearDownTestSuite() { refs().clear(); }
+  static std::map<int, tuner::ReferenceResult>& refs() {
+    static std::map<int, tuner::ReferenceResult> r;
+    return r;
+  }
+};
+
+AttnProblem make_problem(const Shape& s, int head_dim) {
+  AttnProblem p;
+  p.batch = s.b;
+  p.heads_q = s.hq;
+  p.heads_kv = s.hkv;
+  p.seq_q = s.nq;
+  p.seq_kv = s.nkv;
+  p.head_dim = head_dim;
+  p.causal = s.causal;
+  p.layout = s.layout;
+  p.dtype = s.dtype;
+  p.return_lse = true;
+  return p;
+}
+
+TEST_P(Fixture, MatchesFp32Reference) {
+  SAGE_REQUIRE_GPU();
+  const test::CompiledVariant& cv = test::compiled_variant("mma", GetParam());
+  ASSERT_TRUE(cv.compiled.ok) << cv.compiled.log;
+  if (cv.compiled.spills()) GTEST_SKIP() << "pruned by the compile service: " << cv.compiled.spill_summary();
+  use_device(0);
+  auto refmod = tuner::reference_module(cv.variant.arch);
+  ReferenceKernel ref(refmod);
+  auto k = tuner::load_attention(cv.variant, cv.compiled);
+  const KernelConfig& cfg = k->config();
+  double cos_min = 0.9999, l1_max = 0.02;
+  if (cfg.pv == "fp8") cos_min = 0.999, l1_max = 0.04;
+  if (cfg.qk == "int4") cos_min = 0.99, l1_max = 0.10;
+  CUstream st;
+  SAGE_CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+  for (int si = 0; si < int(std::size(kShapes)); ++si) {
+    const AttnProblem p = make_problem(kShapes[si], cfg.head_dim);
+    AttnBuffers buf(p);
+    DeviceBuffer ws(k->workspace_size(p));
+    for (InputKind kind : {InputKind::gaussian, InputKind::outliers}) {
+      const std::uint64_t seed = run_seed() + std::uint64_t(si) * 7919 + (kind == InputKind::outliers);
+      buf.fill(*refmod, kind, seed, st);
+      const int rkey = (si * 2 + (kind == InputKind::outliers)) * 1024 + cfg.head_dim;
+      auto it = refs().find(rkey);
+      if (it == refs().end()) it = refs().emplace(rkey, tuner::run_reference(ref, buf, st)).first;
+      const tuner::ReferenceResult& r = it->second;
+      buf.poison_output();
+      ws.fill_bytes(0xff);  // the kernels must not depend on workspace contents
+      k->run(p, buf.args(), ws.get(), st);
+      SAGE_CU(cuStreamSynchronize(st));
+      const std::vector<float> o = buf.output_hnd();
+      const tuner::Metrics m = tuner::compare(o.data(), r.o.data(), o.size());
+      const std::vector<float> lse = buf.lse.to_host<float>(r.lse.size());
+      double lse_err = 0;
+      for (std::size_t i = 0; i < lse.size(); ++i) {
+        const double tol_scale = std::max(1.0, double(std::fabs(r.lse[i])));
+        const double e = std::isfinite(r.lse[i]) ? std::fabs(lse[i] - r.lse[i]) / tol_scale : (std::isfinite(lse[i]) ? 1e9 : 0);
+        lse_err = std::max(lse_err, std::isnan(lse[i]) ? 1e9 : e);
+      }
+      const std::string what = p.str() + " " + tuner::to_string(kind) + ": " + m.str();
+      EXPECT_EQ(m.nonfinite, 0) << what;
+      EXPECT_GE(m.cos, cos_min) << what;
+      EXPECT_LE(m.rel_l1, l1_max) << what;
+      EXPECT_LE(lse_err, 0.02) << what << " (LSE relative error " << lse_err << ")";
+      std::printf("[ sage ] %-28s %s\n", tuner::to_string(kind), (p.str() + "  " + m.str()).c_str());
+    }
+  }
+  cu::api().cuStreamDestroy(st);
+}
+
+INSTANTIATE_TEST_SUITE_P(Mma, Fixture, ::testing::ValuesIn(test::gpu_variant_names("mma")),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return test::test_name(i.param); });
+
+}  // namespace
+}  // namespace sage

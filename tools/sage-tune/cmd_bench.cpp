@@ -1,0 +1,184 @@
+// sage-tune bench: end-to-end TOPS (preparation included), the preparation's bandwidth and
+// the attention kernel alone, over a grid of shapes, on this GPU.
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "sage/common/cuda_driver.h"
+#include "sage/common/strings.h"
+#include "sage/gen/search_space.h"
+#include "sage/tuner/accuracy.h"
+#include "sage/tuner/problems.h"
+#include "sage/tuner/timing.h"
+#include "sage/tuner/tune.h"
+#include "sage/tuner/variants.h"
+#include "store_cli.h"
+
+namespace sage::cli {
+namespace {
+
+struct BenchArgs {
+  std::vector<std::string> variants;
+  std::vector<int> dims{64, 128};
+  std::vector<int> seqs{1024, 4096, 16384, 32768};
+  std::string causal = "both";
+  int batch = 4, heads = 32, samples = 10;
+  std::string db;
+  bool json = false, tuned = false;
+};
+
+std::string f(double v, const char* fm) {
+  char b[64];
+  std::snprintf(b, sizeof b, fm, v);
+  return b;
+}
+
+int run_bench(const BenchArgs& a) {
+  std::string why;
+  if (!cu::have_device(&why)) throw Error(Errc::no_device, "bench needs a GPU: " + why);
+  use_device(0);
+  const tuner::DeviceFingerprint fp = tuner::fingerprint_device(0);
+  const std::string arch = tuner::arch_for_cc(fp.cc);
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  gen::EnumerateOptions eo;
+  eo.archs = {arch};
+  eo.pipelines = {"mma"};
+  const gen::Enumeration en = space.enumerate(eo);
+  auto find = [&](const std::string& name) -> const gen::Variant& {
+    for (const auto& v : en.variants)
+      if (v.name == name) return v;
+    throw Error(Errc::not_found, "no variant '" + name + "' for " + arch + " (see: sage-tune generate --list)");
+  };
+  tuner::CompileOptions co;
+  co.arch = arch;
+  tuner::VariantBuilder builder(co);
+  std::map<std::string, std::shared_ptr<AttnKernel>> loaded;
+  auto kernel_for = [&](const std::string& name) {
+    auto it = loaded.find(name);
+    if (it != loaded.end()) return it->second;
+    const gen::Variant& v = find(name);
+    tuner::CompileResult r = builder.compile(v);
+    auto k = tuner::load_attention(v, r);
+    loaded[name] = k;
+    return k;
+  };
+  const tuner::ProblemsConfig pcfg = tuner::ProblemsConfig::builtin();
+  std::unique_ptr<tuner::Store> store;
+  if (a.tuned) store = std::make_unique<tuner::Store>(store::open_for_read(a.db.empty() ? tuner::default_user_db_path() : a.db));
+  auto refmod = tuner::reference_module(arch);
+  CUstream stream;
+  SAGE_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  tuner::Timer timer(stream);
+  tuner::TimingOptions to;
+  to.min_samples = a.samples;
+  to.max_samples = a.samples;
+  to.max_seconds = 0;
+
+  std::vector<bool> causals;
+  if (a.causal == "both" || a.causal == "no") causals.push_back(false);
+  if (a.causal == "both" || a.causal == "yes") causals.push_back(true);
+  if (causals.empty()) throw Error(Errc::invalid_argument, "--causal must be yes, no or both");
+  nlohmann::json out = nlohmann::json::array();
+  std::vector<std::vector<std::string>> rows;
+  for (int d : a.dims) {
+    for (bool causal : causals) {
+      for (int n : a.seqs) {
+        AttnProblem p;
+        p.batch = a.batch;
+        p.heads_q = p.heads_kv = a.heads;
+        p.seq_q = p.seq_kv = n;
+        p.head_dim = d;
+        p.causal = causal;
+        std::vector<std::string> names;
+        for (const auto& v : a.variants)
+          if (find(v).get_int("head_dim") == d) names.push_back(v);
+        if (names.empty() && store) {
+          tuner::WinnerKey wk{fp, pcfg.key_of(p, "balanced"), tuner::generator_hash(), tuner::nvrtc_version()};
+          if (auto w = store->winner(wk)) names.push_back(w->variant);
+        }
+        if (names.empty() && a.variants.empty()) names.push_back(tuner::default_variant(arch, d, "balanced"));
+        for (const std::string& name : names) {
+          auto k = kernel_for(name);
+          std::vector<tuner::AttnBuffers> in;
+          for (int s = 0; s < 2; ++s) {
+            in.emplace_back(p);
+            in.back().fill(*refmod, tuner::InputKind::gaussian, 77 + s, stream);
+          }
+          DeviceBuffer ws(k->workspace_size(p));
+          auto e2e = timer.time([&](int i) { k->run(p, in[i % 2].args(), ws.get(), stream); }, to);
+          auto prep = timer.time([&](int i) { k->run_prep(p, in[i % 2].args(), ws.get(), stream); }, to);
+          auto attn = timer.time([&](int i) { k->run_attn(p, in[i % 2].args(), ws.get(), stream); }, to);
+          const double tops = p.flops() / (e2e.median_ms * 1e-3) / 1e12;
+          const double prep_tbs = k->prep_bytes(p) / (prep.median_ms * 1e-3) / 1e12;
+          const double attn_tops = p.flops() / (attn.median_ms * 1e-3) / 1e12;
+          rows.push_back({cat(d), causal ? "yes" : "no", cat(n), name, f(e2e.median_ms, "%.3f"), f(tops, "%.0f"),
+                          f(prep.median_ms, "%.3f"), f(prep_tbs, "%.2f"), f(attn.median_ms, "%.3f"), f(attn_tops, "%.0f"),
+                          f(e2e.spread() * 100, "%.1f%%")});
+          out.push_back({{"head_dim", d}, {"causal", causal}, {"seq", n}, {"batch", a.batch}, {"heads", a.heads},
+                         {"variant", name}, {"e2e_ms", e2e.median_ms}, {"tops", tops}, {"prep_ms", prep.median_ms},
+                         {"prep_tbps", prep_tbs}, {"attn_ms", attn.median_ms}, {"attn_tops", attn_tops},
+                         {"spread", e2e.spread()}});
+          if (!a.json) {
+            std::fprintf(stderr, "\r\033[K  d%d %s N=%d %s: %.0f TOPS", d, causal ? "causal" : "", n, name.c_str(), tops);
+            std::fflush(stderr);
+          }
+        }
+      }
+    }
+  }
+  cu::api().cuStreamDestroy(stream);
+  if (a.json) {
+    std::cout << nlohmann::json{{"device", fp.key()}, {"results", out}}.dump(2) << "\n";
+  } else {
+    std::fprintf(stderr, "\r\033[K");
+    std::cout << "device: " << fp.key() << "  (B=" << a.batch << ", H=" << a.heads
+              << ", TOPS = 4*B*H*N^2*D / time, halved for causal; preparation included in e2e)\n\n";
+    store::print_table(std::cout, {"D", "causal", "N", "variant", "e2e ms", "TOPS", "prep ms", "prep TB/s", "attn ms",
+                                   "attn TOPS", "spread"},
+                       rows);
+  }
+  return kOk;
+}
+
+std::vector<int> ints(const std::string& s, const char* what) {
+  std::vector<int> v;
+  for (const auto& x : split(s, ',')) {
+    try {
+      v.push_back(std::stoi(x));
+    } catch (...) {
+      throw Error(Errc::invalid_argument, cat("bad ", what, " '", s, "'"));
+    }
+  }
+  return v;
+}
+
+}  // namespace
+
+static Registrar reg_bench(
+    "bench", "time end-to-end attention (preparation included), the preparation and the kernel on this GPU",
+    [](CLI::App& sub) -> Action {
+      auto a = std::make_shared<BenchArgs>();
+      auto dims = std::make_shared<std::string>("64,128");
+      auto seqs = std::make_shared<std::string>("1024,4096,16384,32768");
+      sub.add_option("--variant", a->variants, "variant(s) to time (default: the tuned winner with --tuned, else the architecture default)");
+      sub.add_option("--head-dim,-d", *dims, "head dimensions, comma-separated")->capture_default_str();
+      sub.add_option("--seq,-n", *seqs, "sequence lengths (seq_q = seq_kv), comma-separated")->capture_default_str();
+      sub.add_option("--causal", a->causal, "yes, no or both")->capture_default_str();
+      sub.add_option("--batch,-b", a->batch, "batch size")->capture_default_str();
+      sub.add_option("--heads", a->heads, "heads (q and kv)")->capture_default_str();
+      sub.add_option("--samples", a->samples, "timed samples per measurement (median reported)")->capture_default_str();
+      sub.add_flag("--tuned", a->tuned, "time the database's winners");
+      sub.add_option("--db", a->db, "tune database for --tuned");
+      sub.add_flag("--json", a->json, "print JSON");
+      return [=]() {
+        BenchArgs x = *a;
+        x.dims = ints(*dims, "--head-dim");
+        x.seqs = ints(*seqs, "--seq");
+        if (x.batch < 1 || x.heads < 1 || x.samples < 1) throw Error(Errc::invalid_argument, "--batch, --heads and --samples must be >= 1");
+        return run_bench(x);
+      };
+    },
+    40);
+
+}  // namespace sage::cli

@@ -1,0 +1,64 @@
+// `sage-tune tune`: for each problem bucket and accuracy policy, gate every variant of the
+// device's architecture against the FP32 reference, time the ones that pass, and store every
+// measurement and the winner.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sage/tuner/problems.h"
+#include "sage/tuner/store.h"
+
+namespace sage::tuner {
+
+struct TuneOptions {
+  std::string db_path;                          // empty: default_user_db_path()
+  std::string problems_file;                    // empty: the built-in configs/problems.yaml
+  std::vector<std::string> policies{"balanced"};
+  double budget_s = 0;                          // stop starting new work after this; 0: none
+  bool resume = false;                          // skip what the database already has
+  int shard_index = 0, shard_count = 1;         // this process takes problems i, i+n, ...
+  std::vector<int> devices{0};                  // one worker thread per device
+  std::string filter;                           // regex over variant names
+  unsigned compile_jobs = 0;                    // 0: one per core
+  std::string cache_dir;                        // cubin cache; empty: default
+};
+
+struct ProblemResult {
+  ProblemKey key;                // with its policy
+  int device = 0;
+  std::string winner;            // empty: no variant passed
+  double median_us = 0, tops = 0, spread = 0;
+  std::string runner_up;
+  double margin = 0;             // runner-up median / winner median - 1
+  bool tie = false;
+  std::string default_variant;   // the architecture's default (configs/defaults.yaml)
+  double default_us = 0;         // 0: not measured (did not pass this policy)
+  double speedup = 0;            // default_us / median_us
+  Accuracy gaussian, outliers;   // the winner's
+  int candidates = 0, passed = 0, timed = 0, resumed = 0;
+};
+
+struct TuneProgress {
+  std::string phase;             // "compile" | "tune"
+  std::size_t done = 0, total = 0;
+  std::string detail;
+};
+
+struct TuneReport {
+  std::vector<DeviceFingerprint> devices;
+  std::string db_path;
+  int variants = 0, compiled = 0, compile_failed = 0, spilled = 0, cache_hits = 0;
+  double compile_s = 0, gate_s = 0, timing_s = 0, total_s = 0;
+  bool budget_exhausted = false;
+  std::vector<ProblemResult> results;
+  std::vector<std::string> warnings;
+};
+
+TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProgress&)>& on_progress = {});
+
+// The architecture's default variant for a problem (configs/defaults.yaml), by name; throws
+// Error(not_found) when the configuration has none or names a variant outside the space.
+std::string default_variant(const std::string& arch, int head_dim, const std::string& policy);
+
+}  // namespace sage::tuner

@@ -1,0 +1,416 @@
+#include "sage/tuner/tune.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <regex>
+#include <thread>
+
+#include "sage/common/cuda_driver.h"
+#include "sage/common/embedded.h"
+#include "sage/common/error.h"
+#include "sage/common/strings.h"
+#include "sage/gen/search_space.h"
+#include "sage/tuner/accuracy.h"
+#include "sage/tuner/gate.h"
+#include "sage/tuner/timing.h"
+#include "sage/tuner/variants.h"
+
+namespace sage::tuner {
+namespace {
+
+double now_s() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+bool param_matches(const tmpl::Value& have, const YAML::Node& want) {
+  const std::string w = want.as<std::string>();
+  if (have.type() == tmpl::Value::Type::boolean) return (w == "true") == have.as_bool() && (w == "true" || w == "false");
+  return have.str() == w;
+}
+
+}  // namespace
+
+std::string default_variant(const std::string& arch, int head_dim, const std::string& policy) {
+  const EmbeddedFile* f = embedded_configs::find("defaults.yaml");
+  if (!f) throw Error(Errc::internal, "configs/defaults.yaml is not embedded in this build");
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(f->view()));
+  } catch (const YAML::ParserException& e) {
+    throw Error(Errc::parse_error, e.msg, cat("configs/defaults.yaml:", e.mark.line + 1));
+  }
+  YAML::Node list = root["defaults"][arch];
+  if (!list || !list.IsSequence()) throw Error(Errc::not_found, "configs/defaults.yaml has no defaults for " + arch);
+  gen::EnumerateOptions eo;
+  eo.archs = {arch};
+  const gen::Enumeration e = gen::SearchSpace::builtin().enumerate(eo);
+  for (const YAML::Node& entry : list) {
+    if (entry["head_dim"].as<int>() != head_dim) continue;
+    if (YAML::Node pols = entry["policies"]) {
+      bool any = false;
+      for (const YAML::Node& p : pols) any |= p.as<std::string>() == policy;
+      if (!any) continue;
+    }
+    const YAML::Node params = entry["params"];
+    for (const gen::Variant& v : e.variants) {
+      if (v.pipeline != params["pipeline"].as<std::string>()) continue;
+      auto hd = v.params.find("head_dim");
+      if (hd == v.params.end() || hd->second.as_int() != head_dim) continue;
+      bool all = true;
+      for (const auto& kv : params) {
+        const std::string k = kv.first.as<std::string>();
+        if (k == "pipeline") continue;
+        auto it = v.params.find(k);
+        if (it == v.params.end() || !param_matches(it->second, kv.second)) {
+          all = false;
+          break;
+        }
+      }
+      if (all) return v.name;
+    }
+    throw Error(Errc::not_found, cat("configs/defaults.yaml: the ", arch, " default for head_dim ", head_dim,
+                                     " is not a variant of the search space (or was pruned)"));
+  }
+  throw Error(Errc::not_found, cat("configs/defaults.yaml has no ", arch, " default for head_dim ", head_dim,
+                                   " and policy ", policy));
+}
+
+TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProgress&)>& on_progress) {
+  const double t0 = now_s();
+  TuneReport rep;
+  const ProblemsConfig cfg = opts.problems_file.empty() ? ProblemsConfig::builtin() : ProblemsConfig::from_file(opts.problems_file);
+  for (const auto& p : opts.policies) cfg.policy(p);  // validates the names
+  if (opts.shard_count < 1 || opts.shard_index < 0 || opts.shard_index >= opts.shard_count)
+    throw Error(Errc::invalid_argument, cat("bad shard ", opts.shard_index, "/", opts.shard_count));
+  if (opts.devices.empty()) throw Error(Errc::invalid_argument, "no device to tune on");
+  std::string why;
+  if (!cu::have_device(&why)) throw Error(Errc::no_device, "tune needs a GPU: " + why);
+  int ndev = 0;
+  SAGE_CU(cuDeviceGetCount(&ndev));
+  for (int d : opts.devices)
+    if (d < 0 || d >= ndev) throw Error(Errc::invalid_argument, cat("device ", d, " does not exist (", ndev, " visible)"));
+
+  rep.db_path = opts.db_path.empty() ? default_user_db_path() : opts.db_path;
+  Store store(rep.db_path);
+  const std::string gen_hash = generator_hash();
+  const std::string nvrtc = nvrtc_version();
+
+  // Devices and their architectures.
+  std::map<std::string, std::vector<gen::Variant>> variants_by_arch;
+  std::map<std::string, std::map<std::string, CompileResult>> compiled_by_arch;
+  std::vector<std::string> dev_arch;
+  for (int d : opts.devices) {
+    DeviceFingerprint fp = fingerprint_device(d);
+    rep.devices.push_back(fp);
+    store.record_device(fp);
+    dev_arch.push_back(arch_for_cc(fp.cc));
+  }
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+
+  // ---- compile every variant of every architecture involved (parallel, cached) ------------
+  const double tc = now_s();
+  for (const std::string& arch : dev_arch) {
+    if (variants_by_arch.count(arch)) continue;
+    gen::EnumerateOptions eo;
+    eo.archs = {arch};
+    eo.pipelines = {"mma"};
+    eo.filter = opts.filter;
+    gen::Enumeration en = space.enumerate(eo);
+    std::vector<gen::Variant>& vs = variants_by_arch[arch];
+    vs = en.variants;
+    CompileOptions co;
+    co.arch = arch;
+    co.cache_dir = opts.cache_dir;
+    VariantBuilder builder(co);
+    std::vector<CompileResult> res = builder.compile_all(vs, opts.compile_jobs, [&](const Progress& p) {
+      if (on_progress) on_progress({"compile", p.done, p.total, p.last});
+    });
+    for (std::size_t i = 0; i < vs.size(); ++i) {
+      const gen::Variant& v = vs[i];
+      CompileResult& r = res[i];
+      ++rep.variants;
+      VariantRecord vr;
+      vr.name = v.name;
+      vr.params_hash = v.params_hash;
+      vr.generator_hash = gen_hash;
+      vr.params_json = kernel_config(v).str();
+      store.record_variant(vr);
+      if (!r.ok) {
+        ++rep.compile_failed;
+        rep.warnings.push_back(v.name + ": compile failed: " + join(error_lines(r.log, 3), " | "));
+      } else {
+        ++rep.compiled;
+        if (r.cache_hit) ++rep.cache_hits;
+        if (r.spills()) ++rep.spilled;
+        store.record_kernel(make_kernel_record(r, v.name, arch, nvrtc, gen_hash));
+      }
+      compiled_by_arch[arch][v.name] = std::move(r);
+    }
+  }
+  rep.compile_s = now_s() - tc;
+
+  // ---- the work list: problem shapes (policies share gate and timing) ----------------------
+  std::vector<ProblemKey> shapes;
+  for (std::size_t i = 0; i < cfg.problems.size(); ++i)
+    if (int(i) % opts.shard_count == opts.shard_index) shapes.push_back(cfg.problems[i]);
+  std::size_t total_items = 0;
+  for (const ProblemKey& k : shapes)
+    for (const gen::Variant& v : variants_by_arch[dev_arch[0]])
+      if (v.get_int("head_dim") == k.head_dim) ++total_items;
+  std::atomic<std::size_t> done_items{0};
+  std::mutex mu;  // guards rep and progress reporting
+  std::atomic<bool> out_of_budget{false};
+  std::atomic<double> gate_s{0}, timing_s{0};
+  auto add = [](std::atomic<double>& a, double x) {
+    double v = a.load();
+    while (!a.compare_exchange_weak(v, v + x)) {
+    }
+  };
+
+  auto worker = [&](std::size_t widx) {
+    const int dev = opts.devices[widx];
+    use_device(dev);
+    const DeviceFingerprint& fp = rep.devices[widx];
+    const std::string& arch = dev_arch[widx];
+    std::shared_ptr<Module> refmod = reference_module(arch);
+    CUstream stream;
+    SAGE_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    Timer timer(stream);
+    std::map<std::string, GateMetrics> gate_cache;  // variant + gate shape
+    for (std::size_t si = widx; si < shapes.size(); si += opts.devices.size()) {
+      const ProblemKey& shape_key = shapes[si];
+      const AttnProblem problem = cfg.representative(shape_key);
+      const AttnProblem gshape = gate_shape(cfg, shape_key);
+      std::vector<const gen::Variant*> cands;
+      std::string dflt;
+      try {
+        dflt = default_variant(arch, shape_key.head_dim, opts.policies.front());
+      } catch (const Error& e) {
+        std::lock_guard<std::mutex> lock(mu);
+        rep.warnings.push_back(e.what());
+      }
+      for (const gen::Variant& v : variants_by_arch[arch])
+        if (v.get_int("head_dim") == shape_key.head_dim) cands.push_back(&v);
+      // The default first: it is the speed-up baseline and an early bar for abandoning.
+      std::stable_partition(cands.begin(), cands.end(), [&](const gen::Variant* v) { return v->name == dflt; });
+
+      std::vector<AttnBuffers> inputs;
+      for (int s = 0; s < cfg.timing.input_sets; ++s) {
+        inputs.emplace_back(problem);
+        inputs.back().fill(*refmod, InputKind::gaussian, 1000 + s, stream);
+      }
+      double best_ms = 0;
+      std::map<std::string, double> median_us;  // per variant, for the default's speed-up
+      int passed_any = 0, timed = 0, resumed = 0;
+      for (const gen::Variant* v : cands) {
+        if (opts.budget_s > 0 && now_s() - t0 > opts.budget_s) {
+          out_of_budget = true;
+          break;
+        }
+        std::vector<ProblemKey> keys;
+        for (const std::string& pol : opts.policies) {
+          ProblemKey k = shape_key;
+          k.policy = pol;
+          keys.push_back(k);
+        }
+        // --resume: a variant measured for every policy of this bucket by this generator and
+        // NVRTC on this device is not measured again.
+        if (opts.resume) {
+          bool all = true;
+          for (const ProblemKey& k : keys) {
+            MeasurementFilter f;
+            f.variant = v->name;
+            f.problem = k;
+            f.device_key = fp.key();
+            f.generator_hash = gen_hash;
+            f.nvrtc_version = nvrtc;
+            std::vector<Measurement> ms = store.measurements(f);
+            if (ms.empty()) {
+              all = false;
+              break;
+            }
+            if (ms.back().median_us) median_us[v->name] = *ms.back().median_us;
+          }
+          if (all) {
+            ++resumed;
+            ++done_items;
+            continue;
+          }
+        }
+        const CompileResult& cr = compiled_by_arch[arch][v->name];
+        Measurement base;
+        base.device = fp;
+        base.variant = v->name;
+        base.kernel_hash = cr.ok ? cr.key : "";
+        base.generator_hash = gen_hash;
+        base.nvrtc_version = nvrtc;
+        auto record_all = [&](MeasurementStatus st, const std::string& detail) {
+          for (const ProblemKey& k : keys) {
+            Measurement m = base;
+            m.problem = k;
+            m.status = st;
+            m.detail = detail;
+            store.record_measurement(m);
+          }
+        };
+        if (!cr.ok) {
+          record_all(MeasurementStatus::failed, "compile failed: " + join(error_lines(cr.log, 2), " | "));
+          ++done_items;
+          continue;
+        }
+        if (cr.spills()) {
+          record_all(MeasurementStatus::unsupported, "pruned: " + cr.spill_summary());
+          ++done_items;
+          continue;
+        }
+        std::shared_ptr<AttnKernel> kern;
+        try {
+          kern = load_attention(*v, cr);
+        } catch (const Error& e) {
+          record_all(MeasurementStatus::failed, e.what());
+          ++done_items;
+          continue;
+        }
+        // Gate (policy-independent metrics, cached per gate shape).
+        const double tg = now_s();
+        const std::string gkey = v->name + "|" + gshape.str();
+        auto git = gate_cache.find(gkey);
+        if (git == gate_cache.end()) git = gate_cache.emplace(gkey, run_gate(*kern, refmod, gshape, stream)).first;
+        const GateMetrics& gm = git->second;
+        add(gate_s, now_s() - tg);
+        std::vector<MeasurementStatus> st(keys.size());
+        std::vector<std::string> why(keys.size());
+        bool any = false;
+        for (std::size_t i = 0; i < keys.size(); ++i) {
+          st[i] = judge(gm, cfg.policy(keys[i].policy), kern->config(), &why[i]);
+          any |= st[i] == MeasurementStatus::passed;
+        }
+        TimingResult tr;
+        if (any) {
+          ++passed_any;
+          const double tt = now_s();
+          DeviceBuffer ws(kern->workspace_size(problem));
+          TimingOptions to;
+          to.warmup = cfg.timing.warmup;
+          to.min_samples = cfg.timing.min_samples;
+          to.max_samples = cfg.timing.max_samples;
+          to.max_seconds = cfg.timing.max_seconds;
+          to.abandon_above_ms = best_ms > 0 ? best_ms * (1 + cfg.timing.abandon_margin) : 0;
+          try {
+            tr = timer.time([&](int i) { kern->run(problem, inputs[i % inputs.size()].args(), ws.get(), stream); }, to);
+            ++timed;
+            if (!tr.abandoned && (best_ms == 0 || tr.median_ms < best_ms)) best_ms = tr.median_ms;
+            median_us[v->name] = tr.median_ms * 1e3;
+          } catch (const Error& e) {
+            for (std::size_t i = 0; i < keys.size(); ++i)
+              if (st[i] == MeasurementStatus::passed) {
+                st[i] = MeasurementStatus::failed;
+                why[i] = e.what();
+              }
+          }
+          add(timing_s, now_s() - tt);
+        }
+        for (std::size_t i = 0; i < keys.size(); ++i) {
+          Measurement m = base;
+          m.problem = keys[i];
+          m.status = st[i];
+          m.detail = why[i];
+          if (tr.abandoned && st[i] == MeasurementStatus::passed)
+            m.detail = cat("timing stopped early: over ", cfg.timing.abandon_margin * 100, "% slower than the best");
+          if (gm.ran) {
+            m.gaussian = to_accuracy(gm.gaussian);
+            m.outlier = to_accuracy(gm.outliers);
+            m.seed = std::int64_t(gm.seed_gaussian & 0x7fffffffffffffffull);
+            m.seed_outlier = std::int64_t(gm.seed_outliers & 0x7fffffffffffffffull);
+          }
+          if (tr.samples > 0 && st[i] == MeasurementStatus::passed) {
+            m.median_us = tr.median_ms * 1e3;
+            m.p10_us = tr.p10_ms * 1e3;
+            m.p90_us = tr.p90_ms * 1e3;
+            m.samples = tr.samples;
+            m.tops = problem.flops() / (tr.median_ms * 1e-3) / 1e12;
+          }
+          store.record_measurement(m);
+        }
+        const std::size_t d = ++done_items;
+        if (on_progress) {
+          std::lock_guard<std::mutex> lock(mu);
+          on_progress({"tune", d, total_items, shape_key.str() + " " + v->name});
+        }
+      }
+      // Winners, one per policy.
+      for (const std::string& pol : opts.policies) {
+        ProblemKey k = shape_key;
+        k.policy = pol;
+        ProblemResult pr;
+        pr.key = k;
+        pr.device = dev;
+        pr.candidates = int(cands.size());
+        pr.passed = passed_any;
+        pr.timed = timed;
+        pr.resumed = resumed;
+        try {
+          pr.default_variant = default_variant(arch, k.head_dim, pol);
+        } catch (const Error&) {
+        }
+        std::optional<Winner> w = store.decide_winner(WinnerKey{fp, k, gen_hash, nvrtc});
+        if (w) {
+          pr.winner = w->variant;
+          pr.median_us = w->median_us;
+          pr.tops = w->tops.value_or(0);
+          pr.spread = w->noise;
+          pr.runner_up = w->runner_up;
+          pr.margin = w->margin.value_or(0);
+          pr.tie = w->tie;
+          MeasurementFilter f;
+          f.problem = k;
+          f.device_key = fp.key();
+          f.generator_hash = gen_hash;
+          f.nvrtc_version = nvrtc;
+          f.status = MeasurementStatus::passed;
+          for (const Measurement& m : store.measurements(f)) {
+            if (m.variant == pr.winner) {
+              pr.gaussian = m.gaussian.value_or(Accuracy{});
+              pr.outliers = m.outlier.value_or(Accuracy{});
+            }
+            if (m.variant == pr.default_variant && m.median_us) pr.default_us = *m.median_us;
+          }
+          if (pr.default_us > 0) pr.speedup = pr.default_us / pr.median_us;
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        rep.results.push_back(pr);
+      }
+    }
+    cu::api().cuStreamDestroy(stream);
+  };
+
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(opts.devices.size());
+  for (std::size_t w = 0; w < opts.devices.size(); ++w)
+    threads.emplace_back([&, w] {
+      try {
+        worker(w);
+      } catch (const std::exception& e) {
+        errors[w] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (std::size_t w = 0; w < errors.size(); ++w)
+    if (!errors[w].empty()) throw Error(Errc::cuda_error, cat("device ", opts.devices[w], ": ", errors[w]));
+  std::sort(rep.results.begin(), rep.results.end(),
+            [](const ProblemResult& a, const ProblemResult& b) { return a.key.str() < b.key.str(); });
+  rep.gate_s = gate_s;
+  rep.timing_s = timing_s;
+  rep.budget_exhausted = out_of_budget;
+  rep.total_s = now_s() - t0;
+  return rep;
+}
+
+}  // namespace sage::tuner
