@@ -89,7 +89,7 @@ TEST_F(CliGenerate, ListSm90aShowsEveryVariantAndCount) {
       << r.out;
   EXPECT_EQ(r.out.find("sm_80"), std::string::npos);
   // key params and shared memory of the golden variant: 16 KiB Q + 2 x (8 KiB K + 8 KiB V)
-  std::regex row(R"(attn_sm90a_mma_d128_m128_n64_w8_s2_qk-int8-thread_pv-fp8_smk +sm_90a +mma +128 +128x64 +8 +2 +48\.0)");
+  std::regex row(R"(attn_sm90a_mma_d128_m128_n64_w8_s2_qk-int8-thread_pv-fp8_smk_sch-plain_occ1 +sm_90a +mma +128 +128x64 +8 +2 +48\.0)");
   EXPECT_TRUE(std::regex_search(r.out, row)) << r.out;
 }
 
@@ -111,7 +111,7 @@ TEST_F(CliGenerate, FilterExcludedShowInExplain) {
   Result r = run("generate --arch sm_90a --filter 'pv-fp8' --list --explain");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("excluded by filter"), std::string::npos);
-  EXPECT_NE(r.out.find("attn_sm90a_mma_d128_m128_n64_w8_s2_qk-int8-thread_pv-fp8_smk "), std::string::npos);
+  EXPECT_NE(r.out.find("attn_sm90a_mma_d128_m128_n64_w8_s2_qk-int8-thread_pv-fp8_smk_sch-plain_occ1 "), std::string::npos);
 }
 
 TEST_F(CliGenerate, SummaryWithoutAction) {
@@ -138,7 +138,7 @@ TEST_F(CliGenerate, JsonIsWholeEnumeration) {
     EXPECT_EQ(v.at("arch"), "sm_90a");
   }
   const auto& golden = *std::find_if(j.at("variants").begin(), j.at("variants").end(), [](auto& v) {
-    return v.at("name") == "attn_sm90a_mma_d128_m128_n64_w8_s2_qk-int8-thread_pv-fp8_smk";
+    return v.at("name") == "attn_sm90a_mma_d128_m128_n64_w8_s2_qk-int8-thread_pv-fp8_smk_sch-plain_occ1";
   });
   EXPECT_EQ(golden.at("params").at("head_dim"), 128);
   EXPECT_EQ(golden.at("params").at("smooth_k"), true);
