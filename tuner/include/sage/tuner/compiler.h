@@ -115,9 +115,9 @@ struct Progress {
   std::string last;  // name of the job just finished
 };
 // Compiles every job on `jobs_threads` threads (0: the CPUs this process may run on).
-// Results keep job order. `on_progress` is called (serialized) after each job. Jobs with the
-// same key compile once: the others wait and hit the cache. An exception (invalid arch,
-// unusable cache folder) stops the remaining jobs and is rethrown.
+// Results keep job order. `on_progress` is called (serialized) after each job. With the cache
+// on, jobs with the same key compile once: the others wait and hit the cache. An exception
+// (invalid arch, unusable cache folder) stops the remaining jobs and is rethrown.
 std::vector<CompileResult> compile_all(const std::vector<CompileJob>& jobs, const CompileOptions& opts,
                                        unsigned jobs_threads = 0,
                                        const std::function<void(const Progress&)>& on_progress = {});
