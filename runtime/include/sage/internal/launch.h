@@ -1,0 +1,113 @@
+// The launcher: loads a variant's cubin and runs its kernels (preparation + attention, or
+// the FP32 reference) for one problem on a stream. Tests, the tuner and the runtime all go
+// through it. Uses only the CUDA driver API. Internal header.
+#pragma once
+#include <cuda.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "sage/internal/problem.h"
+
+struct SageAttnParams;  // templates/include/sage/params.h
+
+namespace sage {
+
+// What the host must know of a variant's compile-time parameters. Built from the
+// generator's Variant (tuner) or from an exported static table (static builds).
+struct KernelConfig {
+  std::string pipeline;      // "mma" | "reference"
+  std::string name;          // the variant's readable name (for messages)
+  int head_dim = 0, block_m = 0, block_n = 0, warps = 0, stages = 0;
+  std::string qk = "int8";   // int8 | int4
+  std::string pv = "fp8";    // fp16 | fp16acc | fp8
+  std::string granularity = "per_thread";  // per_thread | per_warp | per_block
+  bool smooth_k = true, smooth_q = false, smooth_v = false;
+  std::string schedule = "plain";  // plain | overlap
+  int min_ctas = 1;                // occupancy target of __launch_bounds__
+  int threads = 0, smem_bytes = 0;
+
+  // Parses "key=value;key=value" (the form stored in databases and exported tables).
+  static KernelConfig parse(const std::string& text);
+  std::string str() const;
+  // Empty when this config can serve the problem; otherwise why not (for messages).
+  std::string cannot_implement(const AttnProblem& p) const;
+};
+
+// A loaded CUDA module; unloaded on destruction (in the context it was loaded in).
+class Module {
+ public:
+  static std::shared_ptr<Module> load(const std::string& cubin);  // throws Error(cuda_error)
+  ~Module();
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  CUfunction function(const char* name) const;  // throws Error(not_found)
+  CUmodule handle() const { return mod_; }
+
+ private:
+  explicit Module(CUmodule m, CUcontext ctx) : mod_(m), ctx_(ctx) {}
+  CUmodule mod_;
+  CUcontext ctx_;
+};
+
+// Device pointers of one call. Q/O are [B, Hq, Nq, D] and K/V [B, Hkv, Nkv, D] in the
+// problem's layout and dtype; lse (optional) is [B, Hq, Nq] FP32.
+struct AttnArgs {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  float* lse = nullptr;
+};
+
+// Where each part of the workspace starts (bytes from its base). Sizes depend on the
+// problem; the plan is cheap to compute and identical for identical problems.
+struct WorkspacePlan {
+  std::size_t total = 0;
+  std::size_t stats = 0, q_quant = 0, q_scale = 0, q_mean_quant = 0, q_mean_scale = 0, q_kmean = 0,
+              k_quant = 0, k_scale = 0, v_prep = 0, v_scale = 0, v_mean = 0;
+  bool has_stats = false, has_q_mean = false, has_q_kmean = false, has_v_prep = false,
+       has_v_scale = false, has_v_mean = false;
+  int q_tiles = 0, k_tiles = 0, stat_splits = 1;
+};
+
+// A loaded quantized-attention variant (pipeline "mma").
+class AttnKernel {
+ public:
+  AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module);
+  const KernelConfig& config() const { return cfg_; }
+  WorkspacePlan plan(const AttnProblem& p) const;
+  std::size_t workspace_size(const AttnProblem& p) const { return plan(p).total; }
+  // Runs preparation and attention on `stream`. `workspace` must hold workspace_size(p)
+  // bytes (256-byte aligned). Validates the problem against the config first.
+  void run(const AttnProblem& p, const AttnArgs& a, void* workspace, CUstream stream) const;
+  // The same, split for timing the stages separately.
+  void run_prep(const AttnProblem& p, const AttnArgs& a, void* workspace, CUstream stream) const;
+  void run_attn(const AttnProblem& p, const AttnArgs& a, void* workspace, CUstream stream) const;
+
+ private:
+  struct Launch;
+  void fill(const AttnProblem& p, const AttnArgs& a, void* ws, ::SageAttnParams* out) const;
+  KernelConfig cfg_;
+  std::shared_ptr<Module> module_;
+  CUfunction stats_ = nullptr, quant_ = nullptr, attn_ = nullptr;
+  int num_sms_ = 0;
+};
+
+// The FP32 reference (pipeline "reference"): O [B, Hq, Nq, D] and LSE [B, Hq, Nq] in FP32.
+class ReferenceKernel {
+ public:
+  explicit ReferenceKernel(std::shared_ptr<Module> module);
+  void run(const AttnProblem& p, const AttnArgs& in, float* o, float* lse, CUstream stream) const;
+
+ private:
+  std::shared_ptr<Module> module_;
+  CUfunction fn_ = nullptr;
+};
+
+// Makes the primary context of `device` current on this thread (retaining it once per
+// process) and returns it.
+CUcontext use_device(int device = 0);
+
+}  // namespace sage

@@ -1,0 +1,36 @@
+// An attention call's shape and options, independent of any kernel. Internal header.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace sage {
+
+enum class Layout { HND, NHD };  // [B, H, N, D] or [B, N, H, D], D contiguous
+enum class DType { fp16, bf16 };
+
+const char* to_string(Layout l);
+const char* to_string(DType d);
+Layout parse_layout(const std::string& s);  // throws Error(invalid_argument)
+DType parse_dtype(const std::string& s);
+
+struct AttnProblem {
+  int batch = 1, heads_q = 1, heads_kv = 1, seq_q = 1, seq_kv = 1, head_dim = 128;
+  Layout layout = Layout::HND;
+  DType dtype = DType::fp16;
+  bool causal = false;
+  float sm_scale = 0.f;  // 0: 1/sqrt(head_dim)
+  bool return_lse = false;
+
+  float scale() const;   // sm_scale, or its default
+  // Element strides (batch, head, seq) of a [B, heads, seq, D] tensor in this layout.
+  void strides(int heads, int seq, std::int64_t* sb, std::int64_t* sh, std::int64_t* sn) const;
+  std::int64_t q_elems() const { return std::int64_t(batch) * heads_q * seq_q * head_dim; }
+  std::int64_t kv_elems() const { return std::int64_t(batch) * heads_kv * seq_kv * head_dim; }
+  // 4*B*Hq*Nq*Nkv*D (halved for causal when Nq == Nkv; exact visible-pair count otherwise).
+  double flops() const;
+  // Throws Error(invalid_argument) for sizes < 1, heads_q % heads_kv != 0.
+  void validate() const;
+  std::string str() const;  // "B4 Hq32 Hkv32 Nq4096 Nkv4096 D128 HND fp16 causal"
+};
+
+}  // namespace sage

@@ -1,0 +1,310 @@
+#include "sage/internal/launch.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "sage/common/cuda_driver.h"
+#include "sage/common/error.h"
+#include "sage/common/strings.h"
+#include "sage/params.h"
+
+namespace sage {
+namespace {
+
+constexpr int kPrepThreads = 256;  // templates/include/sage/device/attn_config.cuh
+
+std::size_t align_up(std::size_t x, std::size_t a = 256) { return (x + a - 1) / a * a; }
+int cdiv(std::int64_t a, std::int64_t b) { return int((a + b - 1) / b); }
+
+void launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned threads, unsigned smem, CUstream s,
+            const SageAttnParams& p) {
+  void* args[] = {const_cast<SageAttnParams*>(&p)};
+  SAGE_CU(cuLaunchKernel(f, gx, gy, gz, threads, 1, 1, smem, s, args, nullptr));
+}
+
+int q_groups(const KernelConfig& c) {
+  if (c.granularity == "per_thread") return c.warps * 8;
+  if (c.granularity == "per_warp") return c.warps;
+  return 1;
+}
+int k_groups(const KernelConfig& c) { return c.granularity == "per_thread" ? 4 : 1; }
+int qrow_bytes(const KernelConfig& c) { return c.qk == "int4" ? c.head_dim / 2 : c.head_dim; }
+
+}  // namespace
+
+// ---- KernelConfig --------------------------------------------------------------------------
+
+KernelConfig KernelConfig::parse(const std::string& text) {
+  KernelConfig c;
+  for (const std::string& item : split(text, ';')) {
+    if (trim(item).empty()) continue;
+    auto eq = item.find('=');
+    if (eq == std::string::npos) throw Error(Errc::parse_error, "kernel config item without '=': '" + item + "'");
+    std::string k = trim(item.substr(0, eq)), v = trim(item.substr(eq + 1));
+    auto as_int = [&]() {
+      try {
+        std::size_t used = 0;
+        int x = std::stoi(v, &used);
+        if (used != v.size()) throw 0;
+        return x;
+      } catch (...) {
+        throw Error(Errc::parse_error, "kernel config '" + k + "' is not an integer: '" + v + "'");
+      }
+    };
+    auto as_bool = [&]() {
+      if (v == "true" || v == "1") return true;
+      if (v == "false" || v == "0") return false;
+      throw Error(Errc::parse_error, "kernel config '" + k + "' is not a boolean: '" + v + "'");
+    };
+    if (k == "pipeline") c.pipeline = v;
+    else if (k == "name") c.name = v;
+    else if (k == "head_dim") c.head_dim = as_int();
+    else if (k == "block_m") c.block_m = as_int();
+    else if (k == "block_n") c.block_n = as_int();
+    else if (k == "warps") c.warps = as_int();
+    else if (k == "stages") c.stages = as_int();
+    else if (k == "qk") c.qk = v;
+    else if (k == "pv") c.pv = v;
+    else if (k == "granularity") c.granularity = v;
+    else if (k == "smooth_k") c.smooth_k = as_bool();
+    else if (k == "smooth_q") c.smooth_q = as_bool();
+    else if (k == "smooth_v") c.smooth_v = as_bool();
+    else if (k == "schedule") c.schedule = v;
+    else if (k == "min_ctas") c.min_ctas = as_int();
+    else if (k == "threads") c.threads = as_int();
+    else if (k == "smem_bytes") c.smem_bytes = as_int();
+    else throw Error(Errc::parse_error, "unknown kernel config key '" + k + "'");
+  }
+  if (c.pipeline.empty()) throw Error(Errc::parse_error, "kernel config without a pipeline: '" + text + "'");
+  return c;
+}
+
+std::string KernelConfig::str() const {
+  auto b = [](bool x) { return x ? "true" : "false"; };
+  return cat("pipeline=", pipeline, ";name=", name, ";head_dim=", head_dim, ";block_m=", block_m, ";block_n=", block_n,
+             ";warps=", warps, ";stages=", stages, ";qk=", qk, ";pv=", pv, ";granularity=", granularity,
+             ";smooth_k=", b(smooth_k), ";smooth_q=", b(smooth_q), ";smooth_v=", b(smooth_v), ";schedule=", schedule,
+             ";min_ctas=", min_ctas, ";threads=", threads,
+             ";smem_bytes=", smem_bytes);
+}
+
+std::string KernelConfig::cannot_implement(const AttnProblem& p) const {
+  if (pipeline != "mma") return "pipeline '" + pipeline + "' is not an attention pipeline";
+  if (p.head_dim != head_dim) return cat("head_dim ", p.head_dim, " != the variant's ", head_dim);
+  if (p.heads_q % p.heads_kv != 0) return "heads_q must be a multiple of heads_kv";
+  return {};
+}
+
+// ---- Module ---------------------------------------------------------------------------------
+
+std::shared_ptr<Module> Module::load(const std::string& cubin) {
+  CUcontext ctx = use_device(-1);
+  CUmodule m = nullptr;
+  SAGE_CU(cuModuleLoadData(&m, cubin.data()));
+  return std::shared_ptr<Module>(new Module(m, ctx));
+}
+
+Module::~Module() {
+  if (const cu::Api* a = cu::try_api()) {
+    CUcontext prev = nullptr;
+    a->cuCtxGetCurrent(&prev);
+    if (prev != ctx_) a->cuCtxSetCurrent(ctx_);
+    a->cuModuleUnload(mod_);
+    if (prev != ctx_) a->cuCtxSetCurrent(prev);
+  }
+}
+
+CUfunction Module::function(const char* name) const {
+  CUfunction f = nullptr;
+  CUresult r = cu::api().cuModuleGetFunction(&f, mod_, name);
+  if (r != CUDA_SUCCESS) throw Error(Errc::not_found, cat("kernel '", name, "' not in module: ", cu::error_string(r)));
+  return f;
+}
+
+CUcontext use_device(int device) {
+  const cu::Api& a = cu::api();
+  CUcontext cur = nullptr;
+  SAGE_CU(cuCtxGetCurrent(&cur));
+  if (device < 0 && cur) return cur;  // the caller's context (e.g. PyTorch's)
+  if (device < 0) device = 0;
+  static std::mutex mu;
+  static std::map<int, CUcontext> retained;
+  CUcontext ctx;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = retained.find(device);
+    if (it == retained.end()) {
+      CUdevice dev;
+      SAGE_CU(cuDeviceGet(&dev, device));
+      SAGE_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+      retained[device] = ctx;
+    } else {
+      ctx = it->second;
+    }
+  }
+  if (cur != ctx) SAGE_CU(cuCtxSetCurrent(ctx));
+  (void)a;
+  return ctx;
+}
+
+// ---- AttnKernel -----------------------------------------------------------------------------
+
+AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(std::move(cfg)), module_(std::move(module)) {
+  if (cfg_.pipeline != "mma") throw Error(Errc::invalid_argument, "AttnKernel needs an mma variant, got '" + cfg_.pipeline + "'");
+  stats_ = module_->function("sage_prep_stats");
+  quant_ = module_->function("sage_prep_quant");
+  attn_ = module_->function("sage_attn");
+  const cu::Api& a = cu::api();
+  if (cfg_.smem_bytes > 48 * 1024)
+    SAGE_CU(cuFuncSetAttribute(attn_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, cfg_.smem_bytes));
+  CUdevice dev;
+  SAGE_CU(cuCtxGetDevice(&dev));
+  SAGE_CU(cuDeviceGetAttribute(&num_sms_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+  (void)a;
+}
+
+WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
+  const KernelConfig& c = cfg_;
+  WorkspacePlan w;
+  w.q_tiles = cdiv(p.seq_q, c.block_m);
+  w.k_tiles = cdiv(p.seq_kv, c.block_n);
+  const std::int64_t bhq = std::int64_t(p.batch) * p.heads_q, bhk = std::int64_t(p.batch) * p.heads_kv;
+  const std::int64_t npad = std::int64_t(w.k_tiles) * c.block_n;
+  const bool fp8 = c.pv == "fp8";
+  w.has_stats = c.smooth_k || c.smooth_v || fp8;
+  w.has_q_mean = c.smooth_q;
+  w.has_q_kmean = p.return_lse && c.smooth_k;
+  w.has_v_prep = fp8 || c.smooth_v || p.dtype == DType::bf16;
+  w.has_v_scale = fp8;
+  w.has_v_mean = c.smooth_v;
+  // Enough splits of the sequence for about two CTAs per SM, each of at least 256 rows.
+  w.stat_splits = std::max(1, std::min<int>(cdiv(2 * std::int64_t(num_sms_), bhk), cdiv(p.seq_kv, 256)));
+  std::size_t off = 0;
+  auto take = [&](std::size_t bytes) {
+    std::size_t at = off;
+    off = align_up(off + bytes);
+    return at;
+  };
+  if (w.has_stats) w.stats = take(sizeof(float) * w.stat_splits * bhk * 4 * c.head_dim);
+  w.q_quant = take(std::size_t(bhq) * w.q_tiles * c.block_m * qrow_bytes(c));
+  w.q_scale = take(sizeof(float) * bhq * w.q_tiles * q_groups(c));
+  if (w.has_q_mean) {
+    w.q_mean_quant = take(std::size_t(bhq) * w.q_tiles * qrow_bytes(c));
+    w.q_mean_scale = take(sizeof(float) * bhq * w.q_tiles);
+  }
+  if (w.has_q_kmean) w.q_kmean = take(sizeof(float) * bhq * p.seq_q);
+  w.k_quant = take(std::size_t(bhk) * npad * qrow_bytes(c));
+  w.k_scale = take(sizeof(float) * bhk * w.k_tiles * k_groups(c));
+  if (w.has_v_prep) w.v_prep = take(std::size_t(bhk) * npad * c.head_dim * (fp8 ? 1 : 2));
+  if (w.has_v_scale) w.v_scale = take(sizeof(float) * bhk * c.head_dim);
+  if (w.has_v_mean) w.v_mean = take(sizeof(float) * bhk * c.head_dim);
+  w.total = std::max<std::size_t>(off, 256);
+  return w;
+}
+
+void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, ::SageAttnParams* out) const {
+  std::string why = cfg_.cannot_implement(p);
+  if (!why.empty()) throw Error(Errc::unsupported, cat(cfg_.name, ": ", why));
+  const WorkspacePlan w = plan(p);
+  char* base = static_cast<char*>(ws);
+  SageAttnParams& s = *out;
+  s = SageAttnParams{};
+  s.q.ptr = a.q;
+  s.k.ptr = a.k;
+  s.v.ptr = a.v;
+  p.strides(p.heads_q, p.seq_q, &s.q.stride_b, &s.q.stride_h, &s.q.stride_n);
+  p.strides(p.heads_kv, p.seq_kv, &s.k.stride_b, &s.k.stride_h, &s.k.stride_n);
+  s.v.stride_b = s.k.stride_b;
+  s.v.stride_h = s.k.stride_h;
+  s.v.stride_n = s.k.stride_n;
+  s.o = a.o;
+  s.o_stride_b = s.q.stride_b;
+  s.o_stride_h = s.q.stride_h;
+  s.o_stride_n = s.q.stride_n;
+  s.lse = p.return_lse ? a.lse : nullptr;
+  s.batch = p.batch;
+  s.heads_q = p.heads_q;
+  s.heads_kv = p.heads_kv;
+  s.seq_q = p.seq_q;
+  s.seq_kv = p.seq_kv;
+  s.head_dim = p.head_dim;
+  s.dtype = p.dtype == DType::bf16 ? SAGE_DTYPE_BF16 : SAGE_DTYPE_FP16;
+  s.causal = p.causal ? 1 : 0;
+  s.sm_scale = p.scale();
+  s.q_tiles = w.q_tiles;
+  s.k_tiles = w.k_tiles;
+  s.stat_splits = w.stat_splits;
+  auto at = [&](bool has, std::size_t off) -> char* { return has ? base + off : nullptr; };
+  s.stats = reinterpret_cast<float*>(at(w.has_stats, w.stats));
+  s.q_quant = reinterpret_cast<sage_i8*>(base + w.q_quant);
+  s.q_scale = reinterpret_cast<float*>(base + w.q_scale);
+  s.q_mean_quant = reinterpret_cast<sage_i8*>(at(w.has_q_mean, w.q_mean_quant));
+  s.q_mean_scale = reinterpret_cast<float*>(at(w.has_q_mean, w.q_mean_scale));
+  s.q_kmean = reinterpret_cast<float*>(at(w.has_q_kmean, w.q_kmean));
+  s.k_quant = reinterpret_cast<sage_i8*>(base + w.k_quant);
+  s.k_scale = reinterpret_cast<float*>(base + w.k_scale);
+  s.v_prep = at(w.has_v_prep, w.v_prep);
+  s.v_scale = reinterpret_cast<float*>(at(w.has_v_scale, w.v_scale));
+  s.v_mean = reinterpret_cast<float*>(at(w.has_v_mean, w.v_mean));
+  s.num_sms = num_sms_;
+}
+
+void AttnKernel::run_prep(const AttnProblem& p, const AttnArgs& a, void* ws, CUstream stream) const {
+  SageAttnParams s;
+  fill(p, a, ws, &s);
+  const WorkspacePlan w = plan(p);
+  if (w.has_stats) launch(stats_, unsigned(s.stat_splits), unsigned(p.batch * p.heads_kv), 1, kPrepThreads, 0, stream, s);
+  const std::int64_t jobs = std::int64_t(p.batch) * p.heads_q * w.q_tiles +
+                            std::int64_t(p.batch) * p.heads_kv * w.k_tiles * (w.has_v_prep ? 2 : 1);
+  launch(quant_, unsigned(jobs), 1, 1, kPrepThreads, 0, stream, s);
+}
+
+void AttnKernel::run_attn(const AttnProblem& p, const AttnArgs& a, void* ws, CUstream stream) const {
+  SageAttnParams s;
+  fill(p, a, ws, &s);
+  launch(attn_, unsigned(s.q_tiles), unsigned(p.heads_q), unsigned(p.batch), unsigned(cfg_.threads),
+         unsigned(cfg_.smem_bytes), stream, s);
+}
+
+void AttnKernel::run(const AttnProblem& p, const AttnArgs& a, void* ws, CUstream stream) const {
+  if (!a.q || !a.k || !a.v || !a.o) throw Error(Errc::invalid_argument, "null q, k, v or o pointer");
+  if (p.return_lse && !a.lse) throw Error(Errc::invalid_argument, "return_lse without an lse pointer");
+  if (!ws) throw Error(Errc::invalid_argument, "null workspace");
+  run_prep(p, a, ws, stream);
+  run_attn(p, a, ws, stream);
+}
+
+// ---- ReferenceKernel ------------------------------------------------------------------------
+
+ReferenceKernel::ReferenceKernel(std::shared_ptr<Module> module) : module_(std::move(module)) {
+  fn_ = module_->function("sage_reference");
+}
+
+void ReferenceKernel::run(const AttnProblem& p, const AttnArgs& in, float* o, float* lse, CUstream stream) const {
+  p.validate();
+  if (p.head_dim > 256) throw Error(Errc::unsupported, "the reference supports head_dim <= 256");
+  SageRefParams r{};
+  r.q.ptr = in.q;
+  r.k.ptr = in.k;
+  r.v.ptr = in.v;
+  p.strides(p.heads_q, p.seq_q, &r.q.stride_b, &r.q.stride_h, &r.q.stride_n);
+  p.strides(p.heads_kv, p.seq_kv, &r.k.stride_b, &r.k.stride_h, &r.k.stride_n);
+  r.v.stride_b = r.k.stride_b;
+  r.v.stride_h = r.k.stride_h;
+  r.v.stride_n = r.k.stride_n;
+  r.o = o;
+  r.lse = lse;
+  r.batch = p.batch;
+  r.heads_q = p.heads_q;
+  r.heads_kv = p.heads_kv;
+  r.seq_q = p.seq_q;
+  r.seq_kv = p.seq_kv;
+  r.head_dim = p.head_dim;
+  r.dtype = p.dtype == DType::bf16 ? SAGE_DTYPE_BF16 : SAGE_DTYPE_FP16;
+  r.causal = p.causal ? 1 : 0;
+  r.sm_scale = p.scale();
+  void* args[] = {&r};
+  SAGE_CU(cuLaunchKernel(fn_, unsigned(p.seq_q), unsigned(p.heads_q), unsigned(p.batch), 128, 1, 1, 0, stream, args, nullptr));
+}
+
+}  // namespace sage

@@ -1,0 +1,67 @@
+#include <cmath>
+
+#include "sage/common/error.h"
+#include "sage/common/strings.h"
+#include "sage/internal/problem.h"
+
+namespace sage {
+
+const char* to_string(Layout l) { return l == Layout::HND ? "HND" : "NHD"; }
+const char* to_string(DType d) { return d == DType::fp16 ? "fp16" : "bf16"; }
+
+Layout parse_layout(const std::string& s) {
+  if (s == "HND" || s == "hnd") return Layout::HND;
+  if (s == "NHD" || s == "nhd") return Layout::NHD;
+  throw Error(Errc::invalid_argument, "unknown layout '" + s + "' (expected HND or NHD)");
+}
+
+DType parse_dtype(const std::string& s) {
+  if (s == "fp16" || s == "float16" || s == "half") return DType::fp16;
+  if (s == "bf16" || s == "bfloat16") return DType::bf16;
+  throw Error(Errc::invalid_argument, "unknown dtype '" + s + "' (expected fp16 or bf16)");
+}
+
+float AttnProblem::scale() const {
+  return sm_scale != 0.f ? sm_scale : 1.0f / std::sqrt(float(head_dim));
+}
+
+void AttnProblem::strides(int heads, int seq, std::int64_t* sb, std::int64_t* sh, std::int64_t* sn) const {
+  const std::int64_t d = head_dim;
+  if (layout == Layout::HND) {
+    *sn = d;
+    *sh = std::int64_t(seq) * d;
+    *sb = std::int64_t(heads) * seq * d;
+  } else {
+    *sh = d;
+    *sn = std::int64_t(heads) * d;
+    *sb = std::int64_t(seq) * heads * d;
+  }
+}
+
+double AttnProblem::flops() const {
+  double f = 4.0 * batch * heads_q * double(seq_q) * double(seq_kv) * head_dim;
+  return causal ? f / 2 : f;
+}
+
+void AttnProblem::validate() const {
+  auto pos = [](int v, const char* what) {
+    if (v < 1) throw Error(Errc::invalid_argument, cat(what, " must be >= 1, got ", v));
+  };
+  pos(batch, "batch");
+  pos(heads_q, "heads_q");
+  pos(heads_kv, "heads_kv");
+  pos(seq_q, "seq_q");
+  pos(seq_kv, "seq_kv");
+  pos(head_dim, "head_dim");
+  if (heads_q % heads_kv != 0)
+    throw Error(Errc::invalid_argument, cat("heads_q (", heads_q, ") must be a multiple of heads_kv (", heads_kv, ")"));
+  if (!(sm_scale >= 0.f) || std::isinf(sm_scale))
+    throw Error(Errc::invalid_argument, cat("sm_scale must be finite and >= 0 (0 means 1/sqrt(d)), got ", sm_scale));
+}
+
+std::string AttnProblem::str() const {
+  return cat("B", batch, " Hq", heads_q, " Hkv", heads_kv, " Nq", seq_q, " Nkv", seq_kv, " D", head_dim, " ",
+             to_string(layout), " ", to_string(dtype), causal ? " causal" : "", return_lse ? " lse" : "");
+}
+
+}  // namespace sage

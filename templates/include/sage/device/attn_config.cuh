@@ -1,0 +1,71 @@
+// Compile-time configuration of an mma.sync attention variant and of the preparation
+// kernels that feed it (the per-thread scale layout follows the attention kernel's MMA
+// fragments, so both are instantiated from the same parameters).
+#pragma once
+#include "sage/device/common.cuh"
+
+namespace sage {
+
+enum class QkType { int8, int4 };
+enum class PvType { fp16, fp16acc, fp8 };     // fp16: fp32 accumulators; fp16acc: fp16
+                                               // accumulators flushed to fp32 every tile;
+                                               // fp8: e4m3 operands, two-level fp32
+enum class Gran { per_thread, per_warp, per_block };
+enum class Schedule { plain,     // per tile: S = QK^T, softmax, O += PV
+                      overlap };  // S of tile t+1 is issued before the softmax of tile t, so the
+                                  // tensor pipe works while the exp/FMA pipes do (needs 3 stages)
+
+template <int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES_, QkType QK_, PvType PV_,
+          Gran GRAN_, bool SMOOTH_K_, bool SMOOTH_Q_, bool SMOOTH_V_, Schedule SCHED_ = Schedule::plain,
+          int MIN_CTAS_ = 1>
+struct MmaAttnConfig {
+  static constexpr int D = HEAD_DIM;
+  static constexpr int BM = BLOCK_M;
+  static constexpr int BN = BLOCK_N;
+  static constexpr int NWARPS = WARPS;
+  static constexpr int STAGES = STAGES_;
+  static constexpr QkType QK = QK_;
+  static constexpr PvType PV = PV_;
+  static constexpr Gran GRAN = GRAN_;
+  static constexpr bool SMOOTH_K = SMOOTH_K_;
+  static constexpr bool SMOOTH_Q = SMOOTH_Q_;
+  static constexpr bool SMOOTH_V = SMOOTH_V_;
+  static constexpr Schedule SCHED = SCHED_;
+  static constexpr int MIN_CTAS = MIN_CTAS_;  // __launch_bounds__ occupancy target (caps registers)
+
+  static constexpr int THREADS = WARPS * 32;
+  static constexpr int WARP_Q = BM / WARPS;   // query rows per warp
+  static constexpr int SLABS = WARP_Q / 16;   // 16-row MMA slabs per warp
+  static constexpr bool INT4 = QK == QkType::int4;
+  static constexpr int QROW = INT4 ? D / 2 : D;     // bytes of one quantized Q/K row
+  static constexpr int QK_KSTEP_BYTES = 32;         // m16n8k32 (s8) and m16n8k64 (s4)
+  static constexpr int QK_KSTEPS = QROW / QK_KSTEP_BYTES;
+  static constexpr float QMAX = INT4 ? 7.0f : 127.0f;
+  static constexpr int Q_GROUPS = GRAN == Gran::per_thread ? WARPS * 8 : GRAN == Gran::per_warp ? WARPS : 1;
+  static constexpr int K_GROUPS = GRAN == Gran::per_thread ? 4 : 1;
+  static constexpr bool V_FP8 = PV == PvType::fp8;
+  static constexpr int V_ELEM = V_FP8 ? 1 : 2;
+
+  static constexpr int SMEM_Q = BM * QROW;
+  static constexpr int SMEM_K_STAGE = BN * QROW;
+  static constexpr int SMEM_V_STAGE = BN * D * V_ELEM;
+  static constexpr int SMEM_MAIN = SMEM_Q + STAGES * (SMEM_K_STAGE + SMEM_V_STAGE);
+  // The epilogue stages O (out dtype, rows padded by 16 bytes against bank conflicts)
+  // through the same memory, for 16-byte coalesced stores.
+  static constexpr int O_ROW_BYTES = D * 2 + 16;
+  static constexpr int SMEM_EPI = BM * O_ROW_BYTES;
+  static constexpr int SMEM_BYTES = SMEM_MAIN > SMEM_EPI ? SMEM_MAIN : SMEM_EPI;
+
+  static_assert(D == 64 || D == 128, "head_dim 64 or 128");
+  static_assert(WARP_Q == 16 || WARP_Q == 32, "16 or 32 query rows per warp");
+  static_assert(BN % 32 == 0 && BN >= 32, "BLOCK_N must be a multiple of 32");
+  static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 stages");
+  static_assert(SCHED == Schedule::plain || STAGES >= 3, "the overlap schedule keeps two tiles resident: 3+ stages");
+  // Exactness of the int32 -> float "magic number" conversion (|S| < 2^22).
+  static_assert(!(QK == QkType::int8) || D * 127 * 127 < (1 << 22), "int8 QK dot products must stay below 2^22");
+};
+
+// Sizes of the preparation kernels' work.
+constexpr int kPrepThreads = 256;
+
+}  // namespace sage

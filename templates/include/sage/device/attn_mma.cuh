@@ -1,0 +1,609 @@
+// The mma.sync + cp.async attention pipeline (sm_80+): one CTA per BLOCK_M query rows of one
+// (batch, head); warps own WARP_Q rows each and stream the K/V tiles of their kv head through
+// a STAGES-deep shared-memory ring. Per tile and warp:
+//   S = Q K^T        INT8 m16n8k32 (INT4 m16n8k64), int32 accumulators
+//   softmax          one Q scale and one K scale per lane (per-thread groups), dequantization
+//                    folded into the exp2 FMA, online max/sum in FP32
+//   O += P V         FP8 m16n8k32 into a fresh accumulator added into FP32 O (two-level), or
+//                    FP16 m16n8k16 with FP32 (or FP16, flushed every tile) accumulators
+// Causal: tiles past the diagonal are skipped, only the diagonal (and the tail) tiles masked.
+#pragma once
+#include "sage/device/attn_config.cuh"
+#include "sage/device/mma_sm80.cuh"
+
+namespace sage {
+namespace mma_attn {
+using namespace dev;
+
+template <class Cfg>
+struct Layout {
+  static constexpr int Q = 0;
+  static constexpr int K = Cfg::SMEM_Q;
+  static constexpr int V = K + Cfg::STAGES * Cfg::SMEM_K_STAGE;
+  static constexpr int QCPR = Cfg::QROW / 16;                       // 16-byte chunks per Q/K row
+  static constexpr int VCPR = Cfg::V_FP8 ? Cfg::BN / 16 : Cfg::D / 8;  // per V^T row / V row
+};
+
+// Where this CTA reads V from: prepared FP8 V^T, prepared FP16 V, or the user's FP16 V.
+struct VSource {
+  const u8* base;
+  i64 row_stride;  // bytes between rows (V^T rows for FP8)
+  int rows_valid;  // rows past this are zero-filled (user's V only)
+};
+
+// Per-thread cp.async plan for one K/V tile: every thread copies chunks tid, tid + THREADS,
+// ... of the tile. THREADS is a multiple of the chunks per row and of 8 rows, so a thread's
+// column and swizzle phase are the same for all its chunks: the shared and global offsets
+// of chunk i are the first one's plus a compile-time (or per-CTA) stride, computed once.
+template <class Cfg>
+struct KvLoader {
+  using L = Layout<Cfg>;
+  static constexpr int T = Cfg::THREADS;
+  static constexpr int K_CHUNKS = Cfg::BN * L::QCPR;
+  static constexpr int K_ROWS_PER_PASS = T / L::QCPR;
+  static constexpr int V_ROWS = Cfg::V_FP8 ? Cfg::D : Cfg::BN;
+  static constexpr int V_CHUNKS = V_ROWS * L::VCPR;
+  static constexpr int V_ROWS_PER_PASS = T / L::VCPR;
+  static_assert(T % L::QCPR == 0 && T % L::VCPR == 0, "threads must cover whole rows");
+  static_assert(K_ROWS_PER_PASS % 8 == 0 || K_CHUNKS <= T, "swizzle phase must repeat across passes");
+  static_assert(V_ROWS_PER_PASS % 8 == 0 || V_CHUNKS <= T, "swizzle phase must repeat across passes");
+
+  u32 k_dst, v_dst;      // shared-memory offsets of this thread's first chunk
+  u32 k_src;             // byte offset of its first K chunk within a tile
+  i64 v_src;             // byte offset of its first V chunk within a tile (row part)
+  i64 v_pass_stride;     // bytes between this thread's V chunks
+  int v_row0;            // its first V row (FP16 V: for the zero-fill check)
+
+  SAGE_DEV void init(const VSource& vs) {
+    const int tid = threadIdx.x;
+    const int kr = tid / L::QCPR, kc = tid % L::QCPR;
+    k_dst = swz<L::QCPR>(kr, kc);
+    k_src = kr * Cfg::QROW + kc * 16;
+    const int vr = tid / L::VCPR, vc = tid % L::VCPR;
+    v_dst = swz<L::VCPR>(vr, vc);
+    v_src = i64(vr) * vs.row_stride + vc * 16;
+    v_pass_stride = i64(V_ROWS_PER_PASS) * vs.row_stride;
+    v_row0 = vr;
+  }
+
+  SAGE_DEV void load(const u8* gK, const VSource& vs, int tile, u32 sK, u32 sV) const {
+    const u8* k = gK + i64(tile) * Cfg::BN * Cfg::QROW + k_src;
+#pragma unroll
+    for (int i = 0; i < cdiv(K_CHUNKS, T); ++i)
+      if (K_CHUNKS % T == 0 || threadIdx.x + i * T < K_CHUNKS)
+        cp_async16(sK + k_dst + i * T * 16, k + i * K_ROWS_PER_PASS * Cfg::QROW);
+    if constexpr (Cfg::V_FP8) {
+      const u8* v = vs.base + i64(tile) * Cfg::BN + v_src;
+#pragma unroll
+      for (int i = 0; i < cdiv(V_CHUNKS, T); ++i)
+        if (V_CHUNKS % T == 0 || threadIdx.x + i * T < V_CHUNKS)
+          cp_async16(sV + v_dst + i * T * 16, v + i * v_pass_stride);
+    } else {
+      const int n0 = tile * Cfg::BN;
+      const u8* v = vs.base + i64(n0) * vs.row_stride + v_src;
+      const bool full = n0 + Cfg::BN <= vs.rows_valid;
+#pragma unroll
+      for (int i = 0; i < cdiv(V_CHUNKS, T); ++i) {
+        if (V_CHUNKS % T == 0 || threadIdx.x + i * T < V_CHUNKS) {
+          const bool ok = full || n0 + v_row0 + i * V_ROWS_PER_PASS < vs.rows_valid;
+          cp_async16(sV + v_dst + i * T * 16, ok ? v + i * v_pass_stride : vs.base, ok ? 16 : 0);
+        }
+      }
+    }
+  }
+};
+
+// Per-lane ldmatrix offsets, computed once. Within a 16-row block the swizzle phase of a
+// lane's row depends only on the lane, so the offsets for other row blocks and chunk groups
+// are these plus compile-time constants (folded into the instructions' immediates).
+template <class Cfg>
+struct LaneOffsets {
+  using L = Layout<Cfg>;
+  static constexpr int VK = Cfg::V_FP8 ? Cfg::BN / 32 : (Cfg::D / 16 < 4 ? Cfg::D / 16 : 4);
+  u32 k[Cfg::QK_KSTEPS];
+  u32 v[VK];
+  SAGE_DEV void init() {
+    const int lane = threadIdx.x % 32;
+    const int row = (lane & 7) + 8 * (lane >> 4), b = (lane >> 3) & 1;
+#pragma unroll
+    for (int i = 0; i < Cfg::QK_KSTEPS; ++i) k[i] = swz<L::QCPR>(row, 2 * i + b);
+    if constexpr (Cfg::V_FP8) {
+#pragma unroll
+      for (int i = 0; i < VK; ++i) v[i] = swz<L::VCPR>(row, 2 * i + b);
+    } else {
+      const int trow = (lane & 7) + 8 * ((lane >> 3) & 1), hb = lane >> 4;
+#pragma unroll
+      for (int i = 0; i < VK; ++i) v[i] = swz<L::VCPR>(trow, 2 * i + hb);
+    }
+  }
+  // FP16 V, chunk pair q: chunks 2q and 2q+1 of 8-chunk group q/4 (XOR stays inside a group).
+  SAGE_DEV u32 v16(int q) const { return v[q % 4] + (q / 4) * 8 * 16; }
+};
+
+template <class Cfg>
+struct WarpState {
+  static constexpr int SL = Cfg::SLABS;
+  float m[SL][2];             // running max (log2 domain, scaled), rows gid and gid+8 of each slab
+  float l[SL][2];             // running sum, this lane's columns only (reduced at the end)
+  float o[SL][Cfg::D / 8][4]; // output accumulators
+};
+
+// Scores of one tile, as the QK^T MMAs leave them (int32), plus the smooth-Q correction.
+template <class Cfg>
+struct TileScores {
+  static constexpr int NT = Cfg::BN / 8;
+  i32 s[Cfg::SLABS][NT][4];
+  i32 ds[Cfg::SMOOTH_Q ? NT : 1][4];
+};
+
+// S = Q K^T for one tile (and dS = q_mean K^T when smoothing Q).
+template <class Cfg>
+SAGE_DEV void qk_tile(TileScores<Cfg>& S, const u32 (&qf)[Cfg::SLABS][Cfg::QK_KSTEPS][4],
+                      const u32 (&qbar)[Cfg::QK_KSTEPS][4], u32 sK, const LaneOffsets<Cfg>& lo) {
+  using L = Layout<Cfg>;
+  constexpr int SL = Cfg::SLABS, NT = Cfg::BN / 8;
+  auto& s = S.s;
+  auto& ds = S.ds;
+#pragma unroll
+  for (int a = 0; a < SL; ++a)
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[a][n][e] = 0;
+  if constexpr (Cfg::SMOOTH_Q) {
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) ds[n][e] = 0;
+  }
+#pragma unroll
+  for (int p2 = 0; p2 < NT / 2; ++p2) {
+#pragma unroll
+    for (int k = 0; k < Cfg::QK_KSTEPS; ++k) {
+      u32 kf[4];
+      ldsm_x4(kf, sK + lo.k[k] + p2 * 16 * L::QCPR * 16);
+#pragma unroll
+      for (int a = 0; a < SL; ++a) {
+        if constexpr (Cfg::INT4) {
+          mma_s4(s[a][2 * p2], qf[a][k], kf[0], kf[1]);
+          mma_s4(s[a][2 * p2 + 1], qf[a][k], kf[2], kf[3]);
+        } else {
+          mma_s8(s[a][2 * p2], qf[a][k], kf[0], kf[1]);
+          mma_s8(s[a][2 * p2 + 1], qf[a][k], kf[2], kf[3]);
+        }
+      }
+      if constexpr (Cfg::SMOOTH_Q) {
+        if constexpr (Cfg::INT4) {
+          mma_s4(ds[2 * p2], qbar[k], kf[0], kf[1]);
+          mma_s4(ds[2 * p2 + 1], qbar[k], kf[2], kf[3]);
+        } else {
+          mma_s8(ds[2 * p2], qbar[k], kf[0], kf[1]);
+          mma_s8(ds[2 * p2 + 1], qbar[k], kf[2], kf[3]);
+        }
+      }
+    }
+  }
+}
+
+// Online softmax of one tile's scores, then O += P V.
+template <class Cfg, bool MASK>
+SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores<Cfg>& S, float qs, float qbar_scale,
+                         float ks, u32 sV, int tile, int row0, const LaneOffsets<Cfg>& lo) {
+  using L = Layout<Cfg>;
+  constexpr int SL = Cfg::SLABS, NT = Cfg::BN / 8, D = Cfg::D, BN = Cfg::BN;
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  auto& s = S.s;
+  auto& ds = S.ds;
+
+  // ---- online softmax ------------------------------------------------------------------
+  const float shift = Cfg::V_FP8 ? kLog2Fp8Max : 0.f;  // P scaled to fill E4M3's range
+  const int col0 = tile * BN + 2 * tig;
+  const int causal_off = p.seq_kv - p.seq_q;
+  float pf[SL][NT][4];
+  float alpha[SL][2];
+  float dsf[Cfg::SMOOTH_Q ? NT : 1][2];
+  if constexpr (Cfg::SMOOTH_Q) {
+    const float f = qbar_scale * ks;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      dsf[n][0] = float(ds[n][0]) * f;
+      dsf[n][1] = float(ds[n][1]) * f;
+    }
+  }
+#pragma unroll
+  for (int a = 0; a < SL; ++a) {
+    const float dq = qs * ks;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int row = row0 + 16 * a + gid + 8 * hh;
+      const int limit = p.causal ? row + causal_off : 0x7fffffff;  // last visible key
+      auto visible = [&](int n, int e) {
+        const int col = col0 + 8 * n + e;
+        return col < p.seq_kv && col <= limit;
+      };
+      float tmax;
+      if constexpr (Cfg::SMOOTH_Q) {
+        tmax = neg_inf();
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float x = float(s[a][n][2 * hh + e]) * dq + dsf[n][e];
+            if (MASK && !visible(n, e)) x = neg_inf();
+            pf[a][n][2 * hh + e] = x;
+            tmax = fmaxf(tmax, x);
+          }
+      } else {
+        i32 imax = i32(0x80000000);
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (!MASK || visible(n, e)) imax = max_(imax, s[a][n][2 * hh + e]);
+        tmax = imax == i32(0x80000000) ? neg_inf() : float(imax) * dq;
+      }
+      tmax = quad_max(tmax);
+      const float m_new = fmaxf(st.m[a][hh], tmax);
+      const float base = m_new == neg_inf() ? 0.f : m_new;
+      alpha[a][hh] = ex2(st.m[a][hh] - base);
+      st.m[a][hh] = m_new;
+      float rs = 0.f;
+      if constexpr (Cfg::SMOOTH_Q) {
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float v = ex2(pf[a][n][2 * hh + e] - base + shift);
+            pf[a][n][2 * hh + e] = v;
+            rs += v;
+          }
+      } else {
+        // exp2(S*dq - base + shift) with S converted by the magic-number trick:
+        // (S + 12582912) * dq - (12582912 * dq + base - shift), one FFMA.
+        const float c = kMagic * dq + base - shift;
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float v = ex2(fmaf(magic_i2f(s[a][n][2 * hh + e]), dq, -c));
+            if (MASK && !visible(n, e)) v = 0.f;
+            pf[a][n][2 * hh + e] = v;
+            rs += v;
+          }
+      }
+      st.l[a][hh] = st.l[a][hh] * alpha[a][hh] + rs;
+    }
+  }
+
+  // ---- O += P V --------------------------------------------------------------------------
+  if constexpr (Cfg::V_FP8) {
+#if defined(SAGE_HAS_FP8)
+    constexpr int KK = BN / 32;
+    u32 pa[SL][KK][4];
+#pragma unroll
+    for (int a = 0; a < SL; ++a)
+#pragma unroll
+      for (int k = 0; k < KK; ++k) {
+        pa[a][k][0] = pack_e4m3x4(pf[a][4 * k][0], pf[a][4 * k][1], pf[a][4 * k + 1][0], pf[a][4 * k + 1][1]);
+        pa[a][k][1] = pack_e4m3x4(pf[a][4 * k][2], pf[a][4 * k][3], pf[a][4 * k + 1][2], pf[a][4 * k + 1][3]);
+        pa[a][k][2] = pack_e4m3x4(pf[a][4 * k + 2][0], pf[a][4 * k + 2][1], pf[a][4 * k + 3][0], pf[a][4 * k + 3][1]);
+        pa[a][k][3] = pack_e4m3x4(pf[a][4 * k + 2][2], pf[a][4 * k + 2][3], pf[a][4 * k + 3][2], pf[a][4 * k + 3][3]);
+      }
+    constexpr int DCH = D / 8 < 8 ? D / 8 : 8;  // d-tiles per two-level chunk
+#pragma unroll
+    for (int dc = 0; dc < D / 8 / DCH; ++dc) {
+      float acc[SL][DCH][4];
+#pragma unroll
+      for (int a = 0; a < SL; ++a)
+#pragma unroll
+        for (int j = 0; j < DCH; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[a][j][e] = 0.f;
+#pragma unroll
+      for (int k = 0; k < KK; ++k)
+#pragma unroll
+        for (int q = 0; q < DCH / 2; ++q) {
+          u32 vf[4];
+          ldsm_x4(vf, sV + lo.v[k] + (dc * DCH * 8 + 16 * q) * L::VCPR * 16);
+#pragma unroll
+          for (int a = 0; a < SL; ++a) {
+            mma_e4m3(acc[a][2 * q], pa[a][k], vf[0], vf[1]);
+            mma_e4m3(acc[a][2 * q + 1], pa[a][k], vf[2], vf[3]);
+          }
+        }
+#pragma unroll
+      for (int a = 0; a < SL; ++a)
+#pragma unroll
+        for (int j = 0; j < DCH; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            st.o[a][dc * DCH + j][e] = fmaf(st.o[a][dc * DCH + j][e], alpha[a][e / 2], acc[a][j][e]);
+    }
+#endif
+  } else {
+    constexpr int KK = BN / 16;
+    u32 pa[SL][KK][4];
+#pragma unroll
+    for (int a = 0; a < SL; ++a)
+#pragma unroll
+      for (int k = 0; k < KK; ++k) {
+        pa[a][k][0] = pack_f16x2(pf[a][2 * k][0], pf[a][2 * k][1]);
+        pa[a][k][1] = pack_f16x2(pf[a][2 * k][2], pf[a][2 * k][3]);
+        pa[a][k][2] = pack_f16x2(pf[a][2 * k + 1][0], pf[a][2 * k + 1][1]);
+        pa[a][k][3] = pack_f16x2(pf[a][2 * k + 1][2], pf[a][2 * k + 1][3]);
+      }
+    if constexpr (Cfg::PV == PvType::fp16) {
+      // Once the row maxima settle (after a few tiles), alpha is 1 for the whole warp.
+      bool rescale = false;
+#pragma unroll
+      for (int a = 0; a < SL; ++a) rescale |= alpha[a][0] != 1.f || alpha[a][1] != 1.f;
+      if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+        for (int a = 0; a < SL; ++a)
+#pragma unroll
+          for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) st.o[a][j][e] *= alpha[a][e / 2];
+      }
+#pragma unroll
+      for (int k = 0; k < KK; ++k)
+#pragma unroll
+        for (int q = 0; q < D / 16; ++q) {
+          u32 vf[4];
+          ldsm_x4_t(vf, sV + lo.v16(q) + 16 * k * L::VCPR * 16);
+#pragma unroll
+          for (int a = 0; a < SL; ++a) {
+            mma_f16_f32(st.o[a][2 * q], pa[a][k], vf[0], vf[1]);
+            mma_f16_f32(st.o[a][2 * q + 1], pa[a][k], vf[2], vf[3]);
+          }
+        }
+    } else {  // fp16 accumulators, flushed into FP32 O once per tile
+      constexpr int DCH = D / 8 < 8 ? D / 8 : 8;
+#pragma unroll
+      for (int dc = 0; dc < D / 8 / DCH; ++dc) {
+        u32 acc[SL][DCH][2];
+#pragma unroll
+        for (int a = 0; a < SL; ++a)
+#pragma unroll
+          for (int j = 0; j < DCH; ++j) acc[a][j][0] = acc[a][j][1] = 0u;
+#pragma unroll
+        for (int k = 0; k < KK; ++k)
+#pragma unroll
+          for (int q = 0; q < DCH / 2; ++q) {
+            u32 vf[4];
+            ldsm_x4_t(vf, sV + lo.v16(dc * DCH / 2 + q) + 16 * k * L::VCPR * 16);
+#pragma unroll
+            for (int a = 0; a < SL; ++a) {
+              mma_f16_f16(acc[a][2 * q], pa[a][k], vf[0], vf[1]);
+              mma_f16_f16(acc[a][2 * q + 1], pa[a][k], vf[2], vf[3]);
+            }
+          }
+#pragma unroll
+        for (int a = 0; a < SL; ++a)
+#pragma unroll
+          for (int j = 0; j < DCH; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const u32 w = acc[a][j][e / 2];
+              const float v = (e & 1) ? f16_to_f32(u16(w >> 16)) : f16_to_f32(u16(w & 0xffff));
+              st.o[a][dc * DCH + j][e] = fmaf(st.o[a][dc * DCH + j][e], alpha[a][e / 2], v);
+            }
+      }
+    }
+  }
+}
+
+// grid (q_tiles, Hq, B), Cfg::THREADS threads, Cfg::SMEM_BYTES dynamic shared memory.
+template <class Cfg>
+SAGE_DEV void attn_kernel(const SageAttnParams& p) {
+  using L = Layout<Cfg>;
+  constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, SL = Cfg::SLABS, ST = Cfg::STAGES;
+  extern __shared__ __align__(128) u8 smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  // Causal CTAs with the most key tiles start first.
+  const int q_tile = p.causal ? p.q_tiles - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int hkv = h / (p.heads_q / p.heads_kv);
+  const int m0 = q_tile * BM;
+  const int row0 = m0 + warp * Cfg::WARP_Q;
+
+  int n_tiles = p.k_tiles, mask_from = p.k_tiles;
+  if (p.causal) {
+    const int off = p.seq_kv - p.seq_q;
+    const int last_key = m0 + BM - 1 + off;
+    n_tiles = last_key < 0 ? 0 : min_(p.k_tiles, last_key / BN + 1);
+    const int lim = m0 + off + 1;  // keys below lim are visible to every row of the CTA
+    mask_from = lim <= 0 ? 0 : lim / BN;
+  }
+  if (p.seq_kv % BN != 0) mask_from = min_(mask_from, p.k_tiles - 1);
+
+  const i64 q_tile_id = (i64(b) * p.heads_q + h) * p.q_tiles + q_tile;
+  const i64 kv_bh = i64(b) * p.heads_kv + hkv;
+  const u8* gQ = reinterpret_cast<const u8*>(p.q_quant) + q_tile_id * BM * Cfg::QROW;
+  const u8* gK = reinterpret_cast<const u8*>(p.k_quant) + kv_bh * p.k_tiles * BN * Cfg::QROW;
+  VSource vs;
+  const i64 npad = i64(p.k_tiles) * BN;
+  if constexpr (Cfg::V_FP8) {
+    vs.base = static_cast<const u8*>(p.v_prep) + kv_bh * D * npad;
+    vs.row_stride = npad;
+    vs.rows_valid = D;
+  } else if (p.v_prep) {
+    vs.base = static_cast<const u8*>(p.v_prep) + kv_bh * npad * D * 2;
+    vs.row_stride = D * 2;
+    vs.rows_valid = int(npad);
+  } else {
+    vs.base = static_cast<const u8*>(p.v.ptr) + (b * p.v.stride_b + hkv * p.v.stride_h) * 2;
+    vs.row_stride = p.v.stride_n * 2;
+    vs.rows_valid = p.seq_kv;
+  }
+
+  const u32 sQ = smem_addr(smem + L::Q);
+  const u32 sK0 = smem_addr(smem + L::K);
+  const u32 sV0 = smem_addr(smem + L::V);
+  KvLoader<Cfg> ld;
+  ld.init(vs);
+  LaneOffsets<Cfg> lo;
+  lo.init();
+  for (int c = threadIdx.x; c < BM * L::QCPR; c += Cfg::THREADS) {
+    const int r = c / L::QCPR, cc = c % L::QCPR;
+    cp_async16(sQ + swz<L::QCPR>(r, cc), gQ + r * Cfg::QROW + cc * 16);
+  }
+  cp_async_commit();
+  if constexpr (ST > 1) {
+#pragma unroll
+    for (int s = 0; s < ST - 1; ++s) {
+      if (s < n_tiles) ld.load(gK, vs, s, sK0 + s * Cfg::SMEM_K_STAGE, sV0 + s * Cfg::SMEM_V_STAGE);
+      cp_async_commit();
+    }
+    cp_async_wait<Cfg::SCHED == Schedule::overlap ? ST - 2 : ST - 1>();  // overlap: tile 0 too
+  } else {
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+
+  u32 qf[SL][Cfg::QK_KSTEPS][4];
+#pragma unroll
+  for (int a = 0; a < SL; ++a)
+#pragma unroll
+    for (int k = 0; k < Cfg::QK_KSTEPS; ++k)
+      ldsm_x4(qf[a][k], sQ + swz<L::QCPR>(warp * Cfg::WARP_Q + 16 * a + (lane & 15), 2 * k + (lane >> 4)));
+  int qg = 0;
+  if constexpr (Cfg::GRAN == Gran::per_thread) qg = warp * 8 + gid;
+  else if constexpr (Cfg::GRAN == Gran::per_warp) qg = warp;
+  const float qs = p.q_scale[q_tile_id * Cfg::Q_GROUPS + qg];
+  u32 qbar[Cfg::QK_KSTEPS][4];
+  float qbar_scale = 0.f;
+  if constexpr (Cfg::SMOOTH_Q) {
+    // Every row of this A fragment is the block's mean row.
+    const u32* qm = reinterpret_cast<const u32*>(p.q_mean_quant + q_tile_id * Cfg::QROW);
+#pragma unroll
+    for (int k = 0; k < Cfg::QK_KSTEPS; ++k) {
+      qbar[k][0] = qbar[k][1] = qm[k * 8 + tig];
+      qbar[k][2] = qbar[k][3] = qm[k * 8 + 4 + tig];
+    }
+    qbar_scale = p.q_mean_scale[q_tile_id];
+  }
+
+  WarpState<Cfg> st;
+#pragma unroll
+  for (int a = 0; a < SL; ++a) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) { st.m[a][hh] = neg_inf(); st.l[a][hh] = 0.f; }
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st.o[a][j][e] = 0.f;
+  }
+  const float* kscale = p.k_scale + kv_bh * p.k_tiles * Cfg::K_GROUPS + (Cfg::GRAN == Gran::per_thread ? tig : 0);
+
+  if constexpr (Cfg::SCHED == Schedule::plain) {
+    for (int t = 0; t < n_tiles; ++t) {
+      int slot;
+      if constexpr (ST == 1) {
+        __syncthreads();
+        ld.load(gK, vs, t, sK0, sV0);
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();
+        slot = 0;
+      } else {
+        cp_async_wait<ST - 2>();
+        __syncthreads();
+        const int nt = t + ST - 1;
+        if (nt < n_tiles) {
+          const int ns = nt % ST;
+          ld.load(gK, vs, nt, sK0 + ns * Cfg::SMEM_K_STAGE, sV0 + ns * Cfg::SMEM_V_STAGE);
+        }
+        cp_async_commit();
+        slot = t % ST;
+      }
+      const float ks = kscale[t * Cfg::K_GROUPS];
+      TileScores<Cfg> S;
+      qk_tile<Cfg>(S, qf, qbar, sK0 + slot * Cfg::SMEM_K_STAGE, lo);
+      const u32 sV = sV0 + slot * Cfg::SMEM_V_STAGE;
+      if (t >= mask_from)
+        softmax_pv<Cfg, true>(p, st, S, qs, qbar_scale, ks, sV, t, row0, lo);
+      else
+        softmax_pv<Cfg, false>(p, st, S, qs, qbar_scale, ks, sV, t, row0, lo);
+    }
+  } else {
+    // Overlap: tiles t and t+1 are resident while iteration t runs QK^T of t+1 and the
+    // softmax and PV of t; the load issued in iteration t refills the slot of t-1.
+    TileScores<Cfg> cur;
+    if (n_tiles > 0) qk_tile<Cfg>(cur, qf, qbar, sK0, lo);
+    for (int t = 0; t < n_tiles; ++t) {
+      cp_async_wait<ST - 3>();
+      __syncthreads();
+      const int nt = t + ST - 1;
+      if (nt < n_tiles) {
+        const int ns = nt % ST;
+        ld.load(gK, vs, nt, sK0 + ns * Cfg::SMEM_K_STAGE, sV0 + ns * Cfg::SMEM_V_STAGE);
+      }
+      cp_async_commit();
+      TileScores<Cfg> next;
+      if (t + 1 < n_tiles) qk_tile<Cfg>(next, qf, qbar, sK0 + ((t + 1) % ST) * Cfg::SMEM_K_STAGE, lo);
+      const float ks = kscale[t * Cfg::K_GROUPS];
+      const u32 sV = sV0 + (t % ST) * Cfg::SMEM_V_STAGE;
+      if (t >= mask_from)
+        softmax_pv<Cfg, true>(p, st, cur, qs, qbar_scale, ks, sV, t, row0, lo);
+      else
+        softmax_pv<Cfg, false>(p, st, cur, qs, qbar_scale, ks, sV, t, row0, lo);
+      cur = next;
+    }
+  }
+
+  // ---- epilogue: normalize, undo V's scale and mean, LSE, store through shared memory -----
+  cp_async_wait<0>();
+  __syncthreads();
+  const float shift = Cfg::V_FP8 ? kLog2Fp8Max : 0.f;
+  float inv_l[SL][2];
+#pragma unroll
+  for (int a = 0; a < SL; ++a)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const float lt = quad_sum(st.l[a][hh]);
+      inv_l[a][hh] = lt > 0.f ? 1.0f / lt : 0.f;
+      const int row = row0 + 16 * a + gid + 8 * hh;
+      if (p.lse && tig == 0 && row < p.seq_q) {
+        const i64 idx = (i64(b) * p.heads_q + h) * p.seq_q + row;
+        float lse = neg_inf();
+        if (lt > 0.f) {
+          lse = (st.m[a][hh] + lg2(lt) - shift) * kLn2;
+          if (p.q_kmean) lse += p.q_kmean[idx];
+        }
+        p.lse[idx] = lse;
+      }
+    }
+  const float* vscale = Cfg::V_FP8 ? p.v_scale + kv_bh * D : nullptr;
+  const float* vmean = Cfg::SMOOTH_V ? p.v_mean + kv_bh * D : nullptr;
+  u8* so = smem + warp * Cfg::WARP_Q * Cfg::O_ROW_BYTES;
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+    const int d = 8 * j + 2 * tig;
+    float f0 = 1.f, f1 = 1.f, a0 = 0.f, a1 = 0.f;
+    if constexpr (Cfg::V_FP8) { f0 = vscale[d]; f1 = vscale[d + 1]; }
+    if constexpr (Cfg::SMOOTH_V) { a0 = vmean[d]; a1 = vmean[d + 1]; }
+#pragma unroll
+    for (int a = 0; a < SL; ++a)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const float x0 = st.o[a][j][2 * hh] * inv_l[a][hh] * f0 + a0;
+        const float x1 = st.o[a][j][2 * hh + 1] * inv_l[a][hh] * f1 + a1;
+        *reinterpret_cast<u32*>(so + (16 * a + gid + 8 * hh) * Cfg::O_ROW_BYTES + d * 2) = pack_x2(x0, x1, p.dtype);
+      }
+  }
+  __syncwarp();
+  constexpr int CPR = D / 8;  // 16-byte chunks per output row
+  u8* gO = static_cast<u8*>(p.o) + (b * p.o_stride_b + h * p.o_stride_h) * 2;
+#pragma unroll
+  for (int i = lane; i < Cfg::WARP_Q * CPR; i += 32) {
+    const int r = i / CPR, c = i % CPR;
+    const int row = row0 + r;
+    if (row < p.seq_q)
+      *reinterpret_cast<u32x4*>(gO + (i64(row) * p.o_stride_n + c * 8) * 2) =
+          *reinterpret_cast<const u32x4*>(so + r * Cfg::O_ROW_BYTES + c * 16);
+  }
+}
+
+}  // namespace mma_attn
+}  // namespace sage

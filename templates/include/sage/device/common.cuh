@@ -1,0 +1,174 @@
+// Device-side basics shared by every kernel: fixed-width types without system headers
+// (NVRTC provides none reliably), PTX wrappers for the instructions the pipelines use, and
+// the element conversions. Everything here is header-only and architecture-guarded by the
+// caller (a variant that needs sm_89 FP8 never instantiates the FP8 paths on sm_80).
+#pragma once
+#include "sage/params.h"
+
+#define SAGE_DEV __device__ __forceinline__
+
+namespace sage {
+namespace dev {
+
+typedef sage_i8 i8;
+typedef sage_u8 u8;
+typedef sage_i32 i32;
+typedef sage_u32 u32;
+typedef sage_i64 i64;
+typedef unsigned short u16;
+
+struct alignas(16) u32x4 { u32 x, y, z, w; };
+struct alignas(8) u32x2 { u32 x, y; };
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr float kFp8Max = 448.0f;
+constexpr float kLog2Fp8Max = 8.807354922057604f;  // log2(448)
+
+SAGE_DEV float neg_inf() { return __int_as_float(0xff800000); }
+
+template <class T> SAGE_DEV T max_(T a, T b) { return a > b ? a : b; }
+template <class T> SAGE_DEV T min_(T a, T b) { return a < b ? a : b; }
+template <class T> __host__ __device__ constexpr T cdiv(T a, T b) { return (a + b - 1) / b; }
+
+// ---- conversions ---------------------------------------------------------------------------
+SAGE_DEV float f16_to_f32(u16 h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+SAGE_DEV float bf16_to_f32(u16 h) { return __uint_as_float(u32(h) << 16); }
+// Element i (0 or 1) of a packed pair of 16-bit floats of the given dtype.
+SAGE_DEV float lo16_to_f32(u32 v, int dtype) {
+  return dtype == SAGE_DTYPE_BF16 ? __uint_as_float(v << 16) : f16_to_f32(u16(v & 0xffff));
+}
+SAGE_DEV float hi16_to_f32(u32 v, int dtype) {
+  return dtype == SAGE_DTYPE_BF16 ? __uint_as_float(v & 0xffff0000u) : f16_to_f32(u16(v >> 16));
+}
+// 8 fp16/bf16 values (16 bytes) -> 8 floats.
+SAGE_DEV void unpack8(const u32x4& v, int dtype, float (&f)[8]) {
+  const u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = lo16_to_f32(w[i], dtype);
+    f[2 * i + 1] = hi16_to_f32(w[i], dtype);
+  }
+}
+// Two floats -> packed f16x2 / bf16x2 (round to nearest even); `lo` lands in the low half.
+SAGE_DEV u32 pack_f16x2(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+SAGE_DEV u32 pack_bf16x2(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+SAGE_DEV u32 pack_x2(float lo, float hi, int dtype) {
+  return dtype == SAGE_DTYPE_BF16 ? pack_bf16x2(lo, hi) : pack_f16x2(lo, hi);
+}
+// Round to nearest even, saturating to [-127, 127] (callers scale so |x| <= 127 anyway;
+// saturation guards the boundary).
+SAGE_DEV i32 quant_s8(float x) {
+  i32 r;
+  asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+SAGE_DEV u32 pack_s8x4(i32 a, i32 b, i32 c, i32 d) {
+  return (u32(a) & 0xffu) | ((u32(b) & 0xffu) << 8) | ((u32(c) & 0xffu) << 16) | (u32(d) << 24);
+}
+// INT4: round to nearest even, clamp to [-7, 7]; element 0 in the low nibble.
+SAGE_DEV i32 quant_s4(float x) {
+  i32 r;
+  asm("cvt.rni.s32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return max_(-7, min_(7, r));
+}
+#if defined(SAGE_HAS_FP8)
+// Two floats -> packed e4m3x2 (round to nearest even, saturating to +-448); `lo` in the low byte.
+SAGE_DEV u16 pack_e4m3x2(float lo, float hi) {
+  u16 r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+SAGE_DEV u32 pack_e4m3x4(float a, float b, float c, float d) {
+  return u32(pack_e4m3x2(a, b)) | (u32(pack_e4m3x2(c, d)) << 16);
+}
+#endif
+
+// ---- fast math -----------------------------------------------------------------------------
+SAGE_DEV float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+SAGE_DEV float lg2(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+// int32 -> float without the conversion unit: exact for |x| < 2^22 (the int8 QK dot
+// products of head_dim <= 128 are below 128*127*127 = 2,064,512). The result is
+// x + 12582912.0f; callers fold the -12582912 into an FMA constant.
+constexpr float kMagic = 12582912.0f;
+SAGE_DEV float magic_i2f(i32 x) { return __int_as_float(x + 0x4B400000); }
+
+// ---- shared memory and async copies --------------------------------------------------------
+SAGE_DEV u32 smem_addr(const void* p) { return static_cast<u32>(__cvta_generic_to_shared(p)); }
+
+// 16-byte global->shared copy; bytes past `src_bytes` (0 or 16) are zero-filled.
+SAGE_DEV void cp_async16(u32 dst, const void* src, int src_bytes = 16) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+SAGE_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+SAGE_DEV void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Byte offset of 16-byte chunk `c` of row `r` in a tile whose rows are CPR chunks long,
+// XOR-swizzled so that the 8 rows an ldmatrix reads at one chunk column hit 8 different
+// bank groups (a plain layout with 128-byte rows puts all 8 on the same banks: 8-way conflict).
+template <int CPR>
+SAGE_DEV int swz(int r, int c) {
+  static_assert(CPR == 2 || CPR == 4 || CPR % 8 == 0, "rows must be 32, 64 or a multiple of 128 bytes");
+  int x;
+  if constexpr (CPR >= 8) x = c ^ (r & 7);
+  else if constexpr (CPR == 4) x = c ^ ((r >> 1) & 3);
+  else x = c ^ ((r >> 2) & 1);
+  return (r * CPR + x) * 16;
+}
+
+SAGE_DEV void ldsm_x4(u32 (&d)[4], u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(addr));
+}
+SAGE_DEV void ldsm_x4_t(u32 (&d)[4], u32 addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3]) : "r"(addr));
+}
+
+// ---- warp reductions -----------------------------------------------------------------------
+SAGE_DEV float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+SAGE_DEV float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+template <int WIDTH>
+SAGE_DEV float group_max(float x) {
+#pragma unroll
+  for (int o = WIDTH / 2; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+template <int WIDTH>
+SAGE_DEV float group_sum(float x) {
+#pragma unroll
+  for (int o = WIDTH / 2; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+}  // namespace dev
+}  // namespace sage

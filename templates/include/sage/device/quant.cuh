@@ -1,0 +1,428 @@
+// Preparation kernels of the mma.sync pipeline: two launches.
+//   1. prep_stats: per (batch, kv head, channel) partial sums over sequence splits of K
+//      (for the K mean) and of V (sum, max, min: V's mean and its per-channel FP8 range).
+//      Launched only when smoothing or FP8 V needs them.
+//   2. prep_quant: one CTA per tile of Q, K or V. Q and K are smoothed and quantized to
+//      INT8/INT4 with the scale groups of the attention kernel's fragments; V is quantized
+//      to FP8 E4M3 per channel and written transposed with tokens permuted to the order the
+//      FP8 MMA's A fragment takes P in, or converted to FP16. Tails are zero-filled, so the
+//      attention kernel reads whole tiles without bounds checks.
+// After the stats, Q, K and V are each read exactly once.
+#pragma once
+#include "sage/device/attn_config.cuh"
+
+namespace sage {
+namespace prep {
+using namespace dev;
+
+enum Stat { kKSum = 0, kVSum = 1, kVMax = 2, kVMin = 3, kNumStats = 4 };
+
+SAGE_DEV const u32x4* row_ptr(const SageTensor& t, int b, int h, int n, int c0) {
+  const u16* base = static_cast<const u16*>(t.ptr);
+  return reinterpret_cast<const u32x4*>(base + b * t.stride_b + h * t.stride_h + i64(n) * t.stride_n + c0);
+}
+
+template <class Cfg>
+SAGE_DEV bool needs_stats() {
+  return Cfg::SMOOTH_K || Cfg::SMOOTH_V || Cfg::V_FP8;
+}
+// V is rewritten by the preparation (FP8, smoothed, or converted from BF16 to FP16).
+template <class Cfg>
+SAGE_DEV bool v_prepared(int dtype) {
+  return Cfg::V_FP8 || Cfg::SMOOTH_V || dtype == SAGE_DTYPE_BF16;
+}
+
+// ---- launch 1: statistics ------------------------------------------------------------------
+// grid (stat_splits, B*Hkv), kPrepThreads threads. Thread t owns channels 8*(t % TPR) .. +7
+// of rows t / TPR, t / TPR + RPP, ... of its split.
+template <class Cfg>
+SAGE_DEV void stats_kernel(const SageAttnParams& p) {
+  constexpr int D = Cfg::D, TPR = D / 8, RPP = kPrepThreads / TPR;
+  constexpr bool NEED_K = Cfg::SMOOTH_K;
+  constexpr bool NEED_V = Cfg::SMOOTH_V || Cfg::V_FP8;
+  __shared__ float red[RPP][D + 1];
+  const int split = blockIdx.x, bh = blockIdx.y;
+  const int b = bh / p.heads_kv, h = bh % p.heads_kv;
+  const int chunk = cdiv(p.seq_kv, p.stat_splits);
+  const int n0 = split * chunk, n1 = min_(n0 + chunk, p.seq_kv);
+  const int c0 = (threadIdx.x % TPR) * 8, r = threadIdx.x / TPR;
+  float ks[8], vs[8], vmx[8], vmn[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) { ks[i] = 0.f; vs[i] = 0.f; vmx[i] = neg_inf(); vmn[i] = -neg_inf(); }
+#pragma unroll 4
+  for (int n = n0 + r; n < n1; n += RPP) {
+    float x[8];
+    if constexpr (NEED_K) {
+      unpack8(*row_ptr(p.k, b, h, n, c0), p.dtype, x);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) ks[i] += x[i];
+    }
+    if constexpr (NEED_V) {
+      unpack8(*row_ptr(p.v, b, h, n, c0), p.dtype, x);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) { vs[i] += x[i]; vmx[i] = fmaxf(vmx[i], x[i]); vmn[i] = fminf(vmn[i], x[i]); }
+    }
+  }
+  float* out = p.stats + (i64(split) * p.batch * p.heads_kv + bh) * kNumStats * D;
+  // Reduce the RPP partial rows of each statistic through shared memory.
+  auto reduce = [&](const float (&v)[8], int stat, int op) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) red[r][c0 + i] = v[i];
+    __syncthreads();
+    for (int c = threadIdx.x; c < D; c += kPrepThreads) {
+      float a = red[0][c];
+      for (int j = 1; j < RPP; ++j) a = op == 0 ? a + red[j][c] : op == 1 ? fmaxf(a, red[j][c]) : fminf(a, red[j][c]);
+      out[stat * D + c] = a;
+    }
+    __syncthreads();
+  };
+  if constexpr (NEED_K) reduce(ks, kKSum, 0);
+  if constexpr (NEED_V) {
+    reduce(vs, kVSum, 0);
+    reduce(vmx, kVMax, 1);
+    reduce(vmn, kVMin, 2);
+  }
+}
+
+// Combines the splits of one statistic for 8 channels of one (b, kv head).
+SAGE_DEV void load_stat8(const SageAttnParams& p, int D, int bh, int stat, int c0, float (&v)[8]) {
+  const i64 step = i64(p.batch) * p.heads_kv * kNumStats * D;
+  const float* s = p.stats + i64(bh) * kNumStats * D + stat * D + c0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = s[i];
+  for (int k = 1; k < p.stat_splits; ++k) {
+    s += step;
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      v[i] = stat == kVMax ? fmaxf(v[i], s[i]) : stat == kVMin ? fminf(v[i], s[i]) : v[i] + s[i];
+  }
+}
+
+// ---- launch 2: quantization ----------------------------------------------------------------
+// Quantizes one tile of ROWS rows of Q (IS_Q) or K. Scale groups (rows sharing a scale):
+//   Q per_thread: (row / WARP_Q) * 8 + row % 8    Q per_warp: row / WARP_Q    per_block: 0
+//   K per_thread: (row % 8) / 2                   otherwise: 0
+// The tile stays in registers as packed FP16/BF16 (4 registers per 8 values) and is
+// converted on each use: the kernel is bound by memory, and fewer registers mean more CTAs
+// per SM and more loads in flight.
+template <class Cfg, bool IS_Q>
+SAGE_DEV int scale_group(int row) {
+  if constexpr (IS_Q) {
+    if constexpr (Cfg::GRAN == Gran::per_thread) return (row / Cfg::WARP_Q) * 8 + row % 8;
+    else if constexpr (Cfg::GRAN == Gran::per_warp) return row / Cfg::WARP_Q;
+    else return 0;
+  } else {
+    if constexpr (Cfg::GRAN == Gran::per_thread) return (row % 8) / 2;
+    else return 0;
+  }
+}
+
+template <class Cfg, bool IS_Q>
+SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, float* smem_gmax, float* smem_red) {
+  constexpr int D = Cfg::D, TPR = D / 8, RPP = kPrepThreads / TPR;
+  constexpr int ROWS = IS_Q ? Cfg::BM : Cfg::BN;
+  constexpr int PASSES = ROWS / RPP;
+  constexpr int GROUPS = IS_Q ? Cfg::Q_GROUPS : Cfg::K_GROUPS;
+  static_assert(ROWS % RPP == 0, "tile rows must be a multiple of the rows per pass");
+  const int heads = IS_Q ? p.heads_q : p.heads_kv;
+  const int seq = IS_Q ? p.seq_q : p.seq_kv;
+  const int tiles = IS_Q ? p.q_tiles : p.k_tiles;
+  const SageTensor& t = IS_Q ? p.q : p.k;
+  const int c0 = (threadIdx.x % TPR) * 8, r = threadIdx.x / TPR;
+  const int n0 = tile * ROWS;
+  const int hkv = IS_Q ? h / (p.heads_q / p.heads_kv) : h;
+  const int dtype = p.dtype;
+
+  u32x4 raw[PASSES];
+#pragma unroll
+  for (int ps = 0; ps < PASSES; ++ps) {
+    const int n = n0 + ps * RPP + r;
+    if (n < seq) raw[ps] = *row_ptr(t, b, h, n, c0);
+    else raw[ps] = u32x4{0u, 0u, 0u, 0u};  // +0 in both FP16 and BF16
+  }
+  for (int g = threadIdx.x; g < GROUPS; g += kPrepThreads) smem_gmax[g] = 0.f;
+
+  // What is subtracted from every value of a channel: K's mean (smoothing K), or Q's block
+  // mean (smoothing Q). Rows past the sequence stay zero.
+  float sub[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) sub[i] = 0.f;
+  if constexpr (Cfg::SMOOTH_K) {
+    float kmean[8];
+    load_stat8(p, D, b * p.heads_kv + hkv, kKSum, c0, kmean);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) kmean[i] *= 1.0f / float(p.seq_kv);
+    if constexpr (IS_Q) {
+      // LSE correction: sm_scale * q . mean(K) per query row.
+      if (p.q_kmean) {
+#pragma unroll
+        for (int ps = 0; ps < PASSES; ++ps) {
+          float x[8];
+          unpack8(raw[ps], dtype, x);
+          float dot = 0.f;
+#pragma unroll
+          for (int i = 0; i < 8; ++i) dot += x[i] * kmean[i];
+          dot = group_sum<TPR>(dot);
+          const int n = n0 + ps * RPP + r;
+          if (threadIdx.x % TPR == 0 && n < seq) p.q_kmean[(i64(b) * heads + h) * seq + n] = dot * p.sm_scale;
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) sub[i] = kmean[i];
+    }
+  }
+  const float qscale = IS_Q ? p.sm_scale * kLog2e : 1.0f;
+  const i64 tile_id = (i64(b) * heads + h) * tiles + tile;
+  // Q smoothing: subtract the block's channel means; quantize the means separately (the
+  // attention kernel adds q_mean . (K - mean K) back to every score of the block).
+  if constexpr (IS_Q && Cfg::SMOOTH_Q) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) sub[i] = 0.f;
+#pragma unroll
+    for (int ps = 0; ps < PASSES; ++ps) {
+      float x[8];
+      unpack8(raw[ps], dtype, x);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) sub[i] += x[i];
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) smem_red[r * (D + 1) + c0 + i] = sub[i];
+    __syncthreads();
+    const float inv_rows = 1.0f / float(min_(ROWS, seq - n0));
+    for (int c = threadIdx.x; c < D; c += kPrepThreads) {
+      float a = 0.f;
+      for (int j = 0; j < RPP; ++j) a += smem_red[j * (D + 1) + c];
+      smem_red[RPP * (D + 1) + c] = a * inv_rows;
+    }
+    __syncthreads();
+    float am = 0.f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      sub[i] = smem_red[RPP * (D + 1) + c0 + i];
+      am = fmaxf(am, fabsf(sub[i]));
+    }
+    am = group_max<TPR>(am);
+    const float inv = am > 0.f ? Cfg::QMAX / am : 0.f;
+    if (r == 0) {
+      if constexpr (Cfg::INT4) {
+        u32 w = 0;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) w |= (u32(quant_s4(sub[i] * inv)) & 0xfu) << (4 * i);
+        *reinterpret_cast<u32*>(p.q_mean_quant + tile_id * Cfg::QROW + c0 / 2) = w;
+      } else {
+        u32x2 w;
+        w.x = pack_s8x4(quant_s8(sub[0] * inv), quant_s8(sub[1] * inv), quant_s8(sub[2] * inv), quant_s8(sub[3] * inv));
+        w.y = pack_s8x4(quant_s8(sub[4] * inv), quant_s8(sub[5] * inv), quant_s8(sub[6] * inv), quant_s8(sub[7] * inv));
+        *reinterpret_cast<u32x2*>(p.q_mean_quant + tile_id * Cfg::QROW + c0) = w;
+      }
+      if (threadIdx.x == 0) p.q_mean_scale[tile_id] = (am > 0.f ? am / Cfg::QMAX : 0.f) * qscale;
+    }
+  } else {
+    __syncthreads();  // smem_gmax initialized
+  }
+  // Group maxima of |x - sub| (non-negative floats order like their bit patterns).
+#pragma unroll
+  for (int ps = 0; ps < PASSES; ++ps) {
+    const int row = ps * RPP + r;
+    float x[8];
+    unpack8(raw[ps], dtype, x);
+    float am = 0.f;
+    if (n0 + row < seq) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) am = fmaxf(am, fabsf(x[i] - sub[i]));
+    }
+    am = group_max<TPR>(am);
+    if (threadIdx.x % TPR == 0 && am > 0.f)
+      atomicMax(reinterpret_cast<int*>(smem_gmax) + scale_group<Cfg, IS_Q>(row), __float_as_int(am));
+  }
+  __syncthreads();
+  for (int g = threadIdx.x; g < GROUPS; g += kPrepThreads) {
+    const float m = smem_gmax[g];
+    (IS_Q ? p.q_scale : p.k_scale)[tile_id * GROUPS + g] = (m > 0.f ? m / Cfg::QMAX : 0.f) * qscale;
+  }
+  sage_i8* out = (IS_Q ? p.q_quant : p.k_quant) + tile_id * ROWS * Cfg::QROW;
+#pragma unroll
+  for (int ps = 0; ps < PASSES; ++ps) {
+    const int row = ps * RPP + r;
+    const float m = smem_gmax[scale_group<Cfg, IS_Q>(row)];
+    const float inv = m > 0.f ? Cfg::QMAX / m : 0.f;
+    float x[8];
+    unpack8(raw[ps], dtype, x);
+    const bool valid = n0 + row < seq;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) x[i] = valid ? (x[i] - sub[i]) * inv : 0.f;
+    if constexpr (Cfg::INT4) {
+      u32 w = 0;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) w |= (u32(quant_s4(x[i])) & 0xfu) << (4 * i);
+      *reinterpret_cast<u32*>(out + row * Cfg::QROW + c0 / 2) = w;
+    } else {
+      u32x2 w;
+      w.x = pack_s8x4(quant_s8(x[0]), quant_s8(x[1]), quant_s8(x[2]), quant_s8(x[3]));
+      w.y = pack_s8x4(quant_s8(x[4]), quant_s8(x[5]), quant_s8(x[6]), quant_s8(x[7]));
+      *reinterpret_cast<u32x2*>(out + row * Cfg::QROW + c0) = w;
+    }
+  }
+}
+
+// V's mean and per-channel FP8 scale for 8 channels (scale = max |V - mean| / 448).
+template <class Cfg>
+SAGE_DEV void v_channel_stats(const SageAttnParams& p, int bh, int c0, float (&mean)[8], float (&inv_scale)[8], float (&scale)[8]) {
+  constexpr int D = Cfg::D;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) mean[i] = 0.f;
+  if constexpr (Cfg::SMOOTH_V) {
+    load_stat8(p, D, bh, kVSum, c0, mean);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) mean[i] *= 1.0f / float(p.seq_kv);
+  }
+  if constexpr (Cfg::V_FP8) {
+    float mx[8], mn[8];
+    load_stat8(p, D, bh, kVMax, c0, mx);
+    load_stat8(p, D, bh, kVMin, c0, mn);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float a = fmaxf(mx[i] - mean[i], mean[i] - mn[i]);
+      scale[i] = a > 0.f ? a / kFp8Max : 1.0f;
+      inv_scale[i] = a > 0.f ? kFp8Max / a : 0.f;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) { scale[i] = 1.f; inv_scale[i] = 1.f; }
+  }
+}
+
+#if defined(SAGE_HAS_FP8)
+// FP8 V tile: V^T [D][BN] per (b, kv head), tokens permuted within each group of 16 so that
+// MMA k position 4t+e of a group holds token 2t + (e&1) + 8*(e>>1): the order in which a
+// lane's P values (columns 2t, 2t+1 of two adjacent n8 accumulator tiles) fill the A
+// fragment of m16n8k32. Thread (cc, t, g) owns tokens {2t, 2t+1, 8+2t, 9+2t} of group g and
+// channels 8cc..8cc+7, i.e. exactly one 32-bit word of each of its 8 V^T rows.
+template <class Cfg>
+SAGE_DEV void quant_v_fp8_tile(const SageAttnParams& p, int b, int h, int tile, u32* smem_t) {
+  constexpr int D = Cfg::D, BN = Cfg::BN, CC = D / 8, WPR = BN / 4;  // words per V^T row
+  constexpr int SLOTS = (BN / 16) * 4 * CC;
+  const int bh = b * p.heads_kv + h;
+  const int cc = threadIdx.x % CC;
+  float mean[8], inv[8], scale[8];
+  v_channel_stats<Cfg>(p, bh, cc * 8, mean, inv, scale);
+  if (tile == 0 && threadIdx.x < CC) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      p.v_scale[i64(bh) * D + cc * 8 + i] = scale[i];
+      if (p.v_mean) p.v_mean[i64(bh) * D + cc * 8 + i] = mean[i];
+    }
+  }
+  const int n0 = tile * BN;
+  for (int slot = threadIdx.x; slot < SLOTS; slot += kPrepThreads) {
+    const int rest = slot / CC, t = rest % 4, g = rest / 4;
+    const int keys[4] = {16 * g + 2 * t, 16 * g + 2 * t + 1, 16 * g + 8 + 2 * t, 16 * g + 9 + 2 * t};
+    float x[4][8];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int n = n0 + keys[k];
+      if (n < p.seq_kv) {
+        unpack8(*row_ptr(p.v, b, h, n, cc * 8), p.dtype, x[k]);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) x[k][i] = (x[k][i] - mean[i]) * inv[i];
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) x[k][i] = 0.f;
+      }
+    }
+    const int w = 4 * g + t;  // word index in the V^T row
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int row = cc * 8 + i;
+      smem_t[row * WPR + (w ^ (cc % WPR))] = pack_e4m3x4(x[0][i], x[1][i], x[2][i], x[3][i]);
+    }
+  }
+  __syncthreads();
+  const i64 npad = i64(p.k_tiles) * BN;
+  u8* out = static_cast<u8*>(p.v_prep) + i64(bh) * D * npad + n0;
+  for (int ch = threadIdx.x; ch < D * (BN / 16); ch += kPrepThreads) {
+    const int row = ch / (BN / 16), j = ch % (BN / 16);
+    const int x = (row / 8) % WPR;
+    u32x4 v;
+    v.x = smem_t[row * WPR + ((4 * j + 0) ^ x)];
+    v.y = smem_t[row * WPR + ((4 * j + 1) ^ x)];
+    v.z = smem_t[row * WPR + ((4 * j + 2) ^ x)];
+    v.w = smem_t[row * WPR + ((4 * j + 3) ^ x)];
+    *reinterpret_cast<u32x4*>(out + row * npad + j * 16) = v;
+  }
+}
+#endif
+
+// FP16 V tile [BN][D] (smoothed and/or converted from BF16), zero tail.
+template <class Cfg>
+SAGE_DEV void convert_v_fp16_tile(const SageAttnParams& p, int b, int h, int tile) {
+  constexpr int D = Cfg::D, BN = Cfg::BN, CC = D / 8;
+  const int bh = b * p.heads_kv + h;
+  const int cc = threadIdx.x % CC;
+  float mean[8], inv[8], scale[8];
+  v_channel_stats<Cfg>(p, bh, cc * 8, mean, inv, scale);
+  if (tile == 0 && threadIdx.x < CC && p.v_mean) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) p.v_mean[i64(bh) * D + cc * 8 + i] = mean[i];
+  }
+  const i64 npad = i64(p.k_tiles) * BN;
+  u16* out = static_cast<u16*>(p.v_prep) + (i64(bh) * npad + i64(tile) * BN) * D;
+  for (int row = threadIdx.x / CC; row < BN; row += kPrepThreads / CC) {
+    const int n = tile * BN + row;
+    float x[8];
+    if (n < p.seq_kv) {
+      unpack8(*row_ptr(p.v, b, h, n, cc * 8), p.dtype, x);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) x[i] -= mean[i];
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) x[i] = 0.f;
+    }
+    u32x4 v;
+    v.x = pack_f16x2(x[0], x[1]);
+    v.y = pack_f16x2(x[2], x[3]);
+    v.z = pack_f16x2(x[4], x[5]);
+    v.w = pack_f16x2(x[6], x[7]);
+    *reinterpret_cast<u32x4*>(out + row * D + cc * 8) = v;
+  }
+}
+
+// grid (B*Hq*q_tiles + B*Hkv*k_tiles [+ B*Hkv*k_tiles when V is prepared]), kPrepThreads.
+template <class Cfg>
+SAGE_DEV void quant_kernel(const SageAttnParams& p) {
+  constexpr int D = Cfg::D, TPR = D / 8, RPP = kPrepThreads / TPR;
+  constexpr int GMAX = Cfg::Q_GROUPS > Cfg::K_GROUPS ? Cfg::Q_GROUPS : Cfg::K_GROUPS;
+  constexpr int RED = Cfg::SMOOTH_Q ? (RPP + 1) * (D + 1) : 1;
+  constexpr int VT = Cfg::V_FP8 ? D * Cfg::BN / 4 : 1;
+  __shared__ float smem_gmax[GMAX];
+  __shared__ float smem_red[RED];
+  __shared__ u32 smem_t[VT];
+  (void)smem_t;
+  const int q_jobs = p.batch * p.heads_q * p.q_tiles;
+  const int k_jobs = p.batch * p.heads_kv * p.k_tiles;
+  int job = blockIdx.x;
+  if (job < q_jobs) {
+    const int tile = job % p.q_tiles, bh = job / p.q_tiles;
+    quant_qk_tile<Cfg, true>(p, bh / p.heads_q, bh % p.heads_q, tile, smem_gmax, smem_red);
+    return;
+  }
+  job -= q_jobs;
+  if (job < k_jobs) {
+    const int tile = job % p.k_tiles, bh = job / p.k_tiles;
+    quant_qk_tile<Cfg, false>(p, bh / p.heads_kv, bh % p.heads_kv, tile, smem_gmax, smem_red);
+    return;
+  }
+  job -= k_jobs;
+  const int tile = job % p.k_tiles, bh = job / p.k_tiles;
+  if constexpr (Cfg::V_FP8) {
+#if defined(SAGE_HAS_FP8)
+    quant_v_fp8_tile<Cfg>(p, bh / p.heads_kv, bh % p.heads_kv, tile, smem_t);
+#endif
+  } else {
+    convert_v_fp16_tile<Cfg>(p, bh / p.heads_kv, bh % p.heads_kv, tile);
+  }
+}
+
+}  // namespace prep
+}  // namespace sage

@@ -1,0 +1,74 @@
+// Kernel parameter structs shared by host code (C++) and device code (NVRTC). Plain C
+// layout only: no pointers to host objects, fixed-width types, no constructors.
+#pragma once
+
+#if defined(__CUDACC_RTC__)
+typedef signed char sage_i8;
+typedef unsigned char sage_u8;
+typedef int sage_i32;
+typedef unsigned int sage_u32;
+typedef long long sage_i64;
+#else
+#include <cstdint>
+typedef std::int8_t sage_i8;
+typedef std::uint8_t sage_u8;
+typedef std::int32_t sage_i32;
+typedef std::uint32_t sage_u32;
+typedef std::int64_t sage_i64;
+#endif
+
+#define SAGE_KERNEL_ABI_VERSION 1
+
+// Element types of the user's tensors.
+enum SageDType { SAGE_DTYPE_FP16 = 0, SAGE_DTYPE_BF16 = 1 };
+
+// One tensor of the user's: element strides for batch, head and sequence; the head
+// dimension is contiguous (stride 1). HND and NHD differ only in these strides.
+struct SageTensor {
+  const void* ptr;
+  sage_i64 stride_b, stride_h, stride_n;
+};
+
+// Everything the preparation and attention kernels of a variant read at run time. The
+// host fills it once per call (runtime/src/launch), the kernels take it by value.
+struct SageAttnParams {
+  SageTensor q, k, v;
+  void* o;                     // output, dtype like the input, strides in o_stride_*
+  sage_i64 o_stride_b, o_stride_h, o_stride_n;
+  float* lse;                  // optional [B, Hq, Nq] natural-log LSE, or null
+  sage_i32 batch, heads_q, heads_kv, seq_q, seq_kv;
+  sage_i32 head_dim;           // must equal the variant's (checked on the host)
+  sage_i32 dtype;              // SageDType
+  sage_i32 causal;             // bottom-right aligned when seq_q != seq_kv
+  float sm_scale;              // softmax scale (1/sqrt(d) by default)
+
+  // Workspace (owned by the caller of the launcher; sizes from the launcher's plan).
+  sage_i32 q_tiles, k_tiles;   // ceil(seq / BLOCK_M), ceil(seq / BLOCK_N)
+  sage_i32 stat_splits;        // partial sums along the sequence in the stats kernel
+  float* stats;                // [stat_splits][B*Hkv][4][D]: K sum, V sum, V max, V min
+  sage_i8* q_quant;            // [B, Hq, q_tiles*BLOCK_M, D] (int4: D/2 bytes a row)
+  float* q_scale;              // [B, Hq, q_tiles, Q_GROUPS]
+  sage_i8* q_mean_quant;       // smooth_q: [B, Hq, q_tiles, QROW] quantized block means of Q
+  float* q_mean_scale;         // smooth_q: [B, Hq, q_tiles] their scales (sm_scale*log2e folded in)
+  float* q_kmean;              // [B, Hq, seq_q]: sm_scale * q . mean(K), for LSE; or null
+  sage_i8* k_quant;            // [B, Hkv, k_tiles*BLOCK_N, D]
+  float* k_scale;              // [B, Hkv, k_tiles, K_GROUPS]
+  void* v_prep;                // fp8: [B, Hkv, D, k_tiles*BLOCK_N] (tokens permuted);
+                               // fp16: [B, Hkv, k_tiles*BLOCK_N, D]; null: read v directly
+  float* v_scale;              // fp8: [B, Hkv, D] per-channel scale
+  float* v_mean;               // smooth_v: [B, Hkv, D]
+  sage_i32 num_sms;            // for grid sizing inside the kernels (persistent loops)
+  sage_i32 pad_;
+};
+
+// The FP32 reference attention's arguments: O and LSE in FP32, [B, Hq, Nq, D] / [B, Hq, Nq].
+struct SageRefParams {
+  SageTensor q, k, v;
+  float* o;
+  float* lse;
+  sage_i32 batch, heads_q, heads_kv, seq_q, seq_kv, head_dim;
+  sage_i32 dtype;
+  sage_i32 causal;
+  float sm_scale;
+  sage_i32 pad_;
+};

@@ -1,0 +1,53 @@
+// Accuracy of a kernel's output against the FP32 reference: metrics, input generation on
+// the device, and the host-side half-precision conversions the comparisons need.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sage/internal/device_buffer.h"
+#include "sage/internal/launch.h"
+
+namespace sage::tuner {
+
+// Flattened comparison of an output with the reference (KERNELS.md §2).
+struct Metrics {
+  double cos = 0;          // cosine similarity
+  double rel_l1 = 0;       // sum|o - ref| / sum|ref|
+  double rmse = 0;
+  double max_abs = 0;
+  std::int64_t nonfinite = 0;  // NaN/Inf elements in the output
+  std::string str() const;     // "cos 0.99991 rel-L1 0.0131 rmse 1.2e-03 max 0.05"
+};
+Metrics compare(const float* out, const float* ref, std::size_t n);
+
+float half_to_float(std::uint16_t h);
+float bf16_to_float(std::uint16_t h);
+std::uint16_t float_to_half(float f);   // round to nearest even
+std::uint16_t float_to_bf16(float f);   // round to nearest even
+
+enum class InputKind { gaussian, outliers };  // outliers: K += 6 N(0,1), Q += 2, V += 4 per channel
+const char* to_string(InputKind k);
+
+// Q, K, V, O (and LSE) of one problem on the device, filled with seeded random values by
+// the reference module's sage_fill_normal kernel.
+class AttnBuffers {
+ public:
+  AttnBuffers(const AttnProblem& p);
+  void fill(const Module& reference_module, InputKind kind, std::uint64_t seed, CUstream stream);
+  AttnArgs args() const;
+  // O converted to FP32 in [B, Hq, Nq, D] order (whatever the problem's layout).
+  std::vector<float> output_hnd() const;
+  void poison_output();  // NaN bytes, so unwritten elements fail the comparison
+
+  AttnProblem problem;
+  DeviceBuffer q, k, v, o, lse;
+};
+
+// Runs the reference for `buffers` and returns its O ([B,Hq,Nq,D] FP32) and LSE.
+struct ReferenceResult {
+  std::vector<float> o, lse;
+};
+ReferenceResult run_reference(const ReferenceKernel& ref, const AttnBuffers& b, CUstream stream);
+
+}  // namespace sage::tuner

@@ -1,0 +1,163 @@
+#include "sage/tuner/accuracy.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "sage/common/cuda_driver.h"
+#include "sage/common/strings.h"
+
+namespace sage::tuner {
+
+std::string Metrics::str() const {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "cos %.6f rel-L1 %.5f rmse %.3e max %.3e%s", cos, rel_l1, rmse, max_abs,
+                nonfinite ? cat(" nonfinite ", nonfinite).c_str() : "");
+  return buf;
+}
+
+Metrics compare(const float* out, const float* ref, std::size_t n) {
+  Metrics m;
+  double dot = 0, no = 0, nr = 0, l1 = 0, l1r = 0, se = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double o = out[i], r = ref[i];
+    if (!std::isfinite(o)) {
+      ++m.nonfinite;
+      continue;
+    }
+    dot += o * r;
+    no += o * o;
+    nr += r * r;
+    const double d = std::fabs(o - r);
+    l1 += d;
+    l1r += std::fabs(r);
+    se += d * d;
+    if (d > m.max_abs) m.max_abs = d;
+  }
+  m.cos = (no > 0 && nr > 0) ? dot / std::sqrt(no * nr) : (no == 0 && nr == 0 ? 1.0 : 0.0);
+  m.rel_l1 = l1r > 0 ? l1 / l1r : (l1 == 0 ? 0.0 : INFINITY);
+  m.rmse = n ? std::sqrt(se / double(n)) : 0.0;
+  if (m.nonfinite) {  // a NaN anywhere fails every threshold
+    m.cos = 0;
+    m.rel_l1 = INFINITY;
+  }
+  return m;
+}
+
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t s = (h >> 15) & 1, e = (h >> 10) & 0x1f, f = h & 0x3ff;
+  float v;
+  if (e == 0) v = std::ldexp(float(f), -24);
+  else if (e == 31) v = f ? NAN : INFINITY;
+  else v = std::ldexp(float(f | 0x400), int(e) - 25);
+  return s ? -v : v;
+}
+
+float bf16_to_float(std::uint16_t h) {
+  std::uint32_t u = std::uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+std::uint16_t float_to_bf16(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f)) return 0x7fc0;
+  u += 0x7fff + ((u >> 16) & 1);
+  return std::uint16_t(u >> 16);
+}
+
+std::uint16_t float_to_half(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const std::uint32_t sign = (u >> 16) & 0x8000;
+  if (std::isnan(f)) return 0x7e00;
+  float a = std::fabs(f);
+  if (a >= 65520.0f) return std::uint16_t(sign | 0x7c00);
+  if (a < std::ldexp(1.0f, -14)) {  // subnormal: round to a multiple of 2^-24
+    const std::uint32_t m = std::uint32_t(std::nearbyint(a * 16777216.0f));
+    return std::uint16_t(sign | m);
+  }
+  std::uint32_t e = ((u >> 23) & 0xff) - 127 + 15;
+  std::uint32_t mant = u & 0x7fffff;
+  std::uint32_t h = (e << 10) | (mant >> 13);
+  const std::uint32_t rest = mant & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) ++h;
+  return std::uint16_t(sign | h);
+}
+
+const char* to_string(InputKind k) { return k == InputKind::gaussian ? "gaussian" : "outliers"; }
+
+AttnBuffers::AttnBuffers(const AttnProblem& p)
+    : problem(p),
+      q(std::size_t(p.q_elems()) * 2),
+      k(std::size_t(p.kv_elems()) * 2),
+      v(std::size_t(p.kv_elems()) * 2),
+      o(std::size_t(p.q_elems()) * 2),
+      lse(sizeof(float) * std::size_t(p.batch) * p.heads_q * p.seq_q) {}
+
+void AttnBuffers::fill(const Module& refmod, InputKind kind, std::uint64_t seed, CUstream stream) {
+  CUfunction f = refmod.function("sage_fill_normal");
+  const int layout = problem.layout == Layout::HND ? 0 : 1;
+  const int dtype = problem.dtype == DType::bf16 ? 1 : 0;
+  auto one = [&](const DeviceBuffer& buf, std::int64_t count, int heads, int seq, float bias, std::uint64_t s) {
+    CUdeviceptr ptr = buf.dptr();
+    long long cnt = count;
+    int H = heads, N = seq, D = problem.head_dim;
+    unsigned long long sd = s;
+    void* args[] = {&ptr, &cnt, &H, &N, &D, const_cast<int*>(&layout), const_cast<int*>(&dtype), &bias, &sd};
+    const unsigned blocks = unsigned(std::min<std::int64_t>((count + 255) / 256, 65536));
+    SAGE_CU(cuLaunchKernel(f, blocks, 1, 1, 256, 1, 1, 0, stream, args, nullptr));
+  };
+  const bool out = kind == InputKind::outliers;
+  one(q, problem.q_elems(), problem.heads_q, problem.seq_q, out ? 2.f : 0.f, seed * 3 + 1);
+  one(k, problem.kv_elems(), problem.heads_kv, problem.seq_kv, out ? 6.f : 0.f, seed * 3 + 2);
+  one(v, problem.kv_elems(), problem.heads_kv, problem.seq_kv, out ? 4.f : 0.f, seed * 3 + 3);
+}
+
+AttnArgs AttnBuffers::args() const {
+  AttnArgs a;
+  a.q = q.get();
+  a.k = k.get();
+  a.v = v.get();
+  a.o = o.get();
+  a.lse = problem.return_lse ? lse.as<float>() : nullptr;
+  return a;
+}
+
+void AttnBuffers::poison_output() {
+  o.fill_bytes(0xff);  // fp16/bf16 0xffff is NaN
+  lse.fill_bytes(0xff);
+}
+
+std::vector<float> AttnBuffers::output_hnd() const {
+  const AttnProblem& p = problem;
+  std::vector<std::uint16_t> raw = o.to_host<std::uint16_t>(std::size_t(p.q_elems()));
+  std::vector<float> out(raw.size());
+  std::int64_t sb, sh, sn;
+  p.strides(p.heads_q, p.seq_q, &sb, &sh, &sn);
+  const bool bf = p.dtype == DType::bf16;
+  std::size_t i = 0;
+  for (int b = 0; b < p.batch; ++b)
+    for (int h = 0; h < p.heads_q; ++h)
+      for (int n = 0; n < p.seq_q; ++n) {
+        const std::uint16_t* row = raw.data() + b * sb + h * sh + n * sn;
+        for (int d = 0; d < p.head_dim; ++d) out[i++] = bf ? bf16_to_float(row[d]) : half_to_float(row[d]);
+      }
+  return out;
+}
+
+ReferenceResult run_reference(const ReferenceKernel& ref, const AttnBuffers& b, CUstream stream) {
+  const AttnProblem& p = b.problem;
+  DeviceBuffer o(sizeof(float) * std::size_t(p.q_elems()));
+  DeviceBuffer lse(sizeof(float) * std::size_t(p.batch) * p.heads_q * p.seq_q);
+  ref.run(p, b.args(), o.as<float>(), lse.as<float>(), stream);
+  SAGE_CU(cuStreamSynchronize(stream));
+  ReferenceResult r;
+  r.o = o.to_host<float>(std::size_t(p.q_elems()));
+  r.lse = lse.to_host<float>(std::size_t(p.batch) * p.heads_q * p.seq_q);
+  return r;
+}
+
+}  // namespace sage::tuner
