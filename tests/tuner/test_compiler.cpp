@@ -12,7 +12,7 @@ namespace sage::tuner {
 namespace {
 
 const char* kSmemKernel = R"(
-#include "sage/version.cuh"
+#include "sage/params.h"
 static_assert(SAGE_KERNEL_ABI_VERSION >= 1, "embedded header reached");
 extern "C" __global__ void __launch_bounds__(256) scale(float* a, float s) {
   __shared__ float tile[256];
@@ -102,10 +102,16 @@ TEST(Compiler, MissingHeaderNamesTheIncludeLine) {
 }
 
 TEST(Compiler, EmbeddedHeadersAreIncludedWithoutTheIncludePrefix) {
-  ASSERT_NE(embedded_templates::find("include/sage/version.cuh"), nullptr);
+  // templates/include/sage/params.h is embedded as "include/sage/params.h" and included as
+  // "sage/params.h"; sage/device/common.cuh includes it in turn by that name.
+  ASSERT_NE(embedded_templates::find("include/sage/params.h"), nullptr);
+  ASSERT_NE(embedded_templates::find("include/sage/device/common.cuh"), nullptr);
   const char* src =
-      "#include \"sage/version.cuh\"\n"
-      "extern \"C\" __global__ void abi(int* o) { o[0] = SAGE_KERNEL_ABI_VERSION; }\n";
+      "#include \"sage/device/common.cuh\"\n"
+      "#include \"sage/params.h\"\n"
+      "extern \"C\" __global__ void abi(SageTensor t, int* o) {\n"
+      "  o[0] = SAGE_KERNEL_ABI_VERSION + int(t.stride_n);\n"
+      "}\n";
   CompileResult r = compile("abi", src, no_cache("sm_80"));
   EXPECT_TRUE(r.ok) << r.log;
 }

@@ -72,6 +72,43 @@ ptxas info    : Used 30 registers, used 0 barriers
 ptxas info    : Compile time = 10.977 ms
 )";
 
+// sm_80, an mma.sync attention variant (templates/attn_mma.cu.j2): three entries, cmem[2]
+// after cmem[0], and a module line with gmem and cmem[4].
+const char* kSm80AttnVariant = R"(ptxas info    : 193 bytes gmem, 416 bytes cmem[4]
+ptxas info    : Compiling entry function 'sage_attn' for 'sm_80'
+ptxas info    : Function properties for sage_attn
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 186 registers, used 1 barriers, 632 bytes cmem[0]
+ptxas info    : Compile time = 373.437 ms
+ptxas info    : Compiling entry function 'sage_prep_quant' for 'sm_80'
+ptxas info    : Function properties for sage_prep_quant
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 74 registers, used 1 barriers, 256 bytes smem, 632 bytes cmem[0], 8 bytes cmem[2]
+ptxas info    : Compile time = 521.972 ms
+ptxas info    : Compiling entry function 'sage_prep_stats' for 'sm_80'
+ptxas info    : Function properties for sage_prep_stats
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 32 registers, used 1 barriers, 8320 bytes smem, 632 bytes cmem[0], 8 bytes cmem[2]
+ptxas info    : Compile time = 33.812 ms
+)";
+
+TEST(PtxasReport, Sm80_AttentionVariant_ThreeEntries) {
+  auto ks = parse_ptxas_report(kSm80AttnVariant);
+  ASSERT_EQ(ks.size(), 3u);
+  EXPECT_EQ(ks[0].kernel, "sage_attn");
+  EXPECT_EQ(ks[0].registers, 186);
+  EXPECT_EQ(ks[0].smem_static, 0);  // the attention kernel uses dynamic shared memory only
+  EXPECT_EQ(ks[0].cmem0, 632);
+  EXPECT_EQ(ks[1].kernel, "sage_prep_quant");
+  EXPECT_EQ(ks[1].registers, 74);
+  EXPECT_EQ(ks[1].smem_static, 256);
+  EXPECT_EQ(ks[1].cmem0, 632);  // not the cmem[2] that follows it
+  EXPECT_EQ(ks[2].kernel, "sage_prep_stats");
+  EXPECT_EQ(ks[2].smem_static, 8320);
+  EXPECT_DOUBLE_EQ(ks[2].ptxas_ms, 33.812);
+  for (const auto& k : ks) EXPECT_FALSE(k.spills());
+}
+
 TEST(PtxasReport, Sm80_MultipleKernels_SpillsSmemCmem) {
   auto ks = parse_ptxas_report(kSm80MultiKernel);
   ASSERT_EQ(ks.size(), 4u);
