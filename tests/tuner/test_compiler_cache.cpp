@@ -5,6 +5,9 @@
 #include <filesystem>
 #include <thread>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "sage/common/error.h"
 #include "sage/common/strings.h"
 #include "sage/tuner/compiler.h"
@@ -172,6 +175,36 @@ TEST_F(CubinCacheTest, ConcurrentCompilesOfOneKeyAgree) {
     hits += r.cache_hit;
   }
   EXPECT_EQ(hits, int(results.size()) - 1);  // one compiled; the others waited and hit
+}
+
+TEST_F(CubinCacheTest, ProcessesStoringOneKeyLeaveAValidEntry) {
+  // Separate processes (unlike threads) are not serialized: each writes its own temp files
+  // and renames them into place; whatever order the renames land in, the entry is whole.
+  std::vector<pid_t> children;
+  for (int i = 0; i < 4; ++i) {
+    pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      int rc = 1;
+      try {
+        rc = compile("axpy_v", kKernel, opts_).ok ? 0 : 1;
+      } catch (...) {
+      }
+      ::_exit(rc);
+    }
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  CompileResult r = compile("axpy_v", kKernel, opts_);
+  EXPECT_TRUE(r.cache_hit);
+  EXPECT_TRUE(r.cache_note.empty()) << r.cache_note;
+  // No temp files are left behind.
+  for (const auto& f : fs::recursive_directory_iterator(dir_))
+    EXPECT_EQ(f.path().string().find(".tmp."), std::string::npos) << f.path();
 }
 
 TEST_F(CubinCacheTest, UnwritableCacheDirThrowsIoError) {
