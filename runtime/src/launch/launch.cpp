@@ -202,6 +202,26 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   return w;
 }
 
+double AttnKernel::prep_bytes(const AttnProblem& p) const {
+  const WorkspacePlan w = plan(p);
+  const double q = double(p.q_elems()), kv = double(p.kv_elems());
+  const double bhq = double(p.batch) * p.heads_q, bhk = double(p.batch) * p.heads_kv;
+  const double qrow = double(qrow_bytes(cfg_)) / cfg_.head_dim;  // bytes per quantized element
+  const bool fp8 = cfg_.pv == "fp8";
+  double bytes = 0;
+  if (w.has_stats) {  // stats: reads K (smoothing) and V (FP8 range, smoothing); writes partials
+    bytes += (cfg_.smooth_k ? kv * 2 : 0) + ((cfg_.smooth_v || fp8) ? kv * 2 : 0);
+    bytes += 4.0 * w.stat_splits * bhk * 4 * cfg_.head_dim;
+  }
+  // quant: reads Q, K (and V when prepared); writes them quantized (padded tiles) + scales
+  bytes += q * 2 + kv * 2;
+  bytes += bhq * w.q_tiles * cfg_.block_m * cfg_.head_dim * qrow + bhk * w.k_tiles * cfg_.block_n * cfg_.head_dim * qrow;
+  bytes += 4.0 * (bhq * w.q_tiles * q_groups(cfg_) + bhk * w.k_tiles * k_groups(cfg_));
+  if (w.has_v_prep) bytes += kv * 2 + bhk * w.k_tiles * cfg_.block_n * cfg_.head_dim * (fp8 ? 1 : 2);
+  if (w.has_q_kmean) bytes += 4.0 * bhq * p.seq_q;
+  return bytes;
+}
+
 void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, ::SageAttnParams* out) const {
   std::string why = cfg_.cannot_implement(p);
   if (!why.empty()) throw Error(Errc::unsupported, cat(cfg_.name, ": ", why));

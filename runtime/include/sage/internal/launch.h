@@ -79,6 +79,8 @@ class AttnKernel {
   const KernelConfig& config() const { return cfg_; }
   WorkspacePlan plan(const AttnProblem& p) const;
   std::size_t workspace_size(const AttnProblem& p) const { return plan(p).total; }
+  // Bytes the preparation kernels read and write (the bandwidth benchmark's numerator).
+  double prep_bytes(const AttnProblem& p) const;
   // Runs preparation and attention on `stream`. `workspace` must hold workspace_size(p)
   // bytes (256-byte aligned). Validates the problem against the config first.
   void run(const AttnProblem& p, const AttnArgs& a, void* workspace, CUstream stream) const;

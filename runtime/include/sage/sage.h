@@ -1,0 +1,86 @@
+/* sage-tune runtime: SageAttention-style quantized attention with kernels tuned per GPU.
+ *
+ * One call computes O = softmax(sm_scale * Q K^T [causal mask]) V for FP16/BF16 tensors on
+ * the device. At the first call for a problem the library picks the tuned variant for this
+ * GPU (user database, then system database, then the architecture's default), compiles it if
+ * needed (NVRTC) and caches it; later calls only launch.
+ *
+ * Every function returns a status; on failure sage_last_error() tells what went wrong, in
+ * words, for the calling thread. No function aborts the process. */
+#ifndef SAGE_SAGE_H
+#define SAGE_SAGE_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum sage_status {
+  SAGE_OK = 0,
+  SAGE_ERR_INVALID_ARGUMENT = 1, /* null pointer, size < 1, heads not divisible, misaligned pointer */
+  SAGE_ERR_UNSUPPORTED = 2,      /* valid but not supported: head_dim, device architecture */
+  SAGE_ERR_NOT_IN_BUILD = 3,     /* a static (exported) build without this problem */
+  SAGE_ERR_JIT_DISABLED = 4,     /* SAGE_DISABLE_JIT=1 and no compiled kernel is stored */
+  SAGE_ERR_COMPILE = 5,          /* a kernel failed to compile */
+  SAGE_ERR_CUDA = 6,             /* a CUDA driver call failed */
+  SAGE_ERR_NO_DEVICE = 7,        /* no driver or no GPU */
+  SAGE_ERR_WORKSPACE = 8,        /* the supplied workspace is smaller than sage_workspace_size() */
+  SAGE_ERR_DATABASE = 9,         /* the tuning database could not be read */
+  SAGE_ERR_INTERNAL = 10         /* a bug: please report it with the SAGE_LOG=1 output */
+} sage_status;
+
+typedef enum sage_layout {
+  SAGE_LAYOUT_HND = 0, /* [batch, heads, seq, head_dim] */
+  SAGE_LAYOUT_NHD = 1  /* [batch, seq, heads, head_dim] */
+} sage_layout;
+
+typedef enum sage_dtype { SAGE_DTYPE_FP16_ = 0, SAGE_DTYPE_BF16_ = 1 } sage_dtype;
+#define SAGE_FP16 SAGE_DTYPE_FP16_
+#define SAGE_BF16 SAGE_DTYPE_BF16_
+
+typedef enum sage_policy {
+  SAGE_POLICY_BALANCED = 0, /* the default: SageAttention2-level accuracy, fastest */
+  SAGE_POLICY_ACCURATE = 1, /* FP16 P.V only (rel-L1 <= 0.013 on Gaussian inputs) */
+  SAGE_POLICY_FAST = 2      /* the loosest thresholds of configs/problems.yaml */
+} sage_policy;
+
+/* One attention call's shape and options. Q and O are [B, heads_q, seq_q, D] and K, V are
+ * [B, heads_kv, seq_kv, D] in `layout`, contiguous, of `dtype`. heads_q must be a multiple
+ * of heads_kv (grouped-query attention: query head h reads kv head h / (heads_q/heads_kv)).
+ * Causal masking is bottom-right aligned (query i sees key j iff j <= i + seq_kv - seq_q),
+ * which needs seq_q <= seq_kv. */
+typedef struct sage_attention_desc {
+  int batch, heads_q, heads_kv, seq_q, seq_kv, head_dim;
+  sage_layout layout;
+  sage_dtype dtype;
+  int causal;         /* 0 or 1 */
+  float sm_scale;     /* softmax scale; 0 means 1/sqrt(head_dim) */
+  sage_policy policy;
+} sage_attention_desc;
+
+/* A descriptor with defaults (HND, FP16, non-causal, sm_scale 0, balanced) and the sizes. */
+sage_attention_desc sage_attention_desc_init(int batch, int heads_q, int heads_kv, int seq_q, int seq_kv,
+                                             int head_dim);
+
+/* Bytes of workspace sage_attention() needs for `desc` on the current device. */
+sage_status sage_workspace_size(const sage_attention_desc* desc, size_t* bytes);
+
+/* Runs attention on `stream` (a CUstream / cudaStream_t; NULL: the legacy default stream) of
+ * the current CUDA context's device. `lse`, when not NULL, receives the natural-log
+ * log-sum-exp of each query row, FP32 [B, heads_q, seq_q]. `workspace` may be NULL (the
+ * library then uses its own stream-ordered pool) or device memory of at least
+ * sage_workspace_size() bytes, 256-byte aligned. Pointers q, k, v, o must be 16-byte
+ * aligned. The call is asynchronous like a kernel launch. */
+sage_status sage_attention(const sage_attention_desc* desc, const void* q, const void* k, const void* v, void* o,
+                           float* lse, void* workspace, size_t workspace_bytes, void* stream);
+
+/* The reason of the calling thread's last failure ("" after a success). */
+const char* sage_last_error(void);
+/* A fixed description of a status ("invalid argument", ...). */
+const char* sage_status_string(sage_status status);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SAGE_SAGE_H */

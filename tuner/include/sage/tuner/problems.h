@@ -1,0 +1,64 @@
+// configs/problems.yaml: problem buckets, accuracy policies, the gate's shape, timing
+// settings, and the default problem set of `sage-tune tune`.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sage/internal/problem.h"
+#include "sage/tuner/store.h"
+
+namespace sage::tuner {
+
+struct Thresholds {
+  double cos_min = 0;
+  double rel_l1_max = 0;
+};
+
+struct Policy {
+  std::string name;              // accurate | balanced | fast
+  std::vector<std::string> pv;   // admitted P.V precisions
+  Thresholds gaussian, outliers;
+  bool admits_pv(const std::string& pv_value) const;
+};
+
+struct GateShape {
+  int batch = 1, heads_q = 8, heads_kv = 2, max_seq = 2048, seeds = 1;
+};
+
+struct TimingConfig {
+  int warmup = 2, min_samples = 10, max_samples = 30, input_sets = 2;
+  double max_seconds = 1.0, abandon_margin = 0.10;
+};
+
+struct ProblemsConfig {
+  std::vector<int> seq_buckets;   // ascending
+  std::vector<int> bh_buckets;    // ascending
+  std::map<std::string, Policy> policies;
+  GateShape gate;
+  TimingConfig timing;
+  // The default problem set, policy left "balanced" (tune replaces it per --policy).
+  std::vector<ProblemKey> problems;
+
+  // Parses and validates; errors name file:line and the key.
+  static ProblemsConfig from_file(const std::string& path);
+  static ProblemsConfig from_string(const std::string& yaml, const std::string& display_name);
+  static ProblemsConfig builtin();  // configs/problems.yaml embedded in the binary
+
+  const Policy& policy(const std::string& name) const;  // throws Error(invalid_argument)
+  int seq_bucket(int seq) const;  // smallest boundary >= seq, or the largest boundary
+  int bh_bucket(int bh) const;
+  // The bucket a call falls in.
+  ProblemKey key_of(const AttnProblem& p, const std::string& policy) const;
+  // The problem the tuner times for a bucket: B*H = bh (B = bh/32 when bh >= 32, H = 32),
+  // seq_q = seq_q_bucket, seq_kv = seq_kv_bucket, heads_kv = heads_q.
+  AttnProblem representative(const ProblemKey& k) const;
+};
+
+// Fingerprint of a device (driver API). Throws Error(no_device) without one.
+DeviceFingerprint fingerprint_device(int device = 0);
+// "sm_80", "sm_86", "sm_89", "sm_90a" for a compute capability (sm_90 -> sm_90a); throws
+// Error(unsupported) below sm_80.
+std::string arch_for_cc(int cc);
+
+}  // namespace sage::tuner
