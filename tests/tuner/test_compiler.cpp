@@ -1,0 +1,235 @@
+// NVRTC compile service: one source -> cubin per architecture, errors, spills, headers,
+// options and keys. Host tests: NVRTC needs no GPU.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "sage/common/embedded.h"
+#include "sage/common/error.h"
+#include "sage/tuner/compiler.h"
+
+namespace sage::tuner {
+namespace {
+
+const char* kSmemKernel = R"(
+#include "sage/params.h"
+static_assert(SAGE_KERNEL_ABI_VERSION >= 1, "embedded header reached");
+extern "C" __global__ void __launch_bounds__(256) scale(float* a, float s) {
+  __shared__ float tile[256];
+  tile[threadIdx.x] = a[blockIdx.x * 256 + threadIdx.x] * s;
+  __syncthreads();
+  a[blockIdx.x * 256 + threadIdx.x] = tile[255 - threadIdx.x];
+}
+)";
+
+// 64 values live across a loop; with -maxrregcount=32 ptxas must spill them.
+const char* kSpillKernel = R"(
+extern "C" __global__ void spills(float* out, const float* in, int n) {
+  float v[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) v[i] = in[i * 128 + threadIdx.x];
+  for (int it = 0; it < n; ++it) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) v[i] = v[i] * v[(i + 1) & 63] + v[(i * 7) & 63];
+  }
+#pragma unroll
+  for (int i = 0; i < 64; ++i) out[i * 128 + threadIdx.x] = v[i];
+}
+)";
+
+// Hopper-only instructions: accepted for sm_90a, rejected by ptxas elsewhere.
+const char* kWgmmaKernel = R"(
+extern "C" __global__ void wg(float* a) {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  a[threadIdx.x] = 1.f;
+}
+)";
+
+CompileOptions no_cache(const std::string& arch) {
+  CompileOptions o;
+  o.arch = arch;
+  o.use_cache = false;
+  return o;
+}
+
+bool is_elf(const std::string& bytes) { return bytes.size() > 4 && bytes.compare(0, 4, "\x7f" "ELF") == 0; }
+
+class CompileForArch : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CompileForArch, SmemKernel_CubinAndResources) {
+  CompileResult r = compile("scale_kernel", kSmemKernel, no_cache(GetParam()));
+  ASSERT_TRUE(r.ok) << r.log;
+  EXPECT_FALSE(r.cache_hit);
+  EXPECT_EQ(r.arch, GetParam());
+  EXPECT_TRUE(is_elf(r.cubin));
+  ASSERT_EQ(r.kernels.size(), 1u) << r.log;
+  const KernelResources& k = r.kernels[0];
+  EXPECT_EQ(k.kernel, "scale");
+  EXPECT_TRUE(k.entry);
+  EXPECT_GT(k.registers, 0);
+  EXPECT_LE(k.registers, 255);
+  EXPECT_EQ(k.smem_static, 256 * 4);
+  EXPECT_EQ(k.barriers, 1);
+  EXPECT_FALSE(r.spills());
+  EXPECT_EQ(r.spill_summary(), "");
+  EXPECT_GT(r.build_ms, 0);
+  EXPECT_GE(r.compile_ms, r.build_ms);
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, CompileForArch, ::testing::Values("sm_80", "sm_86", "sm_89", "sm_90a"),
+                         [](const auto& info) { return std::string(info.param); });
+
+TEST(Compiler, SyntaxError_NotOkWithFileAndLine) {
+  const char* src = "extern \"C\" __global__ void bad(float* a) {\n  int x = 1;\n  a[0] = y;\n}\n";
+  CompileResult r = compile("attn_broken", src, no_cache("sm_80"));
+  EXPECT_FALSE(r.ok);
+  EXPECT_TRUE(r.cubin.empty());
+  EXPECT_NE(r.log.find("attn_broken.cu(3): error"), std::string::npos) << r.log;
+  auto errors = error_lines(r.log);
+  ASSERT_FALSE(errors.empty()) << r.log;
+  EXPECT_EQ(errors[0], "attn_broken.cu:3: error: identifier \"y\" is undefined");
+}
+
+TEST(Compiler, MissingHeaderNamesTheIncludeLine) {
+  // A missing embedded header is reported at the include line of the variant's source.
+  CompileResult r = compile("attn_x", "#include \"sage/no_such_header.cuh\"\n", no_cache("sm_89"));
+  EXPECT_FALSE(r.ok);
+  auto errors = error_lines(r.log);
+  ASSERT_FALSE(errors.empty()) << r.log;
+  EXPECT_EQ(errors[0].rfind("attn_x.cu:1: catastrophic error: cannot open source file", 0), 0u) << errors[0];
+}
+
+TEST(Compiler, EmbeddedHeadersAreIncludedWithoutTheIncludePrefix) {
+  // templates/include/sage/params.h is embedded as "include/sage/params.h" and included as
+  // "sage/params.h"; sage/device/common.cuh includes it in turn by that name.
+  ASSERT_NE(embedded_templates::find("include/sage/params.h"), nullptr);
+  ASSERT_NE(embedded_templates::find("include/sage/device/common.cuh"), nullptr);
+  const char* src =
+      "#include \"sage/device/common.cuh\"\n"
+      "#include \"sage/params.h\"\n"
+      "extern \"C\" __global__ void abi(SageTensor t, int* o) {\n"
+      "  o[0] = SAGE_KERNEL_ABI_VERSION + int(t.stride_n);\n"
+      "}\n";
+  CompileResult r = compile("abi", src, no_cache("sm_80"));
+  EXPECT_TRUE(r.ok) << r.log;
+}
+
+TEST(Compiler, Sm80_SpillingKernelIsDetected) {
+  CompileOptions o = no_cache("sm_80");
+  o.extra = {"-maxrregcount=32"};
+  CompileResult r = compile("spiller", kSpillKernel, o);
+  ASSERT_TRUE(r.ok) << r.log;
+  ASSERT_EQ(r.kernels.size(), 1u);
+  EXPECT_EQ(r.kernels[0].registers, 32);
+  EXPECT_GT(r.kernels[0].spill_stores, 0) << r.log;
+  EXPECT_GT(r.kernels[0].spill_loads, 0) << r.log;
+  EXPECT_TRUE(r.spills());
+  std::string s = r.spill_summary();
+  EXPECT_EQ(s.rfind("spills ", 0), 0u) << s;
+  EXPECT_NE(s.find(" B stores / "), std::string::npos) << s;
+  EXPECT_NE(s.find(" B loads in spills"), std::string::npos) << s;
+
+  // Without the register cap the same kernel fits.
+  CompileResult free = compile("spiller", kSpillKernel, no_cache("sm_80"));
+  ASSERT_TRUE(free.ok) << free.log;
+  EXPECT_FALSE(free.spills()) << free.log;
+}
+
+TEST(Compiler, Sm90a_WgmmaAccepted) {
+  CompileResult r = compile("wg", kWgmmaKernel, no_cache("sm_90a"));
+  EXPECT_TRUE(r.ok) << r.log;
+  EXPECT_TRUE(is_elf(r.cubin));
+}
+
+TEST(Compiler, Sm80_WgmmaRejectedWithClearError) {
+  CompileResult r = compile("wg", kWgmmaKernel, no_cache("sm_80"));
+  EXPECT_FALSE(r.ok);
+  auto errors = error_lines(r.log);
+  ASSERT_FALSE(errors.empty()) << r.log;
+  EXPECT_NE(errors[0].find("Instruction 'wgmma.fence' not supported on .target 'sm_80'"),
+            std::string::npos) << errors[0];
+}
+
+TEST(Compiler, InvalidExtraOptionIsACompileFailureNotAThrow) {
+  CompileOptions o = no_cache("sm_86");
+  o.extra = {"--no-such-option"};
+  CompileResult r = compile("k", kSmemKernel, o);
+  EXPECT_FALSE(r.ok);
+  auto errors = error_lines(r.log);
+  ASSERT_FALSE(errors.empty()) << r.log;
+  EXPECT_NE(errors[0].find("--no-such-option"), std::string::npos) << errors[0];
+}
+
+TEST(Compiler, KeepPtxReturnsPtxForTheArch) {
+  CompileOptions o = no_cache("sm_89");
+  o.keep_ptx = true;
+  CompileResult r = compile("k", kSmemKernel, o);
+  ASSERT_TRUE(r.ok) << r.log;
+  EXPECT_NE(r.ptx.find(".target sm_89"), std::string::npos);
+  EXPECT_EQ(r.ptx.find('\0'), std::string::npos);
+}
+
+TEST(Compiler, UnsupportedArchThrowsInvalidArgument) {
+  try {
+    compile("k", kSmemKernel, no_cache("sm_75"));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("'sm_75'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sm_90a"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(is_supported_arch("sm_90"));  // wgmma needs the arch-specific sm_90a
+  EXPECT_TRUE(is_supported_arch("sm_90a"));
+}
+
+TEST(Compiler, OptionsNameArchStandardAndPtxasReport) {
+  CompileOptions o;
+  o.arch = "sm_86";
+  o.extra = {"-DFOO=1"};
+  auto opts = nvrtc_options(o);
+  ASSERT_GE(opts.size(), 4u);
+  EXPECT_EQ(opts[0], "-arch=sm_86");
+  EXPECT_NE(std::find(opts.begin(), opts.end(), "-std=c++17"), opts.end());
+  EXPECT_NE(std::find(opts.begin(), opts.end(), "--ptxas-options=-v"), opts.end());
+  EXPECT_NE(std::find(opts.begin(), opts.end(), "-lineinfo"), opts.end());
+  EXPECT_EQ(opts.back(), "-DFOO=1");
+  o.lineinfo = false;
+  opts = nvrtc_options(o);
+  EXPECT_EQ(std::find(opts.begin(), opts.end(), "-lineinfo"), opts.end());
+}
+
+TEST(Compiler, NvrtcVersionAndBuild) {
+  std::string v = nvrtc_version();
+  EXPECT_EQ(v.find('.') != std::string::npos, true) << v;
+  std::string b = nvrtc_build();
+  EXPECT_EQ(b.rfind(v + ".", 0), 0u) << "build '" << b << "' should start with the version " << v;
+}
+
+TEST(Compiler, ContentHashDependsOnSourceOptionsAndArch) {
+  CompileOptions a;
+  a.arch = "sm_80";
+  std::string h = content_hash("x", a);
+  EXPECT_EQ(h.size(), 64u);
+  EXPECT_EQ(h, content_hash("x", a));
+  EXPECT_NE(h, content_hash("y", a));
+  CompileOptions b = a;
+  b.arch = "sm_86";
+  EXPECT_NE(h, content_hash("x", b));
+  CompileOptions c = a;
+  c.extra = {"-DX=1"};
+  EXPECT_NE(h, content_hash("x", c));
+  CompileOptions d = a;
+  d.use_cache = false;  // where the cubin is kept is not part of what it is
+  d.cache_dir = "/elsewhere";
+  EXPECT_EQ(h, content_hash("x", d));
+  // Field boundaries matter: "-DA" "B" differs from "-DAB".
+  CompileOptions e1 = a, e2 = a;
+  e1.extra = {"-DA", "B"};
+  e2.extra = {"-DAB"};
+  EXPECT_NE(content_hash("x", e1), content_hash("x", e2));
+}
+
+}  // namespace
+}  // namespace sage::tuner
