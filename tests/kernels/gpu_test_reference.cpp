@@ -51,8 +51,8 @@ TEST_P(ReferenceVsCpu, AgreesWithDoublePrecision) {
   ASSERT_EQ(gpu.o.size(), cpu.o.size());
   double max_err = 0, max_ref = 0;
   for (std::size_t i = 0; i < cpu.o.size(); ++i) {
-    max_err = std::max(max_err, std::fabs(gpu.o[i] - cpu.o[i]));
-    max_ref = std::max(max_ref, std::fabs(cpu.o[i]));
+    max_err = std::max(max_err, double(std::fabs(gpu.o[i] - cpu.o[i])));
+    max_ref = std::max(max_ref, double(std::fabs(cpu.o[i])));
   }
   // FP32 accumulation over <= 300 keys: relative error far below 1e-4.
   EXPECT_LE(max_err, 1e-4 * std::max(1.0, max_ref)) << p.str();
@@ -61,7 +61,7 @@ TEST_P(ReferenceVsCpu, AgreesWithDoublePrecision) {
       EXPECT_TRUE(std::isinf(gpu.lse[i]) && gpu.lse[i] < 0) << "row " << i << " sees no key: LSE must be -inf";
       continue;
     }
-    ASSERT_NEAR(gpu.lse[i], cpu.lse[i], 1e-4 * std::max(1.0, std::fabs(cpu.lse[i]))) << p.str() << " row " << i;
+    ASSERT_NEAR(gpu.lse[i], cpu.lse[i], 1e-4 * std::max(1.0, double(std::fabs(cpu.lse[i])))) << p.str() << " row " << i;
   }
 }
 
@@ -71,7 +71,14 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{2, 4, 2, 33, 33, 128, true, Layout::NHD, DType::bf16},
                       Case{1, 3, 1, 17, 300, 64, true, Layout::HND, DType::fp16},
                       Case{1, 2, 2, 50, 20, 128, true, Layout::HND, DType::fp16},  // first 30 rows see nothing
-                      Case{1, 2, 1, 129, 257, 256, false, Layout::NHD, DType::bf16}));
+                      Case{1, 2, 1, 129, 257, 256, false, Layout::NHD, DType::bf16}),
+    [](const ::testing::TestParamInfo<Case>& i) {
+      const Case& c = i.param;
+      return "B" + std::to_string(c.b) + "_Hq" + std::to_string(c.hq) + "_Hkv" + std::to_string(c.hkv) + "_Nq" +
+             std::to_string(c.nq) + "_Nkv" + std::to_string(c.nkv) + "_D" + std::to_string(c.d) +
+             (c.causal ? "_Causal" : "") + (c.layout == Layout::NHD ? "_NHD" : "_HND") +
+             (c.dtype == DType::bf16 ? "_Bf16" : "_Fp16");
+    });
 
 }  // namespace
 }  // namespace sage
