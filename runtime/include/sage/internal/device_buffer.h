@@ -23,6 +23,8 @@ class DeviceBuffer {
   T* as() const { return reinterpret_cast<T*>(ptr_); }
   CUdeviceptr dptr() const { return ptr_; }
   std::size_t size() const { return bytes_; }
+  // upload, download and fill_bytes are synchronous with respect to every stream of the
+  // context (they wait for all work before and after): for tests and set-up, not hot paths.
   void upload(const void* src, std::size_t bytes);
   void download(void* dst, std::size_t bytes) const;
   template <class T>
