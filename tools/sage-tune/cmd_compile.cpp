@@ -324,4 +324,6 @@ Registrar reg(
     30);
 
 }  // namespace
+int run_default_compile() { return run_compile(CompileArgs{}); }
+
 }  // namespace sage::cli

@@ -161,4 +161,6 @@ static Registrar reg_tune(
     },
     30);
 
+int run_default_tune() { return run_tune(tuner::TuneOptions{}, /*json=*/false, /*quiet=*/false); }
+
 }  // namespace sage::cli

@@ -45,6 +45,11 @@ struct Registrar {
   }
 };
 
+// The main job's two halves (cmd_default.cpp): `compile` over the whole default search
+// space with default options, and `tune` of the default problems with default options.
+int run_default_compile();
+int run_default_tune();
+
 // Shared helpers for commands.
 bool stdout_is_tty();
 // A one-line progress bar on stderr ("[#####     ] 12/40 name, ETA 1m05s"); no-op when quiet.
