@@ -24,6 +24,8 @@ struct BenchArgs {
   std::vector<int> seqs{1024, 4096, 16384, 32768};
   std::string causal = "both";
   int batch = 4, heads = 32, samples = 10;
+  int seq_kv = 0, heads_kv = 0;  // 0: equal to the sequence length / heads
+  std::string layout = "HND", dtype = "fp16", policy = "balanced";
   std::string db;
   bool json = false, tuned = false;
 };
@@ -87,17 +89,25 @@ int run_bench(const BenchArgs& a) {
         AttnProblem p;
         p.batch = a.batch;
         p.heads_q = p.heads_kv = a.heads;
+        if (a.heads_kv > 0) p.heads_kv = a.heads_kv;
         p.seq_q = p.seq_kv = n;
+        if (a.seq_kv > 0) p.seq_kv = a.seq_kv;
         p.head_dim = d;
         p.causal = causal;
+        p.layout = parse_layout(a.layout);
+        p.dtype = parse_dtype(a.dtype);
+        p.validate();
+        if (p.causal && p.seq_q > p.seq_kv)
+          throw Error(Errc::invalid_argument, cat("causal needs seq <= --seq-kv (bottom-right aligned mask), got ", p.seq_q,
+                                                  " > ", p.seq_kv));
         std::vector<std::string> names;
         for (const auto& v : a.variants)
           if (find(v).get_int("head_dim") == d) names.push_back(v);
         if (names.empty() && store) {
-          tuner::WinnerKey wk{fp, pcfg.key_of(p, "balanced"), tuner::generator_hash(), tuner::nvrtc_version()};
+          tuner::WinnerKey wk{fp, pcfg.key_of(p, a.policy), tuner::generator_hash(), tuner::nvrtc_version()};
           if (auto w = store->winner(wk)) names.push_back(w->variant);
         }
-        if (names.empty() && a.variants.empty()) names.push_back(tuner::default_variant(arch, d, "balanced"));
+        if (names.empty() && a.variants.empty()) names.push_back(tuner::default_variant(arch, d, a.policy));
         for (const std::string& name : names) {
           auto k = kernel_for(name);
           std::vector<tuner::AttnBuffers> in;
@@ -118,7 +128,8 @@ int run_bench(const BenchArgs& a) {
           out.push_back({{"head_dim", d}, {"causal", causal}, {"seq", n}, {"batch", a.batch}, {"heads", a.heads},
                          {"variant", name}, {"e2e_ms", e2e.median_ms}, {"tops", tops}, {"prep_ms", prep.median_ms},
                          {"prep_tbps", prep_tbs}, {"attn_ms", attn.median_ms}, {"attn_tops", attn_tops},
-                         {"spread", e2e.spread()}});
+                         {"spread", e2e.spread()}, {"seq_kv", p.seq_kv}, {"heads_kv", p.heads_kv},
+                         {"layout", to_string(p.layout)}, {"dtype", to_string(p.dtype)}});
           if (!a.json) {
             std::fprintf(stderr, "\r\033[K  d%d %s N=%d %s: %.0f TOPS", d, causal ? "causal" : "", n, name.c_str(), tops);
             std::fflush(stderr);
@@ -166,7 +177,12 @@ static Registrar reg_bench(
       sub.add_option("--seq,-n", *seqs, "sequence lengths (seq_q = seq_kv), comma-separated")->capture_default_str();
       sub.add_option("--causal", a->causal, "yes, no or both")->capture_default_str();
       sub.add_option("--batch,-b", a->batch, "batch size")->capture_default_str();
-      sub.add_option("--heads", a->heads, "heads (q and kv)")->capture_default_str();
+      sub.add_option("--heads", a->heads, "heads (q, and kv unless --heads-kv)")->capture_default_str();
+      sub.add_option("--heads-kv", a->heads_kv, "kv heads (grouped-query attention; default: --heads)");
+      sub.add_option("--seq-kv", a->seq_kv, "kv sequence length (default: each --seq)");
+      sub.add_option("--layout", a->layout, "HND or NHD")->capture_default_str();
+      sub.add_option("--dtype", a->dtype, "fp16 or bf16")->capture_default_str();
+      sub.add_option("--policy", a->policy, "accuracy policy of the winner (--tuned) or default to time")->capture_default_str();
       sub.add_option("--samples", a->samples, "timed samples per measurement (median reported)")->capture_default_str();
       sub.add_flag("--tuned", a->tuned, "time the database's winners");
       sub.add_option("--db", a->db, "tune database for --tuned");
@@ -176,6 +192,10 @@ static Registrar reg_bench(
         x.dims = ints(*dims, "--head-dim");
         x.seqs = ints(*seqs, "--seq");
         if (x.batch < 1 || x.heads < 1 || x.samples < 1) throw Error(Errc::invalid_argument, "--batch, --heads and --samples must be >= 1");
+        if (x.heads_kv < 0 || x.seq_kv < 0) throw Error(Errc::invalid_argument, "--heads-kv and --seq-kv must be >= 1");
+        parse_layout(x.layout);
+        parse_dtype(x.dtype);
+        tuner::ProblemsConfig::builtin().policy(x.policy);  // Error(invalid_argument) naming the policies
         return run_bench(x);
       };
     },

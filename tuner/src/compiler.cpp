@@ -237,6 +237,29 @@ std::string content_hash(const std::string& source, const CompileOptions& opts) 
   return hash_of(source, nvrtc_options(opts), opts.arch);
 }
 
+std::optional<CompileResult> load_cached(const std::string& name, const std::string& source,
+                                         const CompileOptions& opts) {
+  if (!opts.use_cache) return std::nullopt;
+  auto t0 = std::chrono::steady_clock::now();
+  CompileResult r;
+  r.name = name;
+  r.arch = opts.arch;
+  r.key = hash_of(source, nvrtc_options(opts), opts.arch);
+  detail::CubinCache cache(opts.cache_dir.empty() ? default_cache_dir() : opts.cache_dir);
+  KeyGuard guard(cache.dir() + "/" + r.key);
+  auto e = cache.load(r.key, opts.keep_ptx, nullptr);
+  if (!e) return std::nullopt;
+  r.ok = true;
+  r.cache_hit = true;
+  r.log = std::move(e->log);
+  r.cubin = std::move(e->cubin);
+  r.ptx = std::move(e->ptx);
+  r.kernels = std::move(e->kernels);
+  r.build_ms = e->build_ms;
+  r.compile_ms = ms_since(t0);
+  return r;
+}
+
 CompileResult compile(const std::string& name, const std::string& source, const CompileOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();
   CompileResult r;

@@ -1,16 +1,29 @@
 /* sage-tune runtime: SageAttention-style quantized attention with kernels tuned per GPU.
  *
  * One call computes O = softmax(sm_scale * Q K^T [causal mask]) V for FP16/BF16 tensors on
- * the device. At the first call for a problem the library picks the tuned variant for this
- * GPU (user database, then system database, then the architecture's default), compiles it if
- * needed (NVRTC) and caches it; later calls only launch.
+ * the device. At the first call for a problem bucket the library picks the tuned variant for
+ * this GPU (user database, then system database, then the architecture's default), compiles
+ * it if needed (NVRTC) and caches it; later calls only launch. An exported static build
+ * (sage-tune export) serves the kernels built into it instead, with no NVRTC and no database.
  *
  * Every function returns a status; on failure sage_last_error() tells what went wrong, in
- * words, for the calling thread. No function aborts the process. */
+ * words, for the calling thread. No function aborts the process.
+ *
+ * Environment: SAGE_DB (user database path), SAGE_SYSTEM_DB, SAGE_CACHE_DIR (cubin cache),
+ * SAGE_DISABLE_JIT=1 (a kernel that is not compiled yet is an error instead of a compile),
+ * SAGE_LOG=1 (on stderr: why each kernel was chosen, and the sage-tune command that
+ * reproduces the call), SAGE_CHECK_POINTERS=1 (check that every pointer is device memory
+ * large enough for its tensor; a few driver queries per call). See docs/runtime.md. */
 #ifndef SAGE_SAGE_H
 #define SAGE_SAGE_H
 
 #include <stddef.h>
+
+#if defined(_WIN32)
+#define SAGE_API
+#else
+#define SAGE_API __attribute__((visibility("default")))
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -18,7 +31,8 @@ extern "C" {
 
 typedef enum sage_status {
   SAGE_OK = 0,
-  SAGE_ERR_INVALID_ARGUMENT = 1, /* null pointer, size < 1, heads not divisible, misaligned pointer */
+  SAGE_ERR_INVALID_ARGUMENT = 1, /* null pointer, size < 1, heads not divisible, misaligned pointer,
+                                    causal with seq_q > seq_kv, an enum out of range */
   SAGE_ERR_UNSUPPORTED = 2,      /* valid but not supported: head_dim, device architecture */
   SAGE_ERR_NOT_IN_BUILD = 3,     /* a static (exported) build without this problem */
   SAGE_ERR_JIT_DISABLED = 4,     /* SAGE_DISABLE_JIT=1 and no compiled kernel is stored */
@@ -26,7 +40,7 @@ typedef enum sage_status {
   SAGE_ERR_CUDA = 6,             /* a CUDA driver call failed */
   SAGE_ERR_NO_DEVICE = 7,        /* no driver or no GPU */
   SAGE_ERR_WORKSPACE = 8,        /* the supplied workspace is smaller than sage_workspace_size() */
-  SAGE_ERR_DATABASE = 9,         /* the tuning database could not be read */
+  SAGE_ERR_DATABASE = 9,         /* a tune database or the cubin cache could not be read or written */
   SAGE_ERR_INTERNAL = 10         /* a bug: please report it with the SAGE_LOG=1 output */
 } sage_status;
 
@@ -35,6 +49,8 @@ typedef enum sage_layout {
   SAGE_LAYOUT_NHD = 1  /* [batch, seq, heads, head_dim] */
 } sage_layout;
 
+/* Use SAGE_FP16 / SAGE_BF16. (The enumerators carry a trailing underscore because the kernel
+ * ABI header, templates/include/sage/params.h, has enumerators SAGE_DTYPE_FP16/BF16.) */
 typedef enum sage_dtype { SAGE_DTYPE_FP16_ = 0, SAGE_DTYPE_BF16_ = 1 } sage_dtype;
 #define SAGE_FP16 SAGE_DTYPE_FP16_
 #define SAGE_BF16 SAGE_DTYPE_BF16_
@@ -49,7 +65,7 @@ typedef enum sage_policy {
  * [B, heads_kv, seq_kv, D] in `layout`, contiguous, of `dtype`. heads_q must be a multiple
  * of heads_kv (grouped-query attention: query head h reads kv head h / (heads_q/heads_kv)).
  * Causal masking is bottom-right aligned (query i sees key j iff j <= i + seq_kv - seq_q),
- * which needs seq_q <= seq_kv. */
+ * which needs seq_q <= seq_kv. Supported head_dim: 64 and 128. */
 typedef struct sage_attention_desc {
   int batch, heads_q, heads_kv, seq_q, seq_kv, head_dim;
   sage_layout layout;
@@ -60,25 +76,32 @@ typedef struct sage_attention_desc {
 } sage_attention_desc;
 
 /* A descriptor with defaults (HND, FP16, non-causal, sm_scale 0, balanced) and the sizes. */
-sage_attention_desc sage_attention_desc_init(int batch, int heads_q, int heads_kv, int seq_q, int seq_kv,
-                                             int head_dim);
+SAGE_API sage_attention_desc sage_attention_desc_init(int batch, int heads_q, int heads_kv, int seq_q, int seq_kv,
+                                                      int head_dim);
 
-/* Bytes of workspace sage_attention() needs for `desc` on the current device. */
-sage_status sage_workspace_size(const sage_attention_desc* desc, size_t* bytes);
+/* Bytes of workspace sage_attention() needs for `desc` on the current device, with or without
+ * LSE. Selects (and at the first call for the bucket, loads or compiles) the kernel. */
+SAGE_API sage_status sage_workspace_size(const sage_attention_desc* desc, size_t* bytes);
 
 /* Runs attention on `stream` (a CUstream / cudaStream_t; NULL: the legacy default stream) of
- * the current CUDA context's device. `lse`, when not NULL, receives the natural-log
- * log-sum-exp of each query row, FP32 [B, heads_q, seq_q]. `workspace` may be NULL (the
- * library then uses its own stream-ordered pool) or device memory of at least
- * sage_workspace_size() bytes, 256-byte aligned. Pointers q, k, v, o must be 16-byte
- * aligned. The call is asynchronous like a kernel launch. */
-sage_status sage_attention(const sage_attention_desc* desc, const void* q, const void* k, const void* v, void* o,
-                           float* lse, void* workspace, size_t workspace_bytes, void* stream);
+ * the calling thread's current CUDA context (device 0's primary context when none is
+ * current). `lse`, when not NULL, receives the natural-log log-sum-exp of each query row,
+ * FP32 [B, heads_q, seq_q], 4-byte aligned. `workspace` may be NULL (the library then takes
+ * it from its own stream-ordered memory pool on `stream`, which keeps freed memory for reuse)
+ * or device memory of at least sage_workspace_size() bytes, 256-byte aligned, not used by
+ * other work while this call runs on `stream`. Pointers q, k, v, o must be 16-byte aligned.
+ * The call is asynchronous like a kernel launch. Thread-safe. */
+SAGE_API sage_status sage_attention(const sage_attention_desc* desc, const void* q, const void* k, const void* v,
+                                    void* o, float* lse, void* workspace, size_t workspace_bytes, void* stream);
+
+/* Writes the name of the variant that serves `desc` on the current device into `name`
+ * (NUL-terminated, truncated to `capacity` bytes), selecting it first if needed. */
+SAGE_API sage_status sage_variant_name(const sage_attention_desc* desc, char* name, size_t capacity);
 
 /* The reason of the calling thread's last failure ("" after a success). */
-const char* sage_last_error(void);
+SAGE_API const char* sage_last_error(void);
 /* A fixed description of a status ("invalid argument", ...). */
-const char* sage_status_string(sage_status status);
+SAGE_API const char* sage_status_string(sage_status status);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,12 @@ std::string content_hash(const std::string& source, const CompileOptions& opts);
 // not match its metadata is recompiled (cache_note says so). Failed compiles are not cached,
 // so a fixed template recompiles. Thread-safe.
 CompileResult compile(const std::string& name, const std::string& source, const CompileOptions& opts);
+
+// The cached result of compile(name, source, opts) when the cubin cache holds an intact entry
+// for it, else nullopt; never runs NVRTC (the runtime's SAGE_DISABLE_JIT=1 path). Always
+// nullopt with opts.use_cache off.
+std::optional<CompileResult> load_cached(const std::string& name, const std::string& source,
+                                         const CompileOptions& opts);
 
 struct CompileJob {
   std::string name;

@@ -1,0 +1,134 @@
+// The runtime's internal C++ interface: problem buckets and cache keys, how a kernel was
+// selected, the call path behind the C API, counters and test hooks. The public API is
+// sage/sage.h (C) and sage/sage.hpp (C++); this header serves the runtime's own sources,
+// its tests and the benchmarks. Internal header.
+#pragma once
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sage/common/error.h"
+#include "sage/internal/launch.h"
+#include "sage/internal/problem.h"
+
+namespace sage::rt {
+
+// Accuracy policy of configs/problems.yaml.
+enum class Policy { accurate, balanced, fast };
+const char* to_string(Policy p);
+Policy parse_policy(const std::string& s);  // throws Error(invalid_argument)
+
+// The problem bucket of a call: head_dim, causal, dtype and layout exactly; seq_q, seq_kv and
+// batch*heads_q rounded up to a bucket boundary; the policy. Plain values, so that the call
+// path computes and compares keys without allocating.
+struct BucketKey {
+  int head_dim = 0;
+  bool causal = false;
+  DType dtype = DType::fp16;
+  Layout layout = Layout::HND;
+  int seq_q = 0, seq_kv = 0, bh = 0;  // bucket boundaries
+  Policy policy = Policy::balanced;
+
+  // "d128_causal_fp16_HND_q4096_kv4096_bh128_balanced": tuner::ProblemKey::str()'s form.
+  std::string str() const;
+  // Inverse of str(); throws Error(invalid_argument) naming the key and the bad field.
+  static BucketKey parse(const std::string& s);
+  bool operator==(const BucketKey&) const = default;
+};
+
+// Bucket boundaries, ascending (configs/problems.yaml `buckets`, or an exported table's).
+struct Buckets {
+  std::vector<int> seq, bh;
+  // The smallest boundary >= v, or the largest boundary when v is above them all (v itself
+  // when there are no boundaries: a static build without kernels).
+  int seq_bucket(int v) const;
+  int bh_bucket(int v) const;
+  BucketKey key_of(const AttnProblem& p, Policy policy) const;
+};
+
+// Key of the in-memory kernel cache: one loaded kernel per CUDA context and bucket.
+struct CacheKey {
+  CUcontext ctx = nullptr;
+  BucketKey bucket;
+  bool operator==(const CacheKey&) const = default;
+};
+struct CacheKeyHash {
+  std::size_t operator()(const CacheKey& k) const noexcept;
+};
+
+// Where a bucket's variant came from.
+enum class Source { user_db, system_db, default_variant, static_table };
+const char* to_string(Source s);
+
+// How a bucket's kernel was chosen and obtained: what SAGE_LOG=1 prints.
+struct Selection {
+  std::string bucket;         // canonical bucket key
+  std::string device;         // device fingerprint key (JIT) or name (static)
+  std::string arch;           // "sm_90a"
+  Source source = Source::default_variant;
+  std::string db;             // the database the winner came from
+  std::string variant;
+  KernelConfig config;
+  std::string kernel_from;    // "database", "cubin cache", "JIT compile", "static table"
+  std::string kernel_hash;    // content hash of the cubin, when known
+  std::string miss;           // without a winner: how the nearest stored key differs
+  std::vector<std::string> notes;  // database warnings, rebuilds, fallbacks
+  double select_ms = 0, compile_ms = 0, load_ms = 0;
+};
+
+// The head dims the kernels support (the templates' and the search space's).
+const std::vector<int>& supported_head_dims();
+
+// The cubin architecture a device of compute capability `cc` runs ("sm_80", "sm_86",
+// "sm_89", "sm_90a"), or "" when no target of this project runs on it. Used by static builds,
+// which cannot ask the compile service (tuner::arch_for_cc gives the same answers).
+std::string arch_for_cc(int cc);
+
+// The command line that reproduces a call with a given variant:
+// "sage-tune bench --variant V -d 128 -n 4096 --batch 4 --heads 32 --causal no".
+std::string reproduce_command(const AttnProblem& p, Policy policy, const std::string& variant);
+
+// ---- the call path (what the C API runs after validating its arguments) ----------------
+
+// Converts and validates a C descriptor (sage.h) into a problem and a policy. Throws
+// Error(invalid_argument) or Error(unsupported) naming the field. Touches no device.
+struct DescView {
+  int batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, layout, dtype, causal;
+  float sm_scale;
+  int policy;
+};
+AttnProblem problem_of(const DescView& d, Policy* policy);
+// Null and alignment checks of one call's pointers (lse and workspace may be null).
+void check_pointers(const AttnArgs& a, const void* workspace);
+
+// A caller-supplied workspace smaller than the kernel needs (SAGE_ERR_WORKSPACE).
+class WorkspaceTooSmall : public Error {
+ public:
+  using Error::Error;
+};
+
+// Runs attention on the current context (validated problem; see sage_attention()).
+void run(const AttnProblem& p, Policy policy, const AttnArgs& a, void* workspace, std::size_t workspace_bytes,
+         CUstream stream);
+// Workspace bytes for p (with LSE, which needs the most), selecting the kernel if needed.
+std::size_t workspace_size(const AttnProblem& p, Policy policy);
+// The selection serving p on the current context, selecting and loading it if needed.
+const Selection& selection_for(const AttnProblem& p, Policy policy);
+
+// ---- counters and test hooks -------------------------------------------------------------
+
+struct Counters {
+  std::uint64_t selections = 0;  // buckets selected (kernel chosen, obtained and loaded)
+  std::uint64_t compiles = 0;    // NVRTC compiles actually run (cubin cache hits not counted)
+  std::uint64_t loads = 0;       // modules loaded
+};
+Counters counters();
+// Forgets every loaded kernel, the database handles and the counters, so that the next call
+// selects again (reading SAGE_DB etc. afresh). Must not run while other threads call the
+// runtime: for tests and benchmarks.
+void reset();
+
+}  // namespace sage::rt

@@ -1,0 +1,161 @@
+// The C API (sage/sage.h): every entry point runs its body through guarded(), the one place
+// where exceptions become status codes and the calling thread's last-error message.
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "sage/common/error.h"
+#include "sage/common/strings.h"
+#include "sage/internal/runtime.h"
+#include "sage/sage.h"
+
+namespace sage::rt {
+namespace {
+
+// The calling thread's last failure. clear() on success keeps the capacity: the fast path
+// allocates nothing.
+std::string& last_error() {
+  thread_local std::string s;
+  return s;
+}
+
+sage_status status_of(Errc c) {
+  switch (c) {
+    case Errc::invalid_argument: return SAGE_ERR_INVALID_ARGUMENT;
+    case Errc::unsupported: return SAGE_ERR_UNSUPPORTED;
+    // A variant or default missing from the build's configuration means the device or problem
+    // has no support here.
+    case Errc::not_found: return SAGE_ERR_UNSUPPORTED;
+    case Errc::compile_failed: return SAGE_ERR_COMPILE;
+    case Errc::cuda_error: return SAGE_ERR_CUDA;
+    case Errc::no_device: return SAGE_ERR_NO_DEVICE;
+    case Errc::io_error:
+    case Errc::corrupt: return SAGE_ERR_DATABASE;
+    case Errc::not_in_build: return SAGE_ERR_NOT_IN_BUILD;
+    case Errc::jit_disabled: return SAGE_ERR_JIT_DISABLED;
+    case Errc::parse_error:  // the embedded configuration is broken: a bug of the build
+    case Errc::internal: return SAGE_ERR_INTERNAL;
+  }
+  return SAGE_ERR_INTERNAL;
+}
+
+sage_status fail(sage_status s, const char* what) noexcept {
+  try {
+    last_error() = what;
+  } catch (...) {
+    // Out of memory for the message itself: the status still tells the category.
+  }
+  return s;
+}
+
+template <class F>
+sage_status guarded(F&& body) noexcept {
+  try {
+    body();
+    last_error().clear();
+    return SAGE_OK;
+  } catch (const WorkspaceTooSmall& e) {
+    return fail(SAGE_ERR_WORKSPACE, e.what());
+  } catch (const Error& e) {
+    return fail(status_of(e.code()), e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(SAGE_ERR_INTERNAL, "out of host memory");
+  } catch (const std::exception& e) {
+    return fail(SAGE_ERR_INTERNAL, (std::string("unexpected error: ") + e.what()).c_str());
+  } catch (...) {
+    return fail(SAGE_ERR_INTERNAL, "unexpected non-standard exception");
+  }
+}
+
+AttnProblem checked_problem(const sage_attention_desc* d, Policy* policy) {
+  if (!d) throw Error(Errc::invalid_argument, "desc is NULL");
+  DescView v{d->batch, d->heads_q, d->heads_kv, d->seq_q, d->seq_kv, d->head_dim, int(d->layout), int(d->dtype),
+             d->causal, d->sm_scale, int(d->policy)};
+  return problem_of(v, policy);
+}
+
+}  // namespace
+}  // namespace sage::rt
+
+using namespace sage;
+
+extern "C" {
+
+SAGE_API sage_attention_desc sage_attention_desc_init(int batch, int heads_q, int heads_kv, int seq_q, int seq_kv,
+                                                      int head_dim) {
+  sage_attention_desc d;
+  std::memset(&d, 0, sizeof d);
+  d.batch = batch;
+  d.heads_q = heads_q;
+  d.heads_kv = heads_kv;
+  d.seq_q = seq_q;
+  d.seq_kv = seq_kv;
+  d.head_dim = head_dim;
+  d.layout = SAGE_LAYOUT_HND;
+  d.dtype = SAGE_FP16;
+  d.causal = 0;
+  d.sm_scale = 0.f;
+  d.policy = SAGE_POLICY_BALANCED;
+  return d;
+}
+
+SAGE_API sage_status sage_workspace_size(const sage_attention_desc* desc, size_t* bytes) {
+  return rt::guarded([&] {
+    rt::Policy policy;
+    const AttnProblem p = rt::checked_problem(desc, &policy);
+    if (!bytes) throw Error(Errc::invalid_argument, "bytes is NULL");
+    *bytes = rt::workspace_size(p, policy);
+  });
+}
+
+SAGE_API sage_status sage_attention(const sage_attention_desc* desc, const void* q, const void* k, const void* v,
+                                    void* o, float* lse, void* workspace, size_t workspace_bytes, void* stream) {
+  return rt::guarded([&] {
+    rt::Policy policy;
+    if (!desc) throw Error(Errc::invalid_argument, "desc is NULL");
+    AttnArgs a;
+    a.q = q;
+    a.k = k;
+    a.v = v;
+    a.o = o;
+    a.lse = lse;
+    rt::check_pointers(a, workspace);
+    AttnProblem p = rt::checked_problem(desc, &policy);
+    p.return_lse = lse != nullptr;
+    rt::run(p, policy, a, workspace, workspace_bytes, static_cast<CUstream>(stream));
+  });
+}
+
+SAGE_API sage_status sage_variant_name(const sage_attention_desc* desc, char* name, size_t capacity) {
+  return rt::guarded([&] {
+    rt::Policy policy;
+    const AttnProblem p = rt::checked_problem(desc, &policy);
+    if (!name || capacity == 0) throw Error(Errc::invalid_argument, "name is NULL or capacity is 0");
+    const std::string& v = rt::selection_for(p, policy).variant;
+    const std::size_t n = std::min(v.size(), capacity - 1);
+    std::memcpy(name, v.data(), n);
+    name[n] = '\0';
+  });
+}
+
+SAGE_API const char* sage_last_error(void) { return rt::last_error().c_str(); }
+
+SAGE_API const char* sage_status_string(sage_status status) {
+  switch (status) {
+    case SAGE_OK: return "ok";
+    case SAGE_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case SAGE_ERR_UNSUPPORTED: return "unsupported";
+    case SAGE_ERR_NOT_IN_BUILD: return "not in this build";
+    case SAGE_ERR_JIT_DISABLED: return "JIT disabled and kernel not compiled";
+    case SAGE_ERR_COMPILE: return "kernel compile failed";
+    case SAGE_ERR_CUDA: return "CUDA error";
+    case SAGE_ERR_NO_DEVICE: return "no CUDA device";
+    case SAGE_ERR_WORKSPACE: return "workspace too small";
+    case SAGE_ERR_DATABASE: return "database or cache I/O error";
+    case SAGE_ERR_INTERNAL: return "internal error";
+  }
+  return "unknown status";
+}
+
+}  // extern "C"

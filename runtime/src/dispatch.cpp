@@ -1,0 +1,228 @@
+// The call path: bucket -> in-memory cache (context, bucket) -> loaded kernel -> launch, with
+// the selection made once per key (single flight) on a miss.
+//
+// Fast path (every call after the first of its bucket): compute the bucket key (plain
+// integers), read the current context, look the key up under a shared lock released before
+// anything else happens, plan the workspace, take it from the caller or the stream-ordered
+// pool, launch. No heap allocation and no lock held across the launch.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "log.h"
+#include "provider.h"
+#include "sage/common/cuda_driver.h"
+#include "sage/common/strings.h"
+#include "sage/internal/runtime.h"
+#include "sage/internal/single_flight.h"
+
+namespace sage::rt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// A bucket's loaded kernel on one context.
+struct Entry {
+  std::shared_ptr<AttnKernel> kernel;
+  Selection selection;
+  CUmemoryPool pool = nullptr;  // this context's workspace pool (nullptr: the device's default pool)
+};
+
+struct Runtime {
+  SingleFlightCache<CacheKey, Entry, CacheKeyHash> cache;
+  std::atomic<std::uint64_t> selections{0}, loads{0};
+  std::atomic<int> check_pointers{-1};  // SAGE_CHECK_POINTERS, read at the first call
+  std::mutex pool_mu;
+  std::map<CUcontext, CUmemoryPool> pools;  // kept across reset(): allocations may be in flight
+};
+
+// Never destroyed: at process exit the driver may already be torn down, and unloading
+// modules or pools then would fail or crash. The operating system reclaims everything.
+Runtime& runtime() {
+  static Runtime* r = new Runtime;
+  return *r;
+}
+
+provider::Device query_device(CUcontext ctx) {
+  provider::Device d;
+  d.ctx = ctx;
+  SAGE_CU(cuCtxGetDevice(&d.dev));
+  int major = 0, minor = 0;
+  SAGE_CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d.dev));
+  SAGE_CU(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d.dev));
+  d.cc = major * 10 + minor;
+  char name[256] = {0};
+  SAGE_CU(cuDeviceGetName(name, sizeof name - 1, d.dev));
+  d.name = name;
+  return d;
+}
+
+// The workspace pool of a context: a private pool rather than the device's default one, so
+// that its release threshold can be raised without changing other libraries' allocations.
+// With the threshold at "never", freed workspace stays reserved for the next call instead
+// of going back to the driver at every synchronization.
+CUmemoryPool pool_for(const provider::Device& d, std::vector<std::string>* notes) {
+  Runtime& rt = runtime();
+  std::lock_guard lock(rt.pool_mu);
+  auto it = rt.pools.find(d.ctx);
+  if (it != rt.pools.end()) return it->second;
+  const cu::Api& a = cu::api();
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = int(d.dev);
+  CUmemoryPool pool = nullptr;
+  CUresult r = a.cuMemPoolCreate(&pool, &props);
+  if (r == CUDA_SUCCESS) {
+    cuuint64_t keep = ~cuuint64_t(0);
+    r = a.cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+  }
+  if (r != CUDA_SUCCESS) {
+    notes->push_back("no private workspace pool (" + cu::error_string(r) + "): using the device's default pool");
+    pool = nullptr;
+  }
+  rt.pools[d.ctx] = pool;
+  return pool;
+}
+
+std::shared_ptr<const Entry> build(CUcontext ctx, const BucketKey& key, const AttnProblem& p) {
+  const auto t0 = Clock::now();
+  const provider::Device dev = query_device(ctx);
+  if (dev.cc < 80)
+    throw Error(Errc::unsupported, cat(dev.name, " has compute capability ", dev.cc / 10, ".", dev.cc % 10,
+                                       "; the kernels need 8.0 (Ampere) or newer"));
+  provider::Resolved r = provider::resolve(key, p, dev);
+  auto e = std::make_shared<Entry>();
+  e->selection = std::move(r.selection);
+  const auto tl = Clock::now();
+  // Module::load wants the bytes in a string; a static table's array is copied once here.
+  std::shared_ptr<Module> module =
+      Module::load(r.cubin_storage.empty() ? std::string(r.cubin, r.cubin_size) : std::move(r.cubin_storage));
+  e->kernel = std::make_shared<AttnKernel>(e->selection.config, std::move(module));
+  e->selection.load_ms = ms_since(tl);
+  e->pool = pool_for(dev, &e->selection.notes);
+  e->selection.select_ms = ms_since(t0);
+  runtime().selections.fetch_add(1);
+  runtime().loads.fetch_add(1);
+  return e;
+}
+
+// The entry serving (current context, bucket of p); *built tells whether this call made it.
+const Entry& entry_for(const AttnProblem& p, Policy policy, bool* built) {
+  const BucketKey key = provider::buckets().key_of(p, policy);
+  provider::precheck(key);             // "not in this build" is known without a device
+  const CUcontext ctx = use_device(-1);  // the caller's context; device 0's primary when none
+  const CacheKey ck{ctx, key};
+  Runtime& rt = runtime();
+  if (const Entry* e = rt.cache.find(ck)) {
+    *built = false;
+    return *e;
+  }
+  return rt.cache.get(ck, [&] { return build(ctx, key, p); }, built);
+}
+
+bool check_pointers_enabled() {
+  Runtime& rt = runtime();
+  int v = rt.check_pointers.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = env_flag("SAGE_CHECK_POINTERS") ? 1 : 0;
+    rt.check_pointers.store(v, std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+// SAGE_CHECK_POINTERS=1: `bytes` from `ptr` on must lie in one allocation known to CUDA.
+void check_memory(const void* ptr, std::size_t bytes, const char* name) {
+  const cu::Api& a = cu::api();
+  const CUdeviceptr p = reinterpret_cast<CUdeviceptr>(ptr);
+  CUdeviceptr start = 0;
+  std::size_t size = 0;
+  CUresult r = a.cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, p);
+  if (r == CUDA_SUCCESS) r = a.cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, p);
+  if (r != CUDA_SUCCESS)
+    throw Error(Errc::invalid_argument, cat(name, " (", ptr, ") is not device memory known to CUDA (", cu::error_string(r), ")"));
+  if (p + bytes > start + size)
+    throw Error(Errc::invalid_argument, cat(name, " (", ptr, ") needs ", bytes, " bytes but its allocation ends ",
+                                            start + size - p, " bytes after it"));
+}
+
+void check_call_memory(const AttnProblem& p, const AttnArgs& a, const void* ws, std::size_t ws_need) {
+  const std::size_t elem = 2;  // FP16 and BF16
+  check_memory(a.q, std::size_t(p.q_elems()) * elem, "q");
+  check_memory(a.k, std::size_t(p.kv_elems()) * elem, "k");
+  check_memory(a.v, std::size_t(p.kv_elems()) * elem, "v");
+  check_memory(a.o, std::size_t(p.q_elems()) * elem, "o");
+  if (a.lse) check_memory(a.lse, std::size_t(p.batch) * p.heads_q * p.seq_q * sizeof(float), "lse");
+  if (ws) check_memory(ws, ws_need, "workspace");
+}
+
+}  // namespace
+
+void run(const AttnProblem& p, Policy policy, const AttnArgs& a, void* workspace, std::size_t workspace_bytes,
+         CUstream stream) {
+  const auto t0 = Clock::now();
+  bool built = false;
+  const Entry& e = entry_for(p, policy, &built);
+  const AttnKernel& k = *e.kernel;
+  const std::size_t need = k.workspace_size(p);
+  if (workspace && workspace_bytes < need)
+    throw WorkspaceTooSmall(Errc::invalid_argument, cat("the workspace has ", workspace_bytes, " bytes; this call needs ",
+                                                        need, " (sage_workspace_size)"));
+  if (check_pointers_enabled()) check_call_memory(p, a, workspace, need);
+  if (workspace) {
+    k.run(p, a, workspace, stream);
+  } else {
+    const cu::Api& api = cu::api();
+    CUdeviceptr ws = 0;
+    if (e.pool) SAGE_CU(cuMemAllocFromPoolAsync(&ws, need, e.pool, stream));
+    else SAGE_CU(cuMemAllocAsync(&ws, need, stream));
+    try {
+      k.run(p, a, reinterpret_cast<void*>(ws), stream);
+    } catch (...) {
+      api.cuMemFreeAsync(ws, stream);
+      throw;
+    }
+    SAGE_CU(cuMemFreeAsync(ws, stream));
+  }
+  if (built && log_enabled()) log_selection(e.selection, p, policy, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+}
+
+std::size_t workspace_size(const AttnProblem& p, Policy policy) {
+  AttnProblem with_lse = p;
+  with_lse.return_lse = true;  // LSE adds a region; a workspace sized for it serves both
+  bool built = false;
+  const Entry& e = entry_for(with_lse, policy, &built);
+  if (built && log_enabled()) log_selection(e.selection, with_lse, policy, -1);
+  return e.kernel->workspace_size(with_lse);
+}
+
+const Selection& selection_for(const AttnProblem& p, Policy policy) {
+  bool built = false;
+  const Entry& e = entry_for(p, policy, &built);
+  if (built && log_enabled()) log_selection(e.selection, p, policy, -1);
+  return e.selection;
+}
+
+Counters counters() {
+  Runtime& rt = runtime();
+  Counters c;
+  c.selections = rt.selections.load();
+  c.loads = rt.loads.load();
+  c.compiles = provider::compile_count();
+  return c;
+}
+
+void reset() {
+  Runtime& rt = runtime();
+  rt.cache.clear();
+  rt.selections = 0;
+  rt.loads = 0;
+  rt.check_pointers = -1;
+  provider::reset();
+}
+
+}  // namespace sage::rt

@@ -1,0 +1,99 @@
+// JIT-build selection: the winner lookup order and obtaining a cubin (cache or NVRTC).
+#include <atomic>
+#include <optional>
+
+#include "sage/common/error.h"
+#include "sage/common/strings.h"
+#include "sage/internal/file_lock.h"
+#include "sage/internal/jit_select.h"
+#include "sage/tuner/compiler.h"
+#include "sage/tuner/tune.h"
+#include "sage/tuner/variants.h"
+
+namespace sage::rt::jit {
+namespace {
+std::atomic<std::uint64_t> g_compiles{0};
+}  // namespace
+
+std::uint64_t compile_count() { return g_compiles.load(); }
+void reset_compile_count() { g_compiles = 0; }
+
+Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const std::string& arch, bool explain) {
+  tuner::LookupResult r = lookup.find(key, explain);
+  Choice c;
+  if (r.status != tuner::LookupResult::Status::miss) {
+    // WinnerLookup::find already prefers the user DB's winner over the system DB's.
+    c.variant = r.winner->variant;
+    c.db = r.db;
+    c.kernel_hash = r.winner->kernel_hash;
+    const tuner::Store* user = lookup.user();
+    c.source = user && user->path() == r.db ? Source::user_db : Source::system_db;
+    if (r.status == tuner::LookupResult::Status::found) c.cubin = std::move(r.kernel->cubin);
+    else c.rebuild = r.message;
+    return c;
+  }
+  c.source = Source::default_variant;
+  c.miss = explain ? tuner::describe_miss(r) : r.message;
+  try {
+    c.variant = tuner::default_variant(arch, key.problem.head_dim, key.problem.policy);
+  } catch (const Error& e) {
+    if (e.code() != Errc::not_found) throw;
+    throw Error(Errc::unsupported, cat("no tuned winner for ", key.problem.str(), " on ", key.device.name,
+                                       " and no default variant: ", e.message()));
+  }
+  return c;
+}
+
+Obtained obtain(const gen::Variant& v, const ObtainOptions& o) {
+  tuner::CompileOptions co;
+  co.arch = o.arch;
+  co.cache_dir = o.cache_dir.empty() ? tuner::default_cache_dir() : o.cache_dir;
+  const tuner::VariantBuilder builder(co);
+  const std::string source = builder.render(v);
+  Obtained out;
+  if (o.jit_disabled) {
+    if (auto r = tuner::load_cached(v.name, source, co)) {
+      out.cubin = std::move(r->cubin);
+      out.from = "cubin cache";
+      out.hash = r->key;
+      return out;
+    }
+    throw Error(Errc::jit_disabled,
+                cat("SAGE_DISABLE_JIT=1 and variant ", v.name, " (serving ", o.what,
+                    ") is compiled neither in a tune database nor in the cubin cache ", co.cache_dir,
+                    ". Compile it ahead of time with: sage-tune compile --arch ", o.arch, " --filter '^", v.name,
+                    "$' (with the same SAGE_CACHE_DIR), or tune the bucket with: sage-tune tune"));
+  }
+  // One process compiles, the others wait on the lock and then find the entry in the cache:
+  // tuner::compile() looks in the cache first, which is the re-check after acquiring.
+  const std::string key = tuner::content_hash(source, co);
+  std::optional<FileLock> lock;
+  try {
+    lock.emplace(co.cache_dir + "/locks/" + key + ".lock");
+  } catch (const Error& e) {
+    out.note = cat("compiled without the cross-process lock (", e.what(), ")");
+  }
+  tuner::CompileResult r;
+  try {
+    r = tuner::compile(v.name, source, co);
+  } catch (const Error& e) {
+    if (e.code() != Errc::io_error) throw;
+    // A cache folder we cannot write (read-only home): compile without it rather than fail.
+    out.note = cat("cubin cache not usable, compiled without it (", e.what(), ")");
+    co.use_cache = false;
+    r = tuner::compile(v.name, source, co);
+  }
+  if (!r.ok)
+    throw Error(Errc::compile_failed,
+                cat("variant ", v.name, " failed to compile for ", o.arch, ":\n", join(tuner::error_lines(r.log), "\n")),
+                v.name);
+  if (!r.cache_hit) g_compiles.fetch_add(1);
+  out.cubin = std::move(r.cubin);
+  out.from = r.cache_hit ? "cubin cache" : "JIT compile";
+  out.hash = r.key;
+  out.compiled = !r.cache_hit;
+  out.compile_ms = r.cache_hit ? 0 : r.compile_ms;
+  return out;
+}
+
+}  // namespace sage::rt::jit

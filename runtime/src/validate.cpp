@@ -1,0 +1,93 @@
+// Argument checks of the C API: everything that can be decided without a device, each
+// failure naming the field and the value.
+#include <cmath>
+#include <cstdint>
+
+#include "sage/common/error.h"
+#include "sage/common/strings.h"
+#include "sage/internal/runtime.h"
+
+namespace sage::rt {
+namespace {
+
+// The attention kernel's grid is (q tiles, heads_q, batch); CUDA limits y and z to 65535.
+constexpr int kMaxGridYZ = 65535;
+
+void positive(int v, const char* name) {
+  if (v < 1) throw Error(Errc::invalid_argument, cat("desc->", name, " must be >= 1, got ", v));
+}
+
+std::string dims_list() {
+  std::string s;
+  for (int d : supported_head_dims()) s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return s;
+}
+
+void aligned(const void* p, std::uintptr_t a, const char* name) {
+  if (reinterpret_cast<std::uintptr_t>(p) % a != 0)
+    throw Error(Errc::invalid_argument, cat(name, " (", p, ") must be ", a, "-byte aligned"));
+}
+
+}  // namespace
+
+AttnProblem problem_of(const DescView& d, Policy* policy) {
+  positive(d.batch, "batch");
+  positive(d.heads_q, "heads_q");
+  positive(d.heads_kv, "heads_kv");
+  positive(d.seq_q, "seq_q");
+  positive(d.seq_kv, "seq_kv");
+  positive(d.head_dim, "head_dim");
+  if (d.heads_q % d.heads_kv != 0)
+    throw Error(Errc::invalid_argument,
+                cat("desc->heads_q (", d.heads_q, ") must be a multiple of desc->heads_kv (", d.heads_kv, ")"));
+  if (d.layout != 0 && d.layout != 1)
+    throw Error(Errc::invalid_argument, cat("desc->layout ", d.layout, " is neither SAGE_LAYOUT_HND (0) nor SAGE_LAYOUT_NHD (1)"));
+  if (d.dtype != 0 && d.dtype != 1)
+    throw Error(Errc::invalid_argument, cat("desc->dtype ", d.dtype, " is neither SAGE_FP16 (0) nor SAGE_BF16 (1)"));
+  if (d.policy < 0 || d.policy > 2)
+    throw Error(Errc::invalid_argument, cat("desc->policy ", d.policy, " is not SAGE_POLICY_BALANCED (0), _ACCURATE (1) or _FAST (2)"));
+  if (d.causal != 0 && d.causal != 1) throw Error(Errc::invalid_argument, cat("desc->causal must be 0 or 1, got ", d.causal));
+  if (!std::isfinite(d.sm_scale) || d.sm_scale < 0.f)
+    throw Error(Errc::invalid_argument, cat("desc->sm_scale must be finite and >= 0 (0 means 1/sqrt(head_dim)), got ", d.sm_scale));
+  if (d.causal && d.seq_q > d.seq_kv)
+    throw Error(Errc::invalid_argument,
+                cat("causal attention needs seq_q <= seq_kv (the mask is bottom-right aligned: query i sees keys "
+                    "j <= i + seq_kv - seq_q), got seq_q ", d.seq_q, " > seq_kv ", d.seq_kv));
+  bool dim_ok = false;
+  for (int x : supported_head_dims()) dim_ok |= x == d.head_dim;
+  if (!dim_ok) throw Error(Errc::unsupported, cat("head_dim ", d.head_dim, " is not supported (supported: ", dims_list(), ")"));
+  if (d.heads_q > kMaxGridYZ || d.batch > kMaxGridYZ)
+    throw Error(Errc::unsupported, cat("batch (", d.batch, ") and heads_q (", d.heads_q, ") must each be <= ", kMaxGridYZ,
+                                       " (CUDA grid limit)"));
+
+  AttnProblem p;
+  p.batch = d.batch;
+  p.heads_q = d.heads_q;
+  p.heads_kv = d.heads_kv;
+  p.seq_q = d.seq_q;
+  p.seq_kv = d.seq_kv;
+  p.head_dim = d.head_dim;
+  p.layout = d.layout == 1 ? Layout::NHD : Layout::HND;
+  p.dtype = d.dtype == 1 ? DType::bf16 : DType::fp16;
+  p.causal = d.causal == 1;
+  p.sm_scale = d.sm_scale;
+  *policy = d.policy == 1 ? Policy::accurate : d.policy == 2 ? Policy::fast : Policy::balanced;
+  return p;
+}
+
+void check_pointers(const AttnArgs& a, const void* workspace) {
+  if (!a.q) throw Error(Errc::invalid_argument, "q is NULL");
+  if (!a.k) throw Error(Errc::invalid_argument, "k is NULL");
+  if (!a.v) throw Error(Errc::invalid_argument, "v is NULL");
+  if (!a.o) throw Error(Errc::invalid_argument, "o is NULL");
+  // 16 bytes: the kernels move Q, K, V and O in 128-bit vectors.
+  aligned(a.q, 16, "q");
+  aligned(a.k, 16, "k");
+  aligned(a.v, 16, "v");
+  aligned(a.o, 16, "o");
+  if (a.lse) aligned(a.lse, 4, "lse");
+  // 256 bytes: the workspace plan aligns every region to 256 from the base.
+  if (workspace) aligned(workspace, 256, "workspace");
+}
+
+}  // namespace sage::rt

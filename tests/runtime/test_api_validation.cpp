@@ -1,0 +1,219 @@
+// The C API's argument checks (sage/sage.h): every bad input gets its own status and a message
+// naming the field, before any device is touched, so these run anywhere. Also the status
+// strings, the thread-local last error, and the C++ wrapper's exceptions.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "sage/common/cuda_driver.h"
+#include "sage/sage.h"
+#include "sage/sage.hpp"
+
+namespace sage {
+namespace {
+
+// Aligned addresses that are never dereferenced: every case below fails validation first.
+void* const kQ = reinterpret_cast<void*>(0x10000);
+void* const kK = reinterpret_cast<void*>(0x20000);
+void* const kV = reinterpret_cast<void*>(0x30000);
+void* const kO = reinterpret_cast<void*>(0x40000);
+
+sage_attention_desc good() { return sage_attention_desc_init(2, 8, 2, 128, 256, 128); }
+
+struct Outcome {
+  sage_status status;
+  std::string message;
+};
+Outcome call(const sage_attention_desc& d, const void* q = kQ, const void* k = kK, const void* v = kV, void* o = kO,
+             float* lse = nullptr, void* ws = nullptr, size_t ws_bytes = 0) {
+  const sage_status s = sage_attention(&d, q, k, v, o, lse, ws, ws_bytes, nullptr);
+  return {s, sage_last_error()};
+}
+
+#define EXPECT_REJECTED(outcome, want, text)                                                      \
+  do {                                                                                           \
+    const Outcome o_ = (outcome);                                                                \
+    EXPECT_EQ(o_.status, want) << o_.message;                                                    \
+    EXPECT_NE(o_.message.find(text), std::string::npos) << "message: " << o_.message;            \
+  } while (0)
+
+TEST(RuntimeApiValidation, DescriptorInitHasTheDocumentedDefaults) {
+  const sage_attention_desc d = sage_attention_desc_init(4, 32, 8, 1000, 2000, 64);
+  EXPECT_EQ(d.batch, 4);
+  EXPECT_EQ(d.heads_q, 32);
+  EXPECT_EQ(d.heads_kv, 8);
+  EXPECT_EQ(d.seq_q, 1000);
+  EXPECT_EQ(d.seq_kv, 2000);
+  EXPECT_EQ(d.head_dim, 64);
+  EXPECT_EQ(d.layout, SAGE_LAYOUT_HND);
+  EXPECT_EQ(d.dtype, SAGE_FP16);
+  EXPECT_EQ(d.causal, 0);
+  EXPECT_EQ(d.sm_scale, 0.f);
+  EXPECT_EQ(d.policy, SAGE_POLICY_BALANCED);
+}
+
+TEST(RuntimeApiValidation, NullPointers) {
+  EXPECT_EQ(sage_attention(nullptr, kQ, kK, kV, kO, nullptr, nullptr, 0, nullptr), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("desc is NULL"), std::string::npos);
+  EXPECT_REJECTED(call(good(), nullptr), SAGE_ERR_INVALID_ARGUMENT, "q is NULL");
+  EXPECT_REJECTED(call(good(), kQ, nullptr), SAGE_ERR_INVALID_ARGUMENT, "k is NULL");
+  EXPECT_REJECTED(call(good(), kQ, kK, nullptr), SAGE_ERR_INVALID_ARGUMENT, "v is NULL");
+  EXPECT_REJECTED(call(good(), kQ, kK, kV, nullptr), SAGE_ERR_INVALID_ARGUMENT, "o is NULL");
+  const sage_attention_desc d = good();
+  EXPECT_EQ(sage_workspace_size(&d, nullptr), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("bytes is NULL"), std::string::npos);
+  size_t n = 0;
+  EXPECT_EQ(sage_workspace_size(nullptr, &n), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sage_variant_name(&d, nullptr, 10), SAGE_ERR_INVALID_ARGUMENT);
+  char buf[4];
+  EXPECT_EQ(sage_variant_name(&d, buf, 0), SAGE_ERR_INVALID_ARGUMENT);
+}
+
+TEST(RuntimeApiValidation, MisalignedPointers) {
+  auto at = [](std::uintptr_t a) { return reinterpret_cast<void*>(a); };
+  EXPECT_REJECTED(call(good(), at(0x10008)), SAGE_ERR_INVALID_ARGUMENT, "q (0x10008) must be 16-byte aligned");
+  EXPECT_REJECTED(call(good(), kQ, at(0x20004)), SAGE_ERR_INVALID_ARGUMENT, "k (0x20004) must be 16-byte aligned");
+  EXPECT_REJECTED(call(good(), kQ, kK, at(0x30002)), SAGE_ERR_INVALID_ARGUMENT, "v (0x30002)");
+  EXPECT_REJECTED(call(good(), kQ, kK, kV, at(0x40001)), SAGE_ERR_INVALID_ARGUMENT, "o (0x40001)");
+  EXPECT_REJECTED(call(good(), kQ, kK, kV, kO, reinterpret_cast<float*>(0x50002)), SAGE_ERR_INVALID_ARGUMENT,
+                  "lse (0x50002) must be 4-byte aligned");
+  EXPECT_REJECTED(call(good(), kQ, kK, kV, kO, nullptr, at(0x60080), 1 << 20), SAGE_ERR_INVALID_ARGUMENT,
+                  "workspace (0x60080) must be 256-byte aligned");
+}
+
+TEST(RuntimeApiValidation, SizesBelowOne) {
+  const char* fields[] = {"batch", "heads_q", "heads_kv", "seq_q", "seq_kv", "head_dim"};
+  for (int f = 0; f < 6; ++f)
+    for (int bad : {0, -3}) {
+      sage_attention_desc d = good();
+      int* v[] = {&d.batch, &d.heads_q, &d.heads_kv, &d.seq_q, &d.seq_kv, &d.head_dim};
+      *v[f] = bad;
+      EXPECT_REJECTED(call(d), SAGE_ERR_INVALID_ARGUMENT, std::string("desc->") + fields[f] + " must be >= 1, got " +
+                                                              std::to_string(bad));
+    }
+}
+
+TEST(RuntimeApiValidation, HeadsNotAMultiple) {
+  sage_attention_desc d = good();
+  d.heads_q = 6;
+  d.heads_kv = 4;
+  EXPECT_REJECTED(call(d), SAGE_ERR_INVALID_ARGUMENT, "heads_q (6) must be a multiple of desc->heads_kv (4)");
+}
+
+TEST(RuntimeApiValidation, UnsupportedHeadDim) {
+  for (int dim : {32, 96, 256}) {
+    sage_attention_desc d = good();
+    d.head_dim = dim;
+    EXPECT_REJECTED(call(d), SAGE_ERR_UNSUPPORTED, "head_dim " + std::to_string(dim) + " is not supported (supported: 64, 128)");
+    size_t n = 0;
+    EXPECT_EQ(sage_workspace_size(&d, &n), SAGE_ERR_UNSUPPORTED);
+  }
+}
+
+TEST(RuntimeApiValidation, CausalNeedsSeqQAtMostSeqKv) {
+  sage_attention_desc d = good();
+  d.causal = 1;
+  d.seq_q = 300;
+  d.seq_kv = 200;
+  EXPECT_REJECTED(call(d), SAGE_ERR_INVALID_ARGUMENT, "causal attention needs seq_q <= seq_kv");
+  EXPECT_REJECTED(call(d), SAGE_ERR_INVALID_ARGUMENT, "bottom-right aligned");
+}
+
+TEST(RuntimeApiValidation, EnumsAndFlagsOutOfRange) {
+  sage_attention_desc d = good();
+  d.layout = static_cast<sage_layout>(5);
+  EXPECT_REJECTED(call(d), SAGE_ERR_INVALID_ARGUMENT, "desc->layout 5");
+  d = good();
+  d.dtype = static_cast<sage_dtype>(3);
+  EXPECT_REJECTED(call(d), SAGE_ERR_INVALID_ARGUMENT, "desc->dtype 3");
+  d = good();
+  d.policy = static_cast<sage_policy>(-1);
+  EXPECT_REJECTED(call(d), SAGE_ERR_INVALID_ARGUMENT, "desc->policy -1");
+  d = good();
+  d.causal = 2;
+  EXPECT_REJECTED(call(d), SAGE_ERR_INVALID_ARGUMENT, "desc->causal must be 0 or 1");
+}
+
+TEST(RuntimeApiValidation, BadScale) {
+  for (float s : {-1.f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    sage_attention_desc d = good();
+    d.sm_scale = s;
+    EXPECT_REJECTED(call(d), SAGE_ERR_INVALID_ARGUMENT, "desc->sm_scale must be finite and >= 0");
+  }
+}
+
+TEST(RuntimeApiValidation, GridLimits) {
+  sage_attention_desc d = good();
+  d.heads_q = 70000;
+  d.heads_kv = 1;
+  EXPECT_REJECTED(call(d), SAGE_ERR_UNSUPPORTED, "CUDA grid limit");
+}
+
+// A valid call needs a device: where none is usable the answer is NO_DEVICE, not a crash. (With
+// a GPU these fake pointers would reach a kernel; the GPU tests cover valid calls there.)
+TEST(RuntimeApiValidation, ValidCallWithoutADeviceSaysSo) {
+  std::string why;
+  if (cu::have_device(&why)) GTEST_SKIP() << "a GPU is present: covered by tests/runtime/gpu_test_runtime.cpp";
+  const Outcome o = call(good());
+  EXPECT_EQ(o.status, SAGE_ERR_NO_DEVICE) << o.message;
+  EXPECT_FALSE(o.message.empty());
+  size_t n = 0;
+  const sage_attention_desc d = good();
+  EXPECT_EQ(sage_workspace_size(&d, &n), SAGE_ERR_NO_DEVICE);
+}
+
+TEST(RuntimeApiValidation, StatusStringsAreDistinct) {
+  std::set<std::string> seen;
+  for (int s = SAGE_OK; s <= SAGE_ERR_INTERNAL; ++s) {
+    const std::string text = sage_status_string(static_cast<sage_status>(s));
+    EXPECT_FALSE(text.empty());
+    EXPECT_TRUE(seen.insert(text).second) << text;
+  }
+  EXPECT_STREQ(sage_status_string(static_cast<sage_status>(99)), "unknown status");
+  EXPECT_STREQ(sage_status_string(SAGE_ERR_NOT_IN_BUILD), "not in this build");
+}
+
+TEST(RuntimeApiValidation, LastErrorIsPerThread) {
+  sage_attention_desc d = good();
+  d.batch = 0;
+  ASSERT_EQ(call(d).status, SAGE_ERR_INVALID_ARGUMENT);
+  std::string other = "unset";
+  std::thread([&] { other = sage_last_error(); }).join();
+  EXPECT_EQ(other, "");  // a thread that made no call has no error
+  EXPECT_NE(std::string(sage_last_error()).find("batch"), std::string::npos);
+  std::thread([&] {
+    sage_attention_desc e = good();
+    e.head_dim = 96;
+    call(e);
+    other = sage_last_error();
+  }).join();
+  EXPECT_NE(other.find("head_dim 96"), std::string::npos);
+  EXPECT_NE(std::string(sage_last_error()).find("batch"), std::string::npos);  // unchanged here
+}
+
+TEST(RuntimeApiValidation, CppWrapperThrowsWithStatusAndMessage) {
+  sage::Attention a(1, 4, 3, 16, 16, 128);  // 4 % 3 != 0
+  a.causal().layout(SAGE_LAYOUT_NHD).dtype(SAGE_BF16).scale(0.5f).policy(SAGE_POLICY_ACCURATE);
+  EXPECT_EQ(a.desc().causal, 1);
+  EXPECT_EQ(a.desc().layout, SAGE_LAYOUT_NHD);
+  EXPECT_EQ(a.desc().dtype, SAGE_BF16);
+  EXPECT_EQ(a.desc().sm_scale, 0.5f);
+  EXPECT_EQ(a.desc().policy, SAGE_POLICY_ACCURATE);
+  try {
+    a.run(kQ, kK, kV, kO);
+    ADD_FAILURE() << "no exception";
+  } catch (const sage::ApiError& e) {
+    EXPECT_EQ(e.status(), SAGE_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("invalid argument: desc->heads_q (4) must be a multiple"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(a.workspace_size(), sage::ApiError);
+  EXPECT_THROW(a.variant(), sage::ApiError);
+}
+
+}  // namespace
+}  // namespace sage

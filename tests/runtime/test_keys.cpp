@@ -1,0 +1,191 @@
+// Keys of the runtime: problem buckets agree with the tuner's (so winners tuned for a bucket
+// are found), the in-memory cache key separates exactly what must be separate, and the
+// runtime's own tables (head dims, architectures) agree with the search space and the tuner.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "runtime/runtime_fixtures.h"
+#include "sage/common/cuda_driver.h"
+#include "sage/internal/launch.h"
+#include "sage/internal/runtime.h"
+
+namespace sage {
+namespace {
+
+using rt::BucketKey;
+using rt::Buckets;
+using rt::CacheKey;
+using rt::CacheKeyHash;
+using rt::Policy;
+
+Buckets builtin_buckets() {
+  const tuner::ProblemsConfig cfg = tuner::ProblemsConfig::builtin();
+  return Buckets{cfg.seq_buckets, cfg.bh_buckets};
+}
+
+AttnProblem problem(int b, int hq, int hkv, int nq, int nkv, int d, bool causal = false, Layout l = Layout::HND,
+                    DType t = DType::fp16) {
+  AttnProblem p;
+  p.batch = b;
+  p.heads_q = hq;
+  p.heads_kv = hkv;
+  p.seq_q = nq;
+  p.seq_kv = nkv;
+  p.head_dim = d;
+  p.causal = causal;
+  p.layout = l;
+  p.dtype = t;
+  return p;
+}
+
+TEST(RuntimeKeys, BucketOfEveryProblemMatchesTheTunersKey) {
+  const tuner::ProblemsConfig cfg = tuner::ProblemsConfig::builtin();
+  const Buckets b = builtin_buckets();
+  std::mt19937 rng(12345);
+  std::uniform_int_distribution<int> seq(1, 70000), heads(1, 64), batch(1, 16);
+  const char* policies[] = {"accurate", "balanced", "fast"};
+  for (int i = 0; i < 2000; ++i) {
+    AttnProblem p = problem(batch(rng), heads(rng), 1, seq(rng), seq(rng), i % 2 ? 64 : 128, i % 3 == 0,
+                            i % 5 == 0 ? Layout::NHD : Layout::HND, i % 7 == 0 ? DType::bf16 : DType::fp16);
+    const std::string pol = policies[i % 3];
+    const tuner::ProblemKey want = cfg.key_of(p, pol);
+    const BucketKey got = b.key_of(p, rt::parse_policy(pol));
+    ASSERT_EQ(got.str(), want.str()) << p.str();
+    ASSERT_EQ(BucketKey::parse(want.str()), got) << want.str();
+    ASSERT_EQ(tuner::ProblemKey::parse(got.str()), want);
+  }
+}
+
+TEST(RuntimeKeys, BucketBoundariesRoundUpAndClampAtTheLargest) {
+  const Buckets b{{1024, 4096}, {32, 128}};
+  EXPECT_EQ(b.seq_bucket(1), 1024);
+  EXPECT_EQ(b.seq_bucket(1024), 1024);
+  EXPECT_EQ(b.seq_bucket(1025), 4096);
+  EXPECT_EQ(b.seq_bucket(1 << 20), 4096);
+  EXPECT_EQ(b.bh_bucket(33), 128);
+  const Buckets none;  // a static build without kernels
+  EXPECT_EQ(none.seq_bucket(777), 777);
+}
+
+TEST(RuntimeKeys, BucketKeyParseNamesTheBadField) {
+  auto err = [](const std::string& s) {
+    try {
+      BucketKey::parse(s);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::invalid_argument);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(err("d128_causal_fp16_HND_q4096_kv4096_bh128").find("8 '_'-separated fields"), std::string::npos);
+  EXPECT_NE(err("d128_sometimes_fp16_HND_q4096_kv4096_bh128_balanced").find("field causal"), std::string::npos);
+  EXPECT_NE(err("d128_causal_fp32_HND_q4096_kv4096_bh128_balanced").find("field dtype"), std::string::npos);
+  EXPECT_NE(err("d128_causal_fp16_HDN_q4096_kv4096_bh128_balanced").find("field layout"), std::string::npos);
+  EXPECT_NE(err("d128_causal_fp16_HND_qx_kv4096_bh128_balanced").find("seq_q_bucket"), std::string::npos);
+  EXPECT_NE(err("d128_causal_fp16_HND_q4096_kv4096_bh128_greedy").find("field policy"), std::string::npos);
+  EXPECT_NE(err("x128_causal_fp16_HND_q4096_kv4096_bh128_balanced").find("head_dim"), std::string::npos);
+}
+
+TEST(RuntimeKeys, CacheKeyIsEqualWithinABucketAndDiffersAcrossEveryField) {
+  const Buckets b = builtin_buckets();
+  const CUcontext ctx = reinterpret_cast<CUcontext>(0x1000);
+  const AttnProblem base = problem(4, 32, 8, 3000, 3500, 128);
+  const CacheKey k0{ctx, b.key_of(base, Policy::balanced)};
+  CacheKeyHash hash;
+
+  // Same bucket: other sizes that round to the same boundaries, other kv heads, scale, LSE.
+  AttnProblem same = problem(2, 64, 64, 2049, 4096, 128);
+  same.sm_scale = 0.5f;
+  same.return_lse = true;
+  const CacheKey k1{ctx, b.key_of(same, Policy::balanced)};
+  EXPECT_EQ(k0, k1);
+  EXPECT_EQ(hash(k0), hash(k1));
+
+  std::vector<CacheKey> different;
+  different.push_back({reinterpret_cast<CUcontext>(0x2000), k0.bucket});  // another context
+  different.push_back({ctx, b.key_of(base, Policy::accurate)});
+  different.push_back({ctx, b.key_of(base, Policy::fast)});
+  different.push_back({ctx, b.key_of(problem(4, 32, 8, 3000, 3500, 64), Policy::balanced)});
+  different.push_back({ctx, b.key_of(problem(4, 32, 8, 3000, 3500, 128, true), Policy::balanced)});
+  different.push_back({ctx, b.key_of(problem(4, 32, 8, 3000, 3500, 128, false, Layout::NHD), Policy::balanced)});
+  different.push_back({ctx, b.key_of(problem(4, 32, 8, 3000, 3500, 128, false, Layout::HND, DType::bf16), Policy::balanced)});
+  different.push_back({ctx, b.key_of(problem(4, 32, 8, 5000, 3500, 128), Policy::balanced)});   // seq_q bucket
+  different.push_back({ctx, b.key_of(problem(4, 32, 8, 3000, 9000, 128), Policy::balanced)});   // seq_kv bucket
+  different.push_back({ctx, b.key_of(problem(16, 32, 8, 3000, 3500, 128), Policy::balanced)});  // bh bucket
+  std::set<std::size_t> hashes{hash(k0)};
+  for (const CacheKey& k : different) {
+    EXPECT_FALSE(k == k0) << k.bucket.str();
+    hashes.insert(hash(k));
+  }
+  // Not a requirement of a hash, but a hash that ignores a field would collide here.
+  EXPECT_EQ(hashes.size(), different.size() + 1);
+}
+
+TEST(RuntimeKeys, SupportedHeadDimsAreTheSearchSpacesHeadDims) {
+  std::set<int> space;
+  for (const gen::Variant& v : gen::SearchSpace::builtin().enumerate().variants)
+    if (v.pipeline != "reference") space.insert(int(v.get_int("head_dim")));
+  const std::vector<int>& rt_dims = rt::supported_head_dims();
+  EXPECT_EQ(std::set<int>(rt_dims.begin(), rt_dims.end()), space);
+}
+
+TEST(RuntimeKeys, StaticArchitectureMapMatchesTheTuners) {
+  for (int cc = 30; cc <= 130; ++cc) {
+    std::string want;
+    try {
+      want = tuner::arch_for_cc(cc);
+    } catch (const Error&) {
+      want.clear();
+    }
+    EXPECT_EQ(rt::arch_for_cc(cc), want) << "cc " << cc;
+  }
+}
+
+TEST(RuntimeKeys, PolicyNamesRoundTrip) {
+  for (Policy p : {Policy::accurate, Policy::balanced, Policy::fast}) EXPECT_EQ(rt::parse_policy(rt::to_string(p)), p);
+  EXPECT_THROW(rt::parse_policy("greedy"), Error);
+  // Every policy the runtime names is defined in configs/problems.yaml.
+  const tuner::ProblemsConfig cfg = tuner::ProblemsConfig::builtin();
+  for (Policy p : {Policy::accurate, Policy::balanced, Policy::fast}) EXPECT_NO_THROW(cfg.policy(rt::to_string(p)));
+}
+
+TEST(RuntimeKeys, ReproduceCommandNamesEveryShapeField) {
+  AttnProblem p = problem(2, 16, 4, 1000, 4097, 64, true, Layout::NHD, DType::bf16);
+  p.sm_scale = 0.25f;
+  p.return_lse = true;
+  const std::string cmd = rt::reproduce_command(p, Policy::fast, "attn_x");
+  EXPECT_EQ(cmd,
+            "sage-tune bench --variant attn_x -d 64 -n 1000 --seq-kv 4097 --batch 2 --heads 16 --heads-kv 4 --causal yes "
+            "--layout NHD --dtype bf16   # policy fast, sm_scale 0.25, with LSE");
+  const std::string plain = rt::reproduce_command(problem(4, 32, 32, 4096, 4096, 128), Policy::balanced, "v");
+  EXPECT_EQ(plain, "sage-tune bench --variant v -d 128 -n 4096 --batch 4 --heads 32 --causal no   # policy balanced");
+}
+
+// The printed command must be one the CLI accepts: a bad option would be a usage error (2).
+// Without a GPU the bench stops with "no device" (5); with one it runs (0).
+TEST(RuntimeKeys, ReproduceCommandIsAcceptedBySageTune) {
+  test::ScratchDir dir("repro");
+  std::string name = "attn_any";  // without a GPU the bench stops before resolving the name
+  std::string why;
+  const bool gpu = cu::have_device(&why);
+  if (gpu) {
+    use_device(0);
+    name = tuner::default_variant(tuner::arch_for_cc(tuner::fingerprint_device(0).cc), 64, "balanced");
+  }
+  const AttnProblem p = problem(1, 2, 1, 100, 300, 64, true, Layout::NHD, DType::bf16);
+  const std::string printed = rt::reproduce_command(p, Policy::balanced, name);
+  ASSERT_TRUE(starts_with(printed, "sage-tune "));
+  const std::size_t comment = printed.find("   #");
+  ASSERT_NE(comment, std::string::npos);
+  // As a user would paste it (the comment included), with --samples kept small for the GPU run.
+  const std::string cmd = cat("SAGE_CACHE_DIR=", test::quote(dir.file("cache")), " ", test::quote(SAGE_TUNE_EXE),
+                              printed.substr(9, comment - 9), " --samples 2", printed.substr(comment));
+  const auto r = test::run_command(cmd, dir.file("log"));
+  if (gpu) EXPECT_EQ(r.rc, 0) << cmd << "\n" << r.output;
+  else EXPECT_EQ(r.rc, 5) << cmd << "\n" << r.output;
+}
+
+}  // namespace
+}  // namespace sage

@@ -1,0 +1,276 @@
+// Selection in a JIT build, without a GPU: which variant serves a bucket (user DB winner over
+// system DB winner over the architecture default), what a miss explains, and where the cubin
+// comes from (database, cubin cache, NVRTC), including SAGE_DISABLE_JIT and compiling once
+// when threads or processes start together on a cold cache.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+
+#include <atomic>
+#include <latch>
+#include <thread>
+
+#include "runtime/runtime_fixtures.h"
+#include "sage/internal/jit_select.h"
+#include "tuner/store_fixtures.h"
+
+namespace sage {
+namespace {
+
+using rt::Source;
+using rt::jit::Choice;
+namespace fs = std::filesystem;
+
+const char* kArch = "sm_90a";
+
+// Child mode (see ObtainInTwoProcessesCompilesOnce): wait until the parent opens the gate,
+// obtain the variant, exit with the number of NVRTC compiles this process ran (or 100+ on an
+// error). Runs before main() when the variable is set.
+const int kChild = [] {
+  const char* name = std::getenv("SAGE_TEST_OBTAIN_CHILD");
+  if (!name) return 0;
+  const int gate = std::atoi(std::getenv("SAGE_TEST_GATE_FD"));
+  char c;
+  if (::read(gate, &c, 1) < 0) std::_Exit(101);  // returns 0 (EOF) when the parent closes it
+  try {
+    rt::jit::ObtainOptions o;
+    o.arch = kArch;
+    o.cache_dir = std::getenv("SAGE_TEST_CACHE");
+    const auto got = rt::jit::obtain(test::variant_named(kArch, name), o);
+    if (got.cubin.size() < 4 || got.cubin.compare(0, 4, "\x7f" "ELF") != 0) std::_Exit(102);
+  } catch (...) {
+    std::_Exit(103);
+  }
+  std::_Exit(int(rt::jit::compile_count()));
+}();
+
+class RuntimeSelection : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    user_ = dir_.file("user.db");
+    system_ = dir_.file("system.db");
+    key_ = {test::fake_h100(), test::bucket(128, false, 4096, 128), tuner::generator_hash(), tuner::nvrtc_version()};
+    dflt_ = tuner::default_variant(kArch, 128, "balanced");
+    // Two non-default variants, so that every source names a different one.
+    for (const auto& v : test::attention_variants(kArch, 128))
+      if (v.name != dflt_ && others_.size() < 2) others_.push_back(v.name);
+    ASSERT_EQ(others_.size(), 2u);
+  }
+  // A kernel record with made-up bytes: choose() never loads a cubin.
+  tuner::KernelRecord fake_kernel(const std::string& variant, int seed) {
+    tuner::KernelRecord k = test::kernel(seed, 512, variant);
+    k.generator_hash = tuner::generator_hash();
+    k.nvrtc_version = tuner::nvrtc_version();
+    return k;
+  }
+  std::unique_ptr<tuner::WinnerLookup> lookup() {
+    tuner::LookupOptions o;
+    o.user_db = user_;
+    o.system_db = system_;
+    o.quick_check = false;
+    o.warn = [this](const std::string& m) { warnings_.push_back(m); };
+    return std::make_unique<tuner::WinnerLookup>(o);
+  }
+  void user_winner(const tuner::KernelRecord& k, const tuner::WinnerKey& key) {
+    tuner::Store db(user_);
+    test::add_winner(db, key.device, key.problem, k);
+  }
+  void system_winner(const tuner::KernelRecord& k) {
+    test::make_system_db(system_, dir_.file("system-src.db"),
+                         [&](tuner::Store& db) { test::add_winner(db, key_.device, key_.problem, k); });
+  }
+
+  test::ScratchDir dir_{"select"};
+  std::string user_, system_, dflt_;
+  std::vector<std::string> others_;
+  tuner::WinnerKey key_;
+  std::vector<std::string> warnings_;
+};
+
+TEST_F(RuntimeSelection, UserDbWinnerComesFirst) {
+  const auto ku = fake_kernel(others_[0], 1), ks = fake_kernel(others_[1], 2);
+  user_winner(ku, key_);
+  system_winner(ks);
+  auto l = lookup();
+  const Choice c = rt::jit::choose(*l, key_, kArch, true);
+  EXPECT_EQ(c.source, Source::user_db);
+  EXPECT_EQ(c.variant, others_[0]);
+  EXPECT_EQ(c.db, user_);
+  ASSERT_TRUE(c.cubin.has_value());
+  EXPECT_EQ(*c.cubin, ku.cubin);
+  EXPECT_TRUE(c.rebuild.empty());
+}
+
+TEST_F(RuntimeSelection, SystemDbWinnerWhenTheUserDbHasNone) {
+  const auto ks = fake_kernel(others_[1], 2);
+  system_winner(ks);
+  // A user DB with a winner for another bucket only.
+  user_winner(fake_kernel(others_[0], 1), {key_.device, test::bucket(128, true, 4096, 128), key_.generator_hash,
+                                          key_.nvrtc_version});
+  auto l = lookup();
+  const Choice c = rt::jit::choose(*l, key_, kArch, false);
+  EXPECT_EQ(c.source, Source::system_db);
+  EXPECT_EQ(c.variant, others_[1]);
+  EXPECT_EQ(c.db, system_);
+  ASSERT_TRUE(c.cubin.has_value());
+  EXPECT_EQ(*c.cubin, ks.cubin);
+}
+
+TEST_F(RuntimeSelection, DefaultVariantWithoutWinnersExplainsTheMiss) {
+  // The user DB has this bucket, but tuned under another driver: a miss, and the nearest key.
+  tuner::WinnerKey other = key_;
+  other.device.driver_version = 12080;
+  user_winner(fake_kernel(others_[0], 1), other);
+  auto l = lookup();
+  const Choice c = rt::jit::choose(*l, key_, kArch, true);
+  EXPECT_EQ(c.source, Source::default_variant);
+  EXPECT_EQ(c.variant, dflt_);
+  EXPECT_FALSE(c.cubin.has_value());
+  EXPECT_NE(c.miss.find("device.driver_version (wanted 13000, stored 12080)"), std::string::npos) << c.miss;
+  EXPECT_NE(c.miss.find(user_), std::string::npos) << c.miss;
+}
+
+TEST_F(RuntimeSelection, DefaultVariantWithoutDatabases) {
+  auto l = lookup();  // neither file exists: nothing tuned yet, which is normal
+  const Choice c = rt::jit::choose(*l, key_, kArch, true);
+  EXPECT_EQ(c.source, Source::default_variant);
+  EXPECT_EQ(c.variant, dflt_);
+  EXPECT_NE(c.miss.find("no stored winner"), std::string::npos) << c.miss;
+  EXPECT_FALSE(fs::exists(user_));  // a lookup never creates the user DB
+}
+
+TEST_F(RuntimeSelection, PolicySelectsItsOwnDefault) {
+  auto l = lookup();
+  tuner::WinnerKey k = key_;
+  k.problem.policy = "accurate";
+  EXPECT_EQ(rt::jit::choose(*l, k, kArch, false).variant, tuner::default_variant(kArch, 128, "accurate"));
+  // sm_89's balanced default uses FP8 P.V, which the accurate policy does not admit.
+  EXPECT_NE(tuner::default_variant("sm_89", 128, "balanced"), tuner::default_variant("sm_89", 128, "accurate"));
+}
+
+TEST_F(RuntimeSelection, DamagedWinnerKernelIsRebuiltNotServed) {
+  user_winner(fake_kernel(others_[0], 1), key_);
+  {
+    test::RawDb raw(user_);
+    raw.exec("UPDATE kernels SET cubin = x'00'");  // checksum mismatch on the next read
+  }
+  auto l = lookup();
+  const Choice c = rt::jit::choose(*l, key_, kArch, false);
+  EXPECT_EQ(c.source, Source::user_db);
+  EXPECT_EQ(c.variant, others_[0]);
+  EXPECT_FALSE(c.cubin.has_value());
+  EXPECT_FALSE(c.rebuild.empty());
+}
+
+// ---- obtaining cubins (NVRTC runs here; no GPU needed) ----------------------------------
+
+class RuntimeObtain : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    v_ = test::variant_named(kArch, tuner::default_variant(kArch, 64, "balanced"));
+    rt::jit::reset_compile_count();
+  }
+  rt::jit::ObtainOptions opts(const std::string& cache, bool jit_disabled = false) {
+    rt::jit::ObtainOptions o;
+    o.arch = kArch;
+    o.cache_dir = cache;
+    o.jit_disabled = jit_disabled;
+    o.what = "d64_noncausal_fp16_HND_q1024_kv1024_bh32_balanced on a test device";
+    return o;
+  }
+  test::ScratchDir dir_{"obtain"};
+  gen::Variant v_;
+};
+
+TEST_F(RuntimeObtain, JitDisabledOnAColdCacheNamesTheCommandToRun) {
+  try {
+    rt::jit::obtain(v_, opts(dir_.file("cache"), true));
+    ADD_FAILURE() << "obtained a kernel with JIT disabled and nothing compiled";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::jit_disabled);
+    const std::string m = e.what();
+    EXPECT_NE(m.find("SAGE_DISABLE_JIT=1"), std::string::npos) << m;
+    EXPECT_NE(m.find(cat("sage-tune compile --arch sm_90a --filter '^", v_.name, "$'")), std::string::npos) << m;
+    EXPECT_NE(m.find("d64_noncausal"), std::string::npos) << m;
+  }
+  EXPECT_EQ(rt::jit::compile_count(), 0u);
+}
+
+TEST_F(RuntimeObtain, CompilesOnceThenServesTheCubinCache) {
+  const std::string cache = dir_.file("cache");
+  const auto first = rt::jit::obtain(v_, opts(cache));
+  EXPECT_TRUE(first.compiled);
+  EXPECT_EQ(first.from, "JIT compile");
+  EXPECT_EQ(first.cubin.compare(0, 4, "\x7f" "ELF"), 0);
+  EXPECT_EQ(rt::jit::compile_count(), 1u);
+  EXPECT_TRUE(fs::exists(cat(cache, "/locks/", first.hash, ".lock")));
+
+  const auto again = rt::jit::obtain(v_, opts(cache));
+  EXPECT_FALSE(again.compiled);
+  EXPECT_EQ(again.from, "cubin cache");
+  EXPECT_EQ(again.cubin, first.cubin);
+  // With JIT disabled a compiled kernel in the cache is still served: nothing is compiled.
+  const auto cached = rt::jit::obtain(v_, opts(cache, true));
+  EXPECT_EQ(cached.from, "cubin cache");
+  EXPECT_EQ(cached.cubin, first.cubin);
+  EXPECT_EQ(rt::jit::compile_count(), 1u);
+}
+
+TEST_F(RuntimeObtain, SageTuneCompileFillsTheCacheTheRuntimeReads) {
+  // The command the JIT-disabled error prints must produce exactly the kernel obtain() wants.
+  const std::string cache = dir_.file("cache");
+  const auto r = test::run_command(cat("SAGE_CACHE_DIR=", test::quote(dir_.path()), " ", test::quote(SAGE_TUNE_EXE),
+                                       " compile --arch sm_90a --filter '^", v_.name, "$' --cache-dir ", test::quote(cache)),
+                                   dir_.file("log"));
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const auto got = rt::jit::obtain(v_, opts(cache, true));
+  EXPECT_EQ(got.from, "cubin cache");
+  EXPECT_EQ(rt::jit::compile_count(), 0u);
+}
+
+TEST_F(RuntimeObtain, EightThreadsOnAColdCacheCompileOnce) {
+  const std::string cache = dir_.file("cache");
+  std::latch start(8);
+  std::vector<std::string> cubins(8);
+  std::atomic<int> compiled{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      start.arrive_and_wait();
+      const auto got = rt::jit::obtain(v_, opts(cache));
+      cubins[t] = got.cubin;
+      compiled += got.compiled;
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(rt::jit::compile_count(), 1u);
+  EXPECT_EQ(compiled.load(), 1);
+  for (int t = 1; t < 8; ++t) EXPECT_EQ(cubins[t], cubins[0]);
+}
+
+TEST_F(RuntimeObtain, TwoProcessesOnAColdCacheCompileOnce) {
+  const std::string cache = dir_.file("cache");
+  int gate[2];
+  ASSERT_EQ(::pipe(gate), 0);
+  // Only the read end goes to the children: a write end left open in them would never let
+  // them see EOF.
+  ASSERT_EQ(::fcntl(gate[1], F_SETFD, FD_CLOEXEC), 0);
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 2; ++i)
+    kids.push_back(test::spawn_self({"SAGE_TEST_OBTAIN_CHILD=" + v_.name, cat("SAGE_TEST_GATE_FD=", gate[0]),
+                                     "SAGE_TEST_CACHE=" + cache}));
+  ::close(gate[0]);
+  ::close(gate[1]);  // both children read EOF now and start together
+  int total = 0;
+  for (pid_t k : kids) {
+    const int rc = test::wait_exit(k);
+    ASSERT_LT(rc, 100) << "child failed with " << rc;
+    total += rc;
+  }
+  EXPECT_EQ(total, 1) << "NVRTC compiles across both processes";
+  int cubins = 0;
+  for (const auto& e : fs::recursive_directory_iterator(cache)) cubins += e.path().extension() == ".cubin";
+  EXPECT_EQ(cubins, 1);
+}
+
+}  // namespace
+}  // namespace sage
