@@ -25,7 +25,8 @@ namespace sage::test {
 
 namespace fs = std::filesystem;
 
-// A fresh folder under $TMPDIR (or /tmp), removed with its contents at destruction.
+// A fresh folder under $TMPDIR (or /tmp), removed with its contents at destruction (kept, and
+// named on stderr, when SAGE_TEST_KEEP=1: for looking at what a test built).
 class ScratchDir {
  public:
   explicit ScratchDir(const std::string& tag = "rt") {
@@ -36,6 +37,10 @@ class ScratchDir {
     path_ = tmpl;
   }
   ~ScratchDir() {
+    if (env_flag("SAGE_TEST_KEEP")) {
+      std::fprintf(stderr, "kept %s\n", path_.c_str());
+      return;
+    }
     std::error_code ec;
     fs::remove_all(path_, ec);
   }
@@ -168,14 +173,30 @@ void make_system_db(const std::string& path, const std::string& scratch, Fill fi
 
 // ---- child processes of the test binary -------------------------------------------------
 
-// Starts this test binary again with `env` added (NAME=VALUE) and returns its pid. The child
-// is a fresh process (exec), so it is safe whatever CUDA or NVRTC state the parent has.
+// Starts this test binary again with `env` (NAME=VALUE entries) added to this process's
+// environment and returns its pid. The child is a fresh process (exec), so it is safe whatever
+// CUDA or NVRTC state the parent has; between fork and exec it only calls execve, because
+// another thread of the parent (the CUDA driver's) may hold the allocator's lock at the fork.
 inline pid_t spawn_self(const std::vector<std::string>& env) {
+  std::vector<std::string> all;
+  for (char** e = environ; *e; ++e) {
+    const std::string entry = *e;
+    bool replaced = false;
+    for (const std::string& x : env) replaced |= entry.substr(0, entry.find('=') + 1) == x.substr(0, x.find('=') + 1);
+    if (!replaced) all.push_back(entry);
+  }
+  all.insert(all.end(), env.begin(), env.end());
+  std::vector<char*> envp;
+  for (std::string& e : all) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  char arg0[] = "child";
+  char* argv[] = {arg0, nullptr};
   const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
-  ::execl("/proc/self/exe", "child", static_cast<char*>(nullptr));
-  ::_exit(127);
+  if (pid == 0) {
+    ::execve("/proc/self/exe", argv, envp.data());
+    ::_exit(127);
+  }
+  return pid;
 }
 inline int wait_exit(pid_t pid) {
   int status = 0;

@@ -73,12 +73,15 @@ void precheck(const BucketKey& key) {
 
 Resolved resolve(const BucketKey& key, const AttnProblem&, const Device& dev) {
   const std::string arch = arch_for_cc(dev.cc);
+  if (arch.empty())
+    throw Error(Errc::unsupported, cat(dev.name, " (compute capability ", dev.cc / 10, ".", dev.cc % 10,
+                                       ") is not a target of sage-tune (sm_80, sm_86, sm_89, sm_90a)"));
   const Parsed* best = nullptr;
   std::vector<std::string> archs;
   for (const Parsed& p : entries()) {
     if (!(p.key == key)) continue;
     archs.push_back(cat(p.kernel->arch, " (", p.kernel->device, ")"));
-    if (arch.empty() || arch != p.kernel->arch) continue;
+    if (arch != p.kernel->arch) continue;
     // Several GPUs of one architecture may have their own winners: the one tuned on this
     // very GPU model first, else the first exported.
     if (!best || (dev.name == p.kernel->device && best->kernel->device != dev.name)) best = &p;
@@ -86,8 +89,7 @@ Resolved resolve(const BucketKey& key, const AttnProblem&, const Device& dev) {
   if (!best)
     throw Error(Errc::not_in_build,
                 cat("problem bucket ", key.str(), " is in this build only for ", join(archs, ", "), "; this device, ",
-                    dev.name, " (compute capability ", dev.cc / 10, ".", dev.cc % 10, "), needs ",
-                    arch.empty() ? std::string("an architecture no exported kernel targets") : arch));
+                    dev.name, " (compute capability ", dev.cc / 10, ".", dev.cc % 10, "), needs ", arch));
   const StaticKernel& k = *best->kernel;
   Resolved r;
   Selection& s = r.selection;

@@ -1,0 +1,163 @@
+"""sagetune: SageAttention-style quantized attention from the sage-tune runtime, for PyTorch.
+
+    import sagetune
+    o = sagetune.attention(q, k, v, is_causal=True)          # q, k, v: CUDA fp16/bf16 tensors
+    o, lse = sagetune.attention(q, k, v, return_lse=True)
+    o = sagetune.sdpa(q, k, v, is_causal=True)                # F.scaled_dot_product_attention's signature
+
+The kernels run on PyTorch's current CUDA stream of the tensors' device; the workspace comes
+from PyTorch's caching allocator. The first call for a problem bucket selects the tuned kernel
+(and may compile it: seconds); later calls only launch. Forward only: no autograd.
+
+The C library is found as described in sagetune/_capi.py ($SAGETUNE_LIB, next to the package,
+the source tree's build folders, the system library path). See docs/python.md.
+"""
+
+from ._capi import LIBRARY_PATH, SageError, make_desc, status_string  # noqa: F401
+from . import _capi
+
+__all__ = ["attention", "sdpa", "variant", "SageError", "LIBRARY_PATH"]
+
+_DTYPES = None  # torch dtype -> runtime dtype name, filled at the first call (torch imported lazily)
+
+
+def _torch():
+    # Imported on use, so that the ctypes layer (and its tests) work without PyTorch.
+    import torch
+
+    global _DTYPES
+    if _DTYPES is None:
+        _DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+    return torch
+
+
+def _physical_layout(tensors, layout):
+    """The layout in which all tensors are contiguous as they are: `layout` itself, or the other
+    one when all are transposed views (q.transpose(1, 2) of a contiguous NHD tensor is HND with
+    NHD memory, which the kernels read directly); None when neither holds for all of them."""
+    if all(t.is_contiguous() for t in tensors):
+        return layout
+    if all(t.transpose(1, 2).is_contiguous() for t in tensors):
+        return "NHD" if layout == "HND" else "HND"
+    return None
+
+
+def _check_tensors(q, k, v, tensor_layout):
+    torch = _torch()
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"sagetune.attention: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if not t.is_cuda:
+            raise ValueError(f"sagetune.attention: {name} is on {t.device}; the kernels need CUDA tensors")
+        if t.dim() != 4:
+            raise ValueError(f"sagetune.attention: {name} must be 4-D ({'[B, H, N, D]' if tensor_layout == 'HND' else '[B, N, H, D]'}),"
+                             f" got shape {tuple(t.shape)}")
+        if t.dtype not in _DTYPES:
+            raise TypeError(f"sagetune.attention: {name} is {t.dtype}; supported: torch.float16, torch.bfloat16")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"sagetune.attention: q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"sagetune.attention: q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
+    if k.shape != v.shape:
+        raise ValueError(f"sagetune.attention: k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        raise RuntimeError("sagetune.attention has no backward pass: call it under torch.no_grad() or "
+                           "torch.inference_mode(), or use torch.nn.functional.scaled_dot_product_attention for training")
+
+
+def attention(q, k, v, is_causal=False, tensor_layout="HND", sm_scale=None, return_lse=False, policy="balanced"):
+    """softmax(sm_scale * q k^T [causal]) v with the tuned quantized kernels.
+
+    q: [B, Hq, Nq, D] ("HND") or [B, Nq, Hq, D] ("NHD"); k, v: the same with Hkv, Nkv. fp16 or
+    bf16 CUDA tensors; D 64 or 128; Hq a multiple of Hkv (grouped-query attention). Causal
+    masking is bottom-right aligned (query i sees keys j <= i + Nkv - Nq), so it needs Nq <= Nkv;
+    for Nq == Nkv it is the usual mask. sm_scale None: 1/sqrt(D). policy: "balanced" (default),
+    "accurate" (FP16 P.V only) or "fast".
+
+    Returns o in q's layout and shape (and, with return_lse, the natural-log log-sum-exp of each
+    query row, fp32 [B, Hq, Nq]). Raises TypeError/ValueError for tensors it cannot take and
+    SageError (with the library's message) for what the runtime refuses.
+    """
+    torch = _torch()
+    if tensor_layout not in ("HND", "NHD"):
+        raise ValueError(f"sagetune.attention: tensor_layout must be 'HND' or 'NHD', got {tensor_layout!r}")
+    if policy not in _capi.POLICIES:
+        raise ValueError(f"sagetune.attention: policy must be one of {', '.join(_capi.POLICIES)}, got {policy!r}")
+    _check_tensors(q, k, v, tensor_layout)
+    if sm_scale is not None and not (sm_scale > 0):
+        raise ValueError(f"sagetune.attention: sm_scale must be > 0 (None for 1/sqrt(head_dim)), got {sm_scale}")
+
+    if tensor_layout == "HND":
+        b, hq, nq, d = q.shape
+        _, hkv, nkv, dk = k.shape
+    else:
+        b, nq, hq, d = q.shape
+        _, nkv, hkv, dk = k.shape
+    if k.shape[0] != b or dk != d:
+        raise ValueError(f"sagetune.attention: q {tuple(q.shape)} and k {tuple(k.shape)} disagree on batch or head_dim "
+                         f"({tensor_layout} layout)")
+
+    # Read the tensors where they are when the memory order allows it; copy otherwise.
+    layout = _physical_layout((q, k, v), tensor_layout)
+    if layout is None:
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+        layout = tensor_layout
+    # The kernels load 16-byte vectors; a view at an odd storage offset gets an aligned copy.
+    q, k, v = (t if t.data_ptr() % 16 == 0 else t.clone() for t in (q, k, v))
+
+    # Output in the physical layout; returned as a view in the requested one.
+    def physical(shape_hnd_like):
+        bb, hh, nn, dd = shape_hnd_like
+        return (bb, hh, nn, dd) if layout == "HND" else (bb, nn, hh, dd)
+
+    o = torch.empty(physical((b, hq, nq, d)), dtype=q.dtype, device=q.device)
+    lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device) if return_lse else None
+    desc = make_desc(b, hq, hkv, nq, nkv, d, layout=layout, dtype=_DTYPES[q.dtype], causal=is_causal,
+                     sm_scale=0.0 if sm_scale is None else sm_scale, policy=policy)
+    # The runtime works on the calling thread's current CUDA context: make it the tensors' device.
+    with torch.cuda.device(q.device):
+        stream = torch.cuda.current_stream(q.device)
+        ws_bytes = _capi.workspace_size(desc)
+        ws = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device)  # caching allocator, this stream
+        _capi.attention(desc, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                        lse.data_ptr() if lse is not None else 0, ws.data_ptr(), ws_bytes, stream.cuda_stream)
+    if layout != tensor_layout:
+        o = o.transpose(1, 2)
+    return (o, lse) if return_lse else o
+
+
+def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """torch.nn.functional.scaled_dot_product_attention's signature, for calls without a mask.
+
+    [B, H, N, D] tensors (4-D only); no attn_mask, no dropout, no autograd. PyTorch's is_causal
+    mask is top-left aligned, so causal calls need Nq == Nkv here (where both alignments agree).
+    """
+    if attn_mask is not None:
+        raise NotImplementedError("sagetune.sdpa: attn_mask is not supported (use is_causal, or torch's SDPA)")
+    if dropout_p:
+        raise NotImplementedError("sagetune.sdpa: dropout is not supported (inference kernels)")
+    if getattr(query, "dim", lambda: 4)() != 4:
+        raise NotImplementedError(f"sagetune.sdpa: only 4-D [B, H, N, D] tensors, got shape {tuple(query.shape)}")
+    if is_causal and query.shape[-2] != key.shape[-2]:
+        raise NotImplementedError("sagetune.sdpa: is_causal with L != S: PyTorch aligns the mask top-left, these "
+                                  "kernels bottom-right; call sagetune.attention for bottom-right causal masking")
+    if query.shape[1] != key.shape[1] and not enable_gqa:
+        raise ValueError(f"sagetune.sdpa: query has {query.shape[1]} heads and key {key.shape[1]}: pass enable_gqa=True")
+    return attention(query, key, value, is_causal=is_causal, tensor_layout="HND", sm_scale=scale)
+
+
+def variant(q, k, v, is_causal=False, tensor_layout="HND", policy="balanced"):
+    """Name of the kernel variant that attention() runs for these tensors on their device."""
+    torch = _torch()
+    _check_tensors(q, k, v, tensor_layout)
+    if tensor_layout == "HND":
+        b, hq, nq, d = q.shape
+        hkv, nkv = k.shape[1], k.shape[2]
+    else:
+        b, nq, hq, d = q.shape
+        nkv, hkv = k.shape[1], k.shape[2]
+    # The layout attention() would hand the kernels (it is part of the problem bucket).
+    layout = _physical_layout((q, k, v), tensor_layout) or tensor_layout
+    desc = make_desc(b, hq, hkv, nq, nkv, d, layout=layout, dtype=_DTYPES[q.dtype], causal=is_causal, policy=policy)
+    with torch.cuda.device(q.device):
+        return _capi.variant_name(desc)

@@ -1,0 +1,169 @@
+"""ctypes bindings of the sage-tune runtime's C API (runtime/include/sage/sage.h).
+
+This module needs only the standard library: it finds and loads libsage_runtime.so and wraps
+its functions so that a failing status raises SageError with the library's message. The
+PyTorch layer (sagetune/__init__.py) is built on it.
+
+The library is looked up, in order, at:
+  1. $SAGETUNE_LIB (a path to libsage_runtime.so),
+  2. next to this package (sagetune/libsage_runtime.so, or sagetune/lib/),
+  3. the build folders of the source tree this package sits in (<repo>/build*/lib/),
+     the most recently built first,
+  4. the system's library path (an installed package: <prefix>/lib).
+"""
+
+import ctypes
+import ctypes.util
+import glob
+import os
+
+# sage_status (sage.h)
+OK = 0
+ERR_INVALID_ARGUMENT = 1
+ERR_UNSUPPORTED = 2
+ERR_NOT_IN_BUILD = 3
+ERR_JIT_DISABLED = 4
+ERR_COMPILE = 5
+ERR_CUDA = 6
+ERR_NO_DEVICE = 7
+ERR_WORKSPACE = 8
+ERR_DATABASE = 9
+ERR_INTERNAL = 10
+
+LAYOUTS = {"HND": 0, "NHD": 1}
+DTYPES = {"fp16": 0, "bf16": 1}
+POLICIES = {"balanced": 0, "accurate": 1, "fast": 2}
+
+
+class SageError(RuntimeError):
+    """A failed runtime call. `status` is the sage_status code, `status_name` its text."""
+
+    def __init__(self, status, status_name, message):
+        super().__init__(f"{status_name}: {message}" if message else status_name)
+        self.status = status
+        self.status_name = status_name
+        self.message = message
+
+
+class AttentionDesc(ctypes.Structure):
+    """sage_attention_desc. C enums are ints on every platform this library builds for."""
+
+    _fields_ = [
+        ("batch", ctypes.c_int),
+        ("heads_q", ctypes.c_int),
+        ("heads_kv", ctypes.c_int),
+        ("seq_q", ctypes.c_int),
+        ("seq_kv", ctypes.c_int),
+        ("head_dim", ctypes.c_int),
+        ("layout", ctypes.c_int),
+        ("dtype", ctypes.c_int),
+        ("causal", ctypes.c_int),
+        ("sm_scale", ctypes.c_float),
+        ("policy", ctypes.c_int),
+    ]
+
+
+def _candidates():
+    env = os.environ.get("SAGETUNE_LIB")
+    if env:
+        yield env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    yield os.path.join(here, "libsage_runtime.so")
+    yield os.path.join(here, "lib", "libsage_runtime.so")
+    repo = os.path.dirname(os.path.dirname(here))
+    built = glob.glob(os.path.join(repo, "build*", "lib", "libsage_runtime.so"))
+    for path in sorted(built, key=os.path.getmtime, reverse=True):
+        yield path
+    found = ctypes.util.find_library("sage_runtime")
+    if found:
+        yield found
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        if os.sep in path and not os.path.exists(path):
+            tried.append(f"{path} (missing)")
+            continue
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append(f"{path} ({e})")
+    raise ImportError(
+        "sagetune: cannot load libsage_runtime.so; build the sage-tune tree "
+        "(cmake --build build) or set SAGETUNE_LIB=/path/to/libsage_runtime.so. Tried: "
+        + ("; ".join(tried) if tried else "nothing")
+    )
+
+
+_lib, LIBRARY_PATH = _load()
+
+_lib.sage_attention_desc_init.argtypes = [ctypes.c_int] * 6
+_lib.sage_attention_desc_init.restype = AttentionDesc
+_lib.sage_workspace_size.argtypes = [ctypes.POINTER(AttentionDesc), ctypes.POINTER(ctypes.c_size_t)]
+_lib.sage_workspace_size.restype = ctypes.c_int
+_lib.sage_attention.argtypes = [
+    ctypes.POINTER(AttentionDesc),
+    ctypes.c_void_p,  # q
+    ctypes.c_void_p,  # k
+    ctypes.c_void_p,  # v
+    ctypes.c_void_p,  # o
+    ctypes.c_void_p,  # lse (float*)
+    ctypes.c_void_p,  # workspace
+    ctypes.c_size_t,  # workspace bytes
+    ctypes.c_void_p,  # stream
+]
+_lib.sage_attention.restype = ctypes.c_int
+_lib.sage_variant_name.argtypes = [ctypes.POINTER(AttentionDesc), ctypes.c_char_p, ctypes.c_size_t]
+_lib.sage_variant_name.restype = ctypes.c_int
+_lib.sage_last_error.argtypes = []
+_lib.sage_last_error.restype = ctypes.c_char_p
+_lib.sage_status_string.argtypes = [ctypes.c_int]
+_lib.sage_status_string.restype = ctypes.c_char_p
+
+
+def status_string(status):
+    """The library's fixed text for a status code."""
+    return _lib.sage_status_string(status).decode()
+
+
+def _check(status):
+    if status != OK:
+        # The message is per thread in the library, and ctypes calls run on this thread.
+        raise SageError(status, status_string(status), _lib.sage_last_error().decode(errors="replace"))
+
+
+def make_desc(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, layout="HND", dtype="fp16", causal=False,
+              sm_scale=0.0, policy="balanced"):
+    """A sage_attention_desc; raises ValueError for an unknown layout, dtype or policy name."""
+    for name, table, value in (("layout", LAYOUTS, layout), ("dtype", DTYPES, dtype), ("policy", POLICIES, policy)):
+        if value not in table:
+            raise ValueError(f"unknown {name} {value!r} (expected one of {', '.join(table)})")
+    d = _lib.sage_attention_desc_init(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim)
+    d.layout = LAYOUTS[layout]
+    d.dtype = DTYPES[dtype]
+    d.causal = 1 if causal else 0
+    d.sm_scale = float(sm_scale)
+    d.policy = POLICIES[policy]
+    return d
+
+
+def workspace_size(desc):
+    """Bytes of workspace a call with `desc` needs (selects the kernel at the first call)."""
+    n = ctypes.c_size_t(0)
+    _check(_lib.sage_workspace_size(ctypes.byref(desc), ctypes.byref(n)))
+    return n.value
+
+
+def variant_name(desc):
+    """Name of the variant serving `desc` on the current device."""
+    buf = ctypes.create_string_buffer(512)
+    _check(_lib.sage_variant_name(ctypes.byref(desc), buf, len(buf)))
+    return buf.value.decode()
+
+
+def attention(desc, q, k, v, o, lse=0, workspace=0, workspace_bytes=0, stream=0):
+    """sage_attention() on raw device addresses (ints); raises SageError on failure."""
+    _check(_lib.sage_attention(ctypes.byref(desc), q, k, v, o, lse or None, workspace or None, workspace_bytes,
+                               stream or None))

@@ -1,0 +1,501 @@
+// The runtime on a GPU, through the C API:
+//   - its output is bitwise the launcher's for the same variant (pool or caller workspace,
+//     LSE, GQA, both layouts, both dtypes, causal with seq_q != seq_kv, the legacy stream);
+//   - selection order on the real device: user DB winner, else system DB winner, else default;
+//   - SAGE_DISABLE_JIT=1 on a cold cache is an error naming the command, then JIT compiles;
+//   - 8 threads calling at once on a cold cache compile each kernel once;
+//   - two processes starting together on a cold cache compile once;
+//   - after the first call, calls allocate nothing on the host;
+//   - workspace checks, the last error, SAGE_LOG=1's explanation, SAGE_CHECK_POINTERS=1.
+// Every test skips without a GPU of compute capability 8.0 or newer.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <latch>
+#include <list>
+#include <new>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "runtime/runtime_fixtures.h"
+#include "sage/common/cuda_driver.h"
+#include "sage/internal/device_buffer.h"
+#include "sage/internal/runtime.h"
+#include "sage/sage.h"
+#include "sage/tuner/accuracy.h"
+#include "support/gpu.h"
+
+// ---- host allocation counting (SteadyStateCallsAllocateNothingOnTheHost) -----------------
+// Replaces the global operator new of this test binary: counts allocations made by the
+// counting thread while counting is on. The runtime is linked statically, so its
+// allocations come here too. (GCC does not see that new and delete are replaced together
+// and warns about free() on new'ed memory where it inlines them.)
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+namespace {
+thread_local bool t_counting = false;
+thread_local long t_allocations = 0;
+}  // namespace
+void* operator new(std::size_t n) {
+  if (t_counting) ++t_allocations;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace sage {
+namespace {
+
+namespace fs = std::filesystem;
+
+sage_attention_desc desc_of(const AttnProblem& p) {
+  sage_attention_desc d = sage_attention_desc_init(p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.head_dim);
+  d.layout = p.layout == Layout::NHD ? SAGE_LAYOUT_NHD : SAGE_LAYOUT_HND;
+  d.dtype = p.dtype == DType::bf16 ? SAGE_BF16 : SAGE_FP16;
+  d.causal = p.causal ? 1 : 0;
+  d.sm_scale = p.sm_scale;
+  return d;
+}
+
+AttnProblem make(int b, int hq, int hkv, int nq, int nkv, int d, bool causal = false, Layout l = Layout::HND,
+                 DType t = DType::fp16, bool lse = false, float scale = 0.f) {
+  AttnProblem p;
+  p.batch = b;
+  p.heads_q = hq;
+  p.heads_kv = hkv;
+  p.seq_q = nq;
+  p.seq_kv = nkv;
+  p.head_dim = d;
+  p.causal = causal;
+  p.layout = l;
+  p.dtype = t;
+  p.return_lse = lse;
+  p.sm_scale = scale;
+  return p;
+}
+
+// Inputs (Gaussian, from the host) and outputs of one problem on the device.
+struct Tensors {
+  explicit Tensors(const AttnProblem& prob, std::uint64_t seed)
+      : p(prob),
+        q(std::size_t(p.q_elems()) * 2),
+        k(std::size_t(p.kv_elems()) * 2),
+        v(std::size_t(p.kv_elems()) * 2),
+        o(std::size_t(p.q_elems()) * 2),
+        lse(sizeof(float) * std::size_t(p.batch) * p.heads_q * p.seq_q) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> n;
+    auto fill = [&](DeviceBuffer& b, std::int64_t count) {
+      std::vector<std::uint16_t> h(static_cast<std::size_t>(count));
+      for (auto& x : h) x = p.dtype == DType::bf16 ? tuner::float_to_bf16(n(rng)) : tuner::float_to_half(n(rng));
+      b.upload(h.data(), h.size() * 2);
+    };
+    fill(q, p.q_elems());
+    fill(k, p.kv_elems());
+    fill(v, p.kv_elems());
+    poison();
+  }
+  // The same bytes in both runs' outputs before they start, so unwritten elements compare equal
+  // and written ones are all that differ.
+  void poison() {
+    o.fill_bytes(0xff);
+    lse.fill_bytes(0xff);
+  }
+  AttnArgs args() const {
+    AttnArgs a;
+    a.q = q.get();
+    a.k = k.get();
+    a.v = v.get();
+    a.o = o.get();
+    a.lse = p.return_lse ? lse.as<float>() : nullptr;
+    return a;
+  }
+  sage_status call(CUstream s, void* ws = nullptr, std::size_t ws_bytes = 0) const {
+    const sage_attention_desc d = desc_of(p);
+    return sage_attention(&d, q.get(), k.get(), v.get(), o.get(), p.return_lse ? lse.as<float>() : nullptr, ws, ws_bytes,
+                          s);
+  }
+  std::vector<std::uint16_t> out() const { return o.to_host<std::uint16_t>(std::size_t(p.q_elems())); }
+  std::vector<float> lse_out() const { return lse.to_host<float>(std::size_t(p.batch) * p.heads_q * p.seq_q); }
+
+  AttnProblem p;
+  DeviceBuffer q, k, v, o, lse;
+};
+
+std::string variant_of(const AttnProblem& p) {
+  const sage_attention_desc d = desc_of(p);
+  char name[256] = "";
+  if (sage_variant_name(&d, name, sizeof name) != SAGE_OK) return std::string("error: ") + sage_last_error();
+  return name;
+}
+
+class RuntimeGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SAGE_REQUIRE_CC(80);
+    use_device(0);
+    fp_ = tuner::fingerprint_device(0);
+    arch_ = tuner::arch_for_cc(fp_.cc);
+    env_.emplace_back("SAGE_DB", dir_.file("user.db"));
+    env_.emplace_back("SAGE_SYSTEM_DB", dir_.file("system.db"));
+    // Compiled kernels are shared by the test processes through a cache in the build tree;
+    // the cold-cache tests point SAGE_CACHE_DIR at a fresh folder instead.
+    env_.emplace_back("SAGE_CACHE_DIR", std::string(SAGE_BINARY_DIR) + "/test-cache/runtime-gpu");
+    env_.emplace_back("SAGE_DISABLE_JIT", std::nullopt);
+    env_.emplace_back("SAGE_LOG", std::nullopt);
+    env_.emplace_back("SAGE_CHECK_POINTERS", std::nullopt);
+    rt::reset();
+    SAGE_CU(cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
+  }
+  void TearDown() override {
+    if (stream_) {
+      cu::api().cuStreamSynchronize(stream_);
+      cu::api().cuStreamDestroy(stream_);
+    }
+    rt::reset();
+    while (!env_.empty()) env_.pop_back();  // latest first: a variable set twice ends as it began
+  }
+  void sync() { SAGE_CU(cuStreamSynchronize(stream_)); }
+  void cold_cache() { env_.emplace_back("SAGE_CACHE_DIR", dir_.file("cold-cache")); }
+
+  // The launcher's kernel for a variant, compiled through the same cubin cache.
+  std::shared_ptr<AttnKernel> launcher(const std::string& variant) {
+    const gen::Variant v = test::variant_named(arch_, variant);
+    tuner::CompileOptions co;
+    co.arch = arch_;
+    return tuner::load_attention(v, tuner::VariantBuilder(co).compile(v));
+  }
+  // Runs `variant` through the launcher on `t` and returns O (and LSE in *lse).
+  std::vector<std::uint16_t> launcher_out(const std::string& variant, Tensors& t, std::vector<float>* lse = nullptr) {
+    auto k = launcher(variant);
+    DeviceBuffer ws(k->workspace_size(t.p));
+    t.poison();
+    k->run(t.p, t.args(), ws.get(), stream_);
+    sync();
+    if (lse) *lse = t.lse_out();
+    return t.out();
+  }
+
+  test::ScratchDir dir_{"rtgpu"};
+  std::list<test::ScopedEnv> env_;  // restored last-set first (TearDown)
+  tuner::DeviceFingerprint fp_;
+  std::string arch_;
+  CUstream stream_ = nullptr;
+};
+
+// ---- bitwise equality with the launcher ---------------------------------------------------
+
+struct Case {
+  const char* name;
+  AttnProblem p;
+};
+const Case kCases[] = {
+    {"D128_HND_FP16", make(2, 4, 4, 300, 300, 128)},
+    {"D128_NHD_BF16_GQA4_Causal_NqLtNkv_Lse", make(1, 8, 2, 200, 333, 128, true, Layout::NHD, DType::bf16, true)},
+    {"D64_HND_FP16_GQA4_Causal_Lse", make(2, 4, 1, 1000, 1000, 64, true, Layout::HND, DType::fp16, true)},
+    {"D128_NHD_FP16_Nq1_Nkv4097_Scale_Lse", make(1, 2, 2, 1, 4097, 128, false, Layout::NHD, DType::fp16, true, 0.3f)},
+};
+
+class RuntimeGpuBitwise : public RuntimeGpu, public ::testing::WithParamInterface<Case> {};
+
+TEST_P(RuntimeGpuBitwise, SameBitsAsTheLauncherForTheSameVariant) {
+  const AttnProblem& p = GetParam().p;
+  Tensors t(p, 42);
+  const std::string variant = variant_of(p);
+  EXPECT_EQ(variant, tuner::default_variant(arch_, p.head_dim, "balanced"));  // no DB: the default
+
+  std::vector<float> lse_l;
+  const std::vector<std::uint16_t> want = launcher_out(variant, t, &lse_l);
+
+  t.poison();
+  ASSERT_EQ(t.call(stream_), SAGE_OK) << sage_last_error();  // pooled workspace
+  sync();
+  EXPECT_TRUE(t.out() == want) << "O differs from the launcher's (pooled workspace)";
+  if (p.return_lse) {
+    EXPECT_TRUE(t.lse_out() == lse_l) << "LSE differs from the launcher's";
+  }
+
+  const sage_attention_desc d = desc_of(p);
+  std::size_t bytes = 0;
+  ASSERT_EQ(sage_workspace_size(&d, &bytes), SAGE_OK) << sage_last_error();
+  DeviceBuffer ws(bytes);
+  t.poison();
+  ASSERT_EQ(t.call(stream_, ws.get(), bytes), SAGE_OK) << sage_last_error();  // caller's workspace
+  sync();
+  EXPECT_TRUE(t.out() == want) << "O differs from the launcher's (caller workspace)";
+  if (p.return_lse) {
+    EXPECT_TRUE(t.lse_out() == lse_l) << "LSE differs from the launcher's (caller workspace)";
+  }
+
+  t.poison();
+  ASSERT_EQ(t.call(nullptr), SAGE_OK) << sage_last_error();  // the legacy default stream
+  SAGE_CU(cuCtxSynchronize());
+  EXPECT_TRUE(t.out() == want) << "O differs from the launcher's (legacy stream)";
+  EXPECT_EQ(rt::counters().selections, 1u) << "one bucket, one selection";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, RuntimeGpuBitwise, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// ---- selection order on the device ----------------------------------------------------------
+
+TEST_F(RuntimeGpu, ServesTheUserDbWinnerThenTheSystemDbsThenTheDefault) {
+  const AttnProblem p = make(1, 32, 32, 1000, 1000, 128);
+  const std::string dflt = tuner::default_variant(arch_, 128, "balanced");
+  std::vector<std::string> others;
+  for (const auto& v : test::attention_variants(arch_, 128))
+    if (v.name != dflt && others.size() < 2) others.push_back(v.name);
+  ASSERT_EQ(others.size(), 2u);
+  const std::string cache = std::string(SAGE_BINARY_DIR) + "/test-cache/runtime-gpu/cubins";
+  const tuner::KernelRecord ku = test::compiled_kernel(test::variant_named(arch_, others[0]), cache);
+  const tuner::KernelRecord ks = test::compiled_kernel(test::variant_named(arch_, others[1]), cache);
+  const tuner::ProblemKey bucket = tuner::ProblemsConfig::builtin().key_of(p, "balanced");
+  test::make_system_db(dir_.file("system.db"), dir_.file("system-src.db"),
+                       [&](tuner::Store& db) { test::add_winner(db, fp_, bucket, ks); });
+  {
+    tuner::Store user(dir_.file("user.db"));
+    test::add_winner(user, fp_, bucket, ku);
+  }
+  Tensors t(p, 7);
+
+  rt::reset();
+  EXPECT_EQ(variant_of(p), others[0]);
+  const rt::Selection& su = rt::selection_for(p, rt::Policy::balanced);
+  EXPECT_EQ(su.source, rt::Source::user_db);
+  EXPECT_EQ(su.kernel_from, "database");
+  ASSERT_EQ(t.call(stream_), SAGE_OK) << sage_last_error();
+  sync();
+  const auto got_user = t.out();
+  EXPECT_TRUE(got_user == launcher_out(others[0], t)) << "the user DB winner's kernel did not run";
+  EXPECT_EQ(rt::counters().compiles, 0u) << "a stored cubin needs no compile";
+
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(dir_.file(std::string("user.db") + suffix));
+  rt::reset();
+  EXPECT_EQ(variant_of(p), others[1]);
+  EXPECT_EQ(rt::selection_for(p, rt::Policy::balanced).source, rt::Source::system_db);
+  t.poison();
+  ASSERT_EQ(t.call(stream_), SAGE_OK) << sage_last_error();
+  sync();
+  EXPECT_TRUE(t.out() == launcher_out(others[1], t)) << "the system DB winner's kernel did not run";
+
+  env_.emplace_back("SAGE_SYSTEM_DB", dir_.file("no-such.db"));
+  rt::reset();
+  EXPECT_EQ(variant_of(p), dflt);
+  EXPECT_EQ(rt::selection_for(p, rt::Policy::balanced).source, rt::Source::default_variant);
+}
+
+// ---- JIT ---------------------------------------------------------------------------------
+
+TEST_F(RuntimeGpu, JitDisabledOnAColdCacheIsAnErrorThenJitCompilesOnce) {
+  cold_cache();
+  const AttnProblem p = make(1, 4, 4, 256, 256, 64);
+  Tensors t(p, 3);
+  {
+    test::ScopedEnv off("SAGE_DISABLE_JIT", "1");
+    EXPECT_EQ(t.call(stream_), SAGE_ERR_JIT_DISABLED);
+    const std::string m = sage_last_error();
+    EXPECT_NE(m.find("sage-tune compile --arch " + arch_), std::string::npos) << m;
+    EXPECT_EQ(rt::counters().compiles, 0u);
+  }
+  ASSERT_EQ(t.call(stream_), SAGE_OK) << sage_last_error();
+  sync();
+  EXPECT_EQ(rt::counters().compiles, 1u);
+  ASSERT_EQ(t.call(stream_), SAGE_OK);
+  EXPECT_EQ(rt::counters().compiles, 1u);
+  // A new process (here: a reset runtime) finds the kernel in the cubin cache, even with JIT off.
+  rt::reset();
+  test::ScopedEnv off("SAGE_DISABLE_JIT", "1");
+  ASSERT_EQ(t.call(stream_), SAGE_OK) << sage_last_error();
+  sync();
+  EXPECT_EQ(rt::counters().compiles, 0u);
+  EXPECT_EQ(rt::selection_for(p, rt::Policy::balanced).kernel_from, "cubin cache");
+}
+
+TEST_F(RuntimeGpu, EightThreadsOnAColdCacheCompileEachKernelOnce) {
+  cold_cache();
+  const AttnProblem p128 = make(1, 8, 8, 512, 512, 128), p64 = make(1, 8, 8, 512, 512, 64);
+  std::vector<std::unique_ptr<Tensors>> ts;
+  std::vector<CUstream> streams(8);
+  for (int i = 0; i < 8; ++i) {
+    ts.push_back(std::make_unique<Tensors>(i % 2 ? p64 : p128, 11));  // same inputs per problem
+    SAGE_CU(cuStreamCreate(&streams[i], CU_STREAM_NON_BLOCKING));
+  }
+  std::latch start(8);
+  std::vector<sage_status> status(8, SAGE_ERR_INTERNAL);
+  std::vector<std::string> errors(8);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&, i] {
+      // A new thread has no current context: the runtime uses device 0's primary one, the
+      // same as this test's, so all eight share one cache entry per bucket.
+      start.arrive_and_wait();
+      status[i] = ts[i]->call(streams[i]);
+      errors[i] = sage_last_error();
+    });
+  for (auto& th : threads) th.join();
+  SAGE_CU(cuCtxSynchronize());
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(status[i], SAGE_OK) << "thread " << i << ": " << errors[i];
+  const rt::Counters c = rt::counters();
+  EXPECT_EQ(c.compiles, 2u) << "two kernels (d128, d64), each compiled once";
+  EXPECT_EQ(c.selections, 2u);
+  EXPECT_EQ(c.loads, 2u);
+  for (int i = 2; i < 8; ++i) EXPECT_TRUE(ts[i]->out() == ts[i % 2]->out()) << "thread " << i;
+  for (CUstream s : streams) cu::api().cuStreamDestroy(s);
+}
+
+// Child mode of TwoProcessesOnAColdCacheCompileOnce: see the end of this file.
+int gpu_child(const char* out_path) {
+  char c;
+  if (::read(std::atoi(std::getenv("SAGE_TEST_GATE_FD")), &c, 1) < 0) return 101;
+  std::string line;
+  try {
+    use_device(0);
+    Tensors t(make(1, 8, 8, 512, 512, 128), 5);
+    const sage_status s = t.call(nullptr);
+    const std::string err = sage_last_error();
+    SAGE_CU(cuCtxSynchronize());
+    line = cat(int(s), " ", rt::counters().compiles, " ", rt::counters().selections, " ", err, "\n");
+  } catch (const std::exception& e) {
+    line = cat("-1 0 0 ", e.what(), "\n");
+  }
+  write_file_atomic(out_path, line);
+  return 0;
+}
+
+TEST_F(RuntimeGpu, TwoProcessesOnAColdCacheCompileOnce) {
+  cold_cache();
+  const std::string cache = dir_.file("cold-cache");
+  int gate[2];
+  ASSERT_EQ(::pipe(gate), 0);
+  ASSERT_EQ(::fcntl(gate[1], F_SETFD, FD_CLOEXEC), 0);  // children must see EOF when we close it
+  std::vector<pid_t> kids;
+  for (int i = 0; i < 2; ++i)
+    kids.push_back(test::spawn_self({cat("SAGE_RUNTIME_GPU_CHILD=", dir_.file(cat("child", i, ".txt"))),
+                                     cat("SAGE_TEST_GATE_FD=", gate[0]), "SAGE_CACHE_DIR=" + cache,
+                                     "SAGE_DB=" + dir_.file("user.db"), "SAGE_SYSTEM_DB=" + dir_.file("system.db")}));
+  ::close(gate[0]);
+  ::close(gate[1]);  // both start now
+  std::uint64_t compiles = 0;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(test::wait_exit(kids[i]), 0);
+    const std::string r = read_file(dir_.file(cat("child", i, ".txt")));
+    int status = -1;
+    unsigned long long n = 0, sel = 0;
+    ASSERT_EQ(std::sscanf(r.c_str(), "%d %llu %llu", &status, &n, &sel), 3) << r;
+    EXPECT_EQ(status, SAGE_OK) << r;
+    EXPECT_EQ(sel, 1u) << r;
+    compiles += n;
+  }
+  EXPECT_EQ(compiles, 1u) << "NVRTC compiles across both processes";
+  int cubins = 0;
+  for (const auto& e : fs::recursive_directory_iterator(cache)) cubins += e.path().extension() == ".cubin";
+  EXPECT_EQ(cubins, 1);
+}
+
+// ---- the fast path ---------------------------------------------------------------------------
+
+TEST_F(RuntimeGpu, SteadyStateCallsAllocateNothingOnTheHost) {
+  const AttnProblem p = make(1, 4, 4, 256, 256, 128, false, Layout::HND, DType::fp16, true);
+  Tensors t(p, 9);
+  const sage_attention_desc d = desc_of(p);
+  std::size_t bytes = 0;
+  ASSERT_EQ(sage_workspace_size(&d, &bytes), SAGE_OK) << sage_last_error();
+  DeviceBuffer ws(bytes);
+  ASSERT_EQ(t.call(stream_), SAGE_OK) << sage_last_error();  // first call: selects, loads
+  ASSERT_EQ(t.call(stream_, ws.get(), bytes), SAGE_OK);
+  sync();
+  int failures = 0;
+  t_allocations = 0;
+  t_counting = true;
+  for (int i = 0; i < 200; ++i) {
+    failures += t.call(stream_) != SAGE_OK;
+    failures += t.call(stream_, ws.get(), bytes) != SAGE_OK;
+  }
+  t_counting = false;
+  const long allocations = t_allocations;
+  sync();
+  EXPECT_EQ(failures, 0) << sage_last_error();
+  EXPECT_EQ(allocations, 0) << "operator new calls in 400 steady-state calls";
+}
+
+TEST_F(RuntimeGpu, WorkspaceTooSmallThenLastErrorClears) {
+  const AttnProblem p = make(1, 4, 4, 300, 300, 128, false, Layout::HND, DType::fp16, true);
+  Tensors t(p, 4);
+  const sage_attention_desc d = desc_of(p);
+  std::size_t bytes = 0;
+  ASSERT_EQ(sage_workspace_size(&d, &bytes), SAGE_OK) << sage_last_error();
+  ASSERT_GT(bytes, 0u);
+  DeviceBuffer ws(bytes);
+  EXPECT_EQ(t.call(stream_, ws.get(), bytes - 1), SAGE_ERR_WORKSPACE);
+  EXPECT_NE(std::string(sage_last_error()).find(cat("this call needs ", bytes)), std::string::npos) << sage_last_error();
+  EXPECT_EQ(t.call(stream_, ws.get(), bytes), SAGE_OK) << sage_last_error();
+  EXPECT_STREQ(sage_last_error(), "");
+  sync();
+}
+
+TEST_F(RuntimeGpu, SageLogExplainsTheSelectionAndHowToReproduce) {
+  env_.emplace_back("SAGE_LOG", "1");
+  const AttnProblem p = make(1, 32, 32, 1000, 1000, 128);
+  Tensors t(p, 2);
+  const std::string log = dir_.file("stderr.txt");
+  const int saved = ::dup(2);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  ::dup2(fd, 2);  // the runtime writes its log with write(2): nothing is buffered
+  const sage_status first = t.call(stream_);
+  const std::string after_first = read_file(log);
+  const sage_status second = t.call(stream_);  // once per selection: logs nothing more
+  const std::string after_second = read_file(log);
+  ::dup2(saved, 2);
+  ::close(fd);
+  ::close(saved);
+  ASSERT_EQ(first, SAGE_OK) << sage_last_error();
+  ASSERT_EQ(second, SAGE_OK) << sage_last_error();
+  sync();
+  const std::string dflt = tuner::default_variant(arch_, 128, "balanced");
+  for (const std::string& want :
+       {std::string("[sage] d128_noncausal_fp16_HND_q1024_kv1024_bh32_balanced on ") + fp_.name,
+        "variant: " + dflt + " (the " + arch_ + " default of configs/defaults.yaml: no tuned winner)",
+        std::string("[sage]   winner lookup: "), std::string("[sage]   kernel: "), std::string("[sage]   first call: "),
+        "[sage]   reproduce: sage-tune bench --variant " + dflt + " -d 128 -n 1000 --batch 1 --heads 32 --causal no"})
+    EXPECT_NE(after_first.find(want), std::string::npos) << "missing: " << want << "\nlog:\n" << after_first;
+  EXPECT_EQ(after_second, after_first);
+}
+
+TEST_F(RuntimeGpu, CheckPointersRejectsHostMemoryAndShortBuffers) {
+  env_.emplace_back("SAGE_CHECK_POINTERS", "1");
+  rt::reset();  // the variable is read at the first call after a reset
+  const AttnProblem p = make(1, 8, 8, 2048, 2048, 128);
+  Tensors t(p, 6);
+  const sage_attention_desc d = desc_of(p);
+  void* host = std::aligned_alloc(256, std::size_t(p.q_elems()) * 2);
+  ASSERT_NE(host, nullptr);
+  EXPECT_EQ(sage_attention(&d, host, t.k.get(), t.v.get(), t.o.get(), nullptr, nullptr, 0, stream_),
+            SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("is not device memory known to CUDA"), std::string::npos)
+      << sage_last_error();
+  std::free(host);
+  // Far smaller than O needs (4 MiB), whatever granularity the driver rounds allocations to.
+  DeviceBuffer short_o(64 << 10);
+  EXPECT_EQ(sage_attention(&d, t.q.get(), t.k.get(), t.v.get(), short_o.get(), nullptr, nullptr, 0, stream_),
+            SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find(cat("o (", short_o.get(), ") needs ", p.q_elems() * 2, " bytes")),
+            std::string::npos)
+      << sage_last_error();
+  EXPECT_EQ(t.call(stream_), SAGE_OK) << sage_last_error();
+  sync();
+}
+
+// Runs before main() in a child started by TwoProcessesOnAColdCacheCompileOnce. Last in the
+// file, after everything it uses in this translation unit is initialized.
+const int kGpuChild = [] {
+  if (const char* out = std::getenv("SAGE_RUNTIME_GPU_CHILD")) std::_Exit(gpu_child(out));
+  return 0;
+}();
+
+}  // namespace
+}  // namespace sage
