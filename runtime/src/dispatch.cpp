@@ -11,6 +11,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <utility>
 
 #include "log.h"
 #include "provider.h"
@@ -38,6 +40,10 @@ struct Runtime {
   std::atomic<int> check_pointers{-1};  // SAGE_CHECK_POINTERS, read at the first call
   std::mutex pool_mu;
   std::map<CUcontext, CUmemoryPool> pools;  // kept across reset(): allocations may be in flight
+  // Loaded kernels by (context, cubin hash): buckets served by one kernel share its module
+  // (each load costs milliseconds and device memory for the code).
+  std::mutex kernels_mu;
+  std::map<std::pair<CUcontext, std::string>, std::shared_ptr<AttnKernel>> kernels;
 };
 
 // Never destroyed: at process exit the driver may already be torn down, and unloading
@@ -99,15 +105,30 @@ std::shared_ptr<const Entry> build(CUcontext ctx, const BucketKey& key, const At
   auto e = std::make_shared<Entry>();
   e->selection = std::move(r.selection);
   const auto tl = Clock::now();
-  // Module::load wants the bytes in a string; a static table's array is copied once here.
-  std::shared_ptr<Module> module =
-      Module::load(r.cubin_storage.empty() ? std::string(r.cubin, r.cubin_size) : std::move(r.cubin_storage));
-  e->kernel = std::make_shared<AttnKernel>(e->selection.config, std::move(module));
+  Runtime& rt = runtime();
+  const auto kernel_key = std::make_pair(ctx, e->selection.kernel_hash);
+  if (!kernel_key.second.empty()) {
+    std::lock_guard lock(rt.kernels_mu);
+    auto it = rt.kernels.find(kernel_key);
+    if (it != rt.kernels.end() && it->second->config().name == e->selection.config.name) e->kernel = it->second;
+  }
+  if (!e->kernel) {
+    // Module::load wants the bytes in a string; a static table's array is copied once here.
+    std::shared_ptr<Module> module =
+        Module::load(r.cubin_storage.empty() ? std::string(r.cubin, r.cubin_size) : std::move(r.cubin_storage));
+    e->kernel = std::make_shared<AttnKernel>(e->selection.config, std::move(module));
+    rt.loads.fetch_add(1);
+    if (!kernel_key.second.empty()) {
+      std::lock_guard lock(rt.kernels_mu);
+      rt.kernels.emplace(kernel_key, e->kernel);  // a concurrent load of the same kernel keeps the first
+    }
+  } else {
+    e->selection.notes.push_back("module shared with another bucket served by the same kernel");
+  }
   e->selection.load_ms = ms_since(tl);
   e->pool = pool_for(dev, &e->selection.notes);
   e->selection.select_ms = ms_since(t0);
-  runtime().selections.fetch_add(1);
-  runtime().loads.fetch_add(1);
+  rt.selections.fetch_add(1);
   return e;
 }
 
@@ -219,6 +240,10 @@ Counters counters() {
 void reset() {
   Runtime& rt = runtime();
   rt.cache.clear();
+  {
+    std::lock_guard lock(rt.kernels_mu);
+    rt.kernels.clear();
+  }
   rt.selections = 0;
   rt.loads = 0;
   rt.check_pointers = -1;

@@ -39,9 +39,10 @@ void log_selection(const Selection& s, const AttnProblem& p, Policy policy, doub
       t += cat("  variant: ", s.variant, " (exported into this static build)\n");
       break;
   }
-  t += cat("  kernel: ", s.kernel_from, s.kernel_hash.empty() ? "" : " " + s.kernel_hash.substr(0, 16),
-           s.compile_ms > 0 ? cat(", compiled in ", human_duration(s.compile_ms / 1e3)) : std::string(),
-           ", module loaded in ", human_duration(s.load_ms / 1e3), "\n");
+  t += cat("  kernel: ", s.kernel_from);
+  if (!s.kernel_hash.empty()) t += cat(" ", s.kernel_hash.substr(0, 16));
+  if (s.compile_ms > 0) t += cat(", compiled in ", human_duration(s.compile_ms / 1e3));
+  t += cat(", module loaded in ", human_duration(s.load_ms / 1e3), "\n");
   if (first_call_ms >= 0)
     t += cat("  first call: ", human_duration(first_call_ms / 1e3), " (selection ", human_duration(s.select_ms / 1e3),
              ")\n");
