@@ -1,4 +1,4 @@
-// Every variant of the mma pipeline in the default search space, for this GPU's
+// Every variant of the attention pipelines (mma.sync; wgmma on sm_90a) in the default search space, for this GPU's
 // architecture, against the FP32 reference on fresh random inputs (Gaussian and with
 // channel outliers), over shapes that cover Nq, Nkv in {1, 17, 1000, 4097}, Nq != Nkv,
 // GQA 4:1, both layouts, causal on and off, FP16 and BF16, and LSE.
@@ -81,7 +81,8 @@ AttnProblem make_problem(const Shape& s, int head_dim) {
 
 TEST_P(Fixture, MatchesFp32Reference) {
   SAGE_REQUIRE_GPU();
-  const test::CompiledVariant& cv = test::compiled_variant("mma", GetParam());
+  const std::string pipeline = GetParam().find("_wgmma_") != std::string::npos ? "wgmma" : "mma";
+  const test::CompiledVariant& cv = test::compiled_variant(pipeline, GetParam());
   ASSERT_TRUE(cv.compiled.ok) << cv.compiled.log;
   if (cv.compiled.spills()) GTEST_SKIP() << "pruned by the compile service: " << cv.compiled.spill_summary();
   use_device(0);
@@ -133,6 +134,9 @@ TEST_P(Fixture, MatchesFp32Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Mma, Fixture, ::testing::ValuesIn(test::gpu_variant_names("mma")),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return test::test_name(i.param); });
+// The Hopper pipeline: variants exist on sm_90a only ("NoGpu" elsewhere skips with the reason).
+INSTANTIATE_TEST_SUITE_P(Wgmma, Fixture, ::testing::ValuesIn(test::gpu_variant_names("wgmma")),
                          [](const ::testing::TestParamInfo<std::string>& i) { return test::test_name(i.param); });
 
 }  // namespace
