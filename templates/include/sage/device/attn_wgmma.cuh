@@ -15,12 +15,12 @@ namespace sage {
 // One to three consumer warpgroups (64 rows each); the preparation kernels see it as an
 // mma-style config with 16 query rows per warp, which is the wgmma accumulator's layout.
 template <int HEAD_DIM, int BLOCK_N, int WARPGROUPS, int STAGES_, Gran GRAN_, bool SMOOTH_K_, bool SMOOTH_V_,
-          int MIN_CTAS_ = 1>
+          Schedule SCHED_ = Schedule::plain, int MIN_CTAS_ = 1>
 struct WgmmaAttnConfig
     : MmaAttnConfig<HEAD_DIM, 64 * WARPGROUPS, BLOCK_N, 4 * WARPGROUPS, STAGES_, QkType::int8, PvType::fp8, GRAN_,
-                    SMOOTH_K_, /*smooth_q=*/false, SMOOTH_V_, Schedule::plain, MIN_CTAS_> {
+                    SMOOTH_K_, /*smooth_q=*/false, SMOOTH_V_, SCHED_, MIN_CTAS_> {
   using Base = MmaAttnConfig<HEAD_DIM, 64 * WARPGROUPS, BLOCK_N, 4 * WARPGROUPS, STAGES_, QkType::int8, PvType::fp8,
-                             GRAN_, SMOOTH_K_, false, SMOOTH_V_, Schedule::plain, MIN_CTAS_>;
+                             GRAN_, SMOOTH_K_, false, SMOOTH_V_, SCHED_, MIN_CTAS_>;
   static constexpr int WGS = WARPGROUPS;
   // The swizzle atoms need 1024-byte aligned tiles: the kernel aligns the dynamic shared
   // memory's base itself, with up to 1 KiB of slack.
@@ -46,28 +46,29 @@ SAGE_DEV void pv_mma(float (&d)[N / 2], const u32 (&a)[4], u64 db, int acc) {
   else wgmma_e4m3_m64n128k32(d, a, db, acc);
 }
 
-template <class Cfg, bool MASK>
-SAGE_DEV void tile_step(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], float (&o)[1][Cfg::D / 8][4],
-                        u32 sQw, u32 sK, u32 sV, float dq, int tile, int row0) {
-  constexpr int D = Cfg::D, BN = Cfg::BN, NT = BN / 8;
-  constexpr int QROW = Cfg::QROW;
-  constexpr int QSW = wgmma_swizzle_mode(QROW), VSW = wgmma_swizzle_mode(BN);
-  // ---- S = Q K^T -------------------------------------------------------------------------
-  i32 s[1][NT][4];
-  i32(&sf)[BN / 2] = reinterpret_cast<i32(&)[BN / 2]>(s);
+// Issues S = Q K^T for one tile (asynchronous: the caller commits and waits).
+template <class Cfg>
+SAGE_DEV void qk_issue(i32 (&s)[1][Cfg::BN / 8][4], u32 sQw, u32 sK) {
+  constexpr int QROW = Cfg::QROW, QSW = wgmma_swizzle_mode(QROW);
+  i32(&sf)[Cfg::BN / 2] = reinterpret_cast<i32(&)[Cfg::BN / 2]>(s);
   wgmma_fence();
 #pragma unroll
   for (int k = 0; k < Cfg::QK_KSTEPS; ++k)
-    qk_mma<BN>(sf, wgmma_desc(sQw + 32 * k, 8 * QROW, QSW), wgmma_desc(sK + 32 * k, 8 * QROW, QSW), k > 0);
-  wgmma_commit();
-  wgmma_wait<0>();
-  fence_regs(sf);
-  // ---- softmax -------------------------------------------------------------------------
+    qk_mma<Cfg::BN>(sf, wgmma_desc(sQw + 32 * k, 8 * QROW, QSW), wgmma_desc(sK + 32 * k, 8 * QROW, QSW), k > 0);
+}
+
+// Softmax of a tile's scores and O += P V. With `pending_qk`, the next tile's Q K^T was
+// issued (and committed) before: the softmax runs while the tensor cores compute it, and the
+// wait at the end covers both groups.
+template <class Cfg, bool MASK>
+SAGE_DEV void softmax_pv(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], float (&o)[1][Cfg::D / 8][4],
+                         i32 (&s)[1][Cfg::BN / 8][4], u32 sV, float dq, int tile, int row0) {
+  constexpr int D = Cfg::D, BN = Cfg::BN, NT = BN / 8;
+  constexpr int VSW = wgmma_swizzle_mode(BN);
   float pf[1][NT][4];
   float alpha[1][2];
   const i32 no_ds[1][4] = {{0, 0, 0, 0}};
   softmax::online<1, NT, false, MASK, true>(p, m, l, s, no_ds, dq, 0.f, tile * BN, row0, pf, alpha);
-  // ---- O += P V (two-level) --------------------------------------------------------------
   constexpr int KK = BN / 32;
   u32 pa[KK][4];
 #pragma unroll
@@ -147,33 +148,81 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[0][j][e] = 0.f;
 
-  for (int t = 0; t < n_tiles; ++t) {
-    // Tile t (and, the first time, Q) landed for this thread; make the cp.async writes
-    // visible to the tensor cores' async proxy, then for every thread.
-    if constexpr (ST == 1) {
+  if constexpr (Cfg::SCHED == Schedule::plain) {
+    for (int t = 0; t < n_tiles; ++t) {
+      // Tile t (and, the first time, Q) landed for this thread; make the cp.async writes
+      // visible to the tensor cores' async proxy, then for every thread.
+      if constexpr (ST == 1) {
+        __syncthreads();
+        ld.load(gK, vs, t, sK0, sV0);
+        cp_async_commit();
+        cp_async_wait<0>();
+      } else {
+        cp_async_wait<ST - 2>();
+      }
+      fence_proxy_async();
       __syncthreads();
-      ld.load(gK, vs, t, sK0, sV0);
-      cp_async_commit();
-      cp_async_wait<0>();
-    } else {
-      cp_async_wait<ST - 2>();
+      int slot = 0;
+      if constexpr (ST > 1) {
+        const int nt = t + ST - 1;
+        if (nt < n_tiles) {
+          const int ns = nt % ST;
+          ld.load(gK, vs, nt, sK0 + ns * Cfg::SMEM_K_STAGE, sV0 + ns * Cfg::SMEM_V_STAGE);
+        }
+        cp_async_commit();
+        slot = t % ST;
+      }
+      const float dq = qs * kscale[t * Cfg::K_GROUPS];
+      i32 s[1][BN / 8][4];
+      qk_issue<Cfg>(s, sQw, sK0 + slot * Cfg::SMEM_K_STAGE);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(reinterpret_cast<i32(&)[BN / 2]>(s));
+      const u32 sV = sV0 + slot * Cfg::SMEM_V_STAGE;
+      if (t >= mask_from) softmax_pv<Cfg, true>(p, m, l, o, s, sV, dq, t, row0);
+      else softmax_pv<Cfg, false>(p, m, l, o, s, sV, dq, t, row0);
     }
-    fence_proxy_async();
-    __syncthreads();
-    int slot = 0;
-    if constexpr (ST > 1) {
+  } else {
+    // Overlap: tiles t and t+1 are resident; iteration t issues Q K^T of t+1, runs the softmax
+    // of t on the CUDA cores meanwhile, then P V of t; the load it issues refills t-1's slot.
+    i32 cur[1][BN / 8][4];
+    if (n_tiles > 0) {
+      cp_async_wait<ST - 2>();  // Q and tile 0
+      fence_proxy_async();
+      __syncthreads();
+      qk_issue<Cfg>(cur, sQw, sK0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(reinterpret_cast<i32(&)[BN / 2]>(cur));
+    }
+    for (int t = 0; t < n_tiles; ++t) {
+      cp_async_wait<ST - 3>();  // tile t+1
+      fence_proxy_async();
+      __syncthreads();
       const int nt = t + ST - 1;
       if (nt < n_tiles) {
         const int ns = nt % ST;
         ld.load(gK, vs, nt, sK0 + ns * Cfg::SMEM_K_STAGE, sV0 + ns * Cfg::SMEM_V_STAGE);
       }
       cp_async_commit();
-      slot = t % ST;
+      i32 next[1][BN / 8][4];
+      const bool more = t + 1 < n_tiles;
+      if (more) {
+        qk_issue<Cfg>(next, sQw, sK0 + ((t + 1) % ST) * Cfg::SMEM_K_STAGE);
+        wgmma_commit();
+      }
+      const float dq = qs * kscale[t * Cfg::K_GROUPS];
+      const u32 sV = sV0 + (t % ST) * Cfg::SMEM_V_STAGE;
+      if (t >= mask_from) softmax_pv<Cfg, true>(p, m, l, o, cur, sV, dq, t, row0);
+      else softmax_pv<Cfg, false>(p, m, l, o, cur, sV, dq, t, row0);
+      if (more) {
+        fence_regs(reinterpret_cast<i32(&)[BN / 2]>(next));
+#pragma unroll
+        for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) cur[0][n][e] = next[0][n][e];
+      }
     }
-    const float dq = qs * kscale[t * Cfg::K_GROUPS];
-    const u32 sK = sK0 + slot * Cfg::SMEM_K_STAGE, sV = sV0 + slot * Cfg::SMEM_V_STAGE;
-    if (t >= mask_from) tile_step<Cfg, true>(p, m, l, o, sQw, sK, sV, dq, t, row0);
-    else tile_step<Cfg, false>(p, m, l, o, sQw, sK, sV, dq, t, row0);
   }
 
   cp_async_wait<0>();
