@@ -2,7 +2,7 @@
 # Installs the build dependencies that are missing (Debian/Ubuntu, apt), or says exactly
 # what to install when it cannot. The CUDA toolkit (headers + NVRTC) must be present already.
 set -euo pipefail
-pkgs=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libsqlite3-dev sqlite3 libgtest-dev libgmock-dev
+pkgs=(cmake ninja-build g++ pkg-config libyaml-cpp-dev libsqlite3-dev sqlite3 libgtest-dev libgmock-dev nlohmann-json3-dev
       libbenchmark-dev libcli11-dev clang)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,4 +1,4 @@
-// Every variant of the mma pipeline in the default search space, for this GPU's
+// Every variant of the attention pipelines (mma.sync; wgmma on sm_90a) in the default search space, for this GPU's
 // architecture, against the FP32 reference on fresh random inputs (Gaussian and with
 // channel outliers), over shapes that cover Nq, Nkv in {1, 17, 1000, 4097}, Nq != Nkv,
 // GQA 4:1, both layouts, causal on and off, FP16 and BF16, and LSE.
@@ -7,6 +7,9 @@
 //   INT8 Q.K^T + FP16 P.V: cos >= 0.9999, rel-L1 <= 0.02
 //   INT8 Q.K^T + FP8 P.V:  cos >= 0.999,  rel-L1 <= 0.04
 //   INT4 Q.K^T (coarser by design): cos >= 0.99, rel-L1 <= 0.10
+// plus, for BF16 outputs, the output's own rounding: 8 significant bits give a perfect kernel
+// rel-L1 ~0.0015 against FP32 by themselves, so BF16 adds 0.002 to every rel-L1 budget (FP8
+// P.V sits at ~0.038 on Gaussian inputs, SageAttention2's level: inherent to 3 mantissa bits).
 // and LSE (natural log) within 0.05 of the reference's on Gaussian inputs, 0.15 with channel
 // outliers: INT8 Q.K^T error in the few dominant scores of an outlier row moves LSE by a few
 // hundredths (measured up to ~0.08 on the H100) while O, averaged over V, stays accurate.
@@ -81,7 +84,8 @@ AttnProblem make_problem(const Shape& s, int head_dim) {
 
 TEST_P(Fixture, MatchesFp32Reference) {
   SAGE_REQUIRE_GPU();
-  const test::CompiledVariant& cv = test::compiled_variant("mma", GetParam());
+  const std::string pipeline = GetParam().find("_wgmma_") != std::string::npos ? "wgmma" : "mma";
+  const test::CompiledVariant& cv = test::compiled_variant(pipeline, GetParam());
   ASSERT_TRUE(cv.compiled.ok) << cv.compiled.log;
   if (cv.compiled.spills()) GTEST_SKIP() << "pruned by the compile service: " << cv.compiled.spill_summary();
   use_device(0);
@@ -121,10 +125,11 @@ TEST_P(Fixture, MatchesFp32Reference) {
         lse_err = std::max(lse_err, std::isnan(lse[i]) ? 1e9 : e);
       }
       const double lse_tol = kind == InputKind::gaussian ? 0.05 : 0.15;
+      const double l1_budget = l1_max + (p.dtype == DType::bf16 ? 0.002 : 0.0);
       const std::string what = p.str() + " " + tuner::to_string(kind) + ": " + m.str();
       EXPECT_EQ(m.nonfinite, 0) << what;
       EXPECT_GE(m.cos, cos_min) << what;
-      EXPECT_LE(m.rel_l1, l1_max) << what;
+      EXPECT_LE(m.rel_l1, l1_budget) << what;
       EXPECT_LE(lse_err, lse_tol) << what << " (LSE error " << lse_err << ")";
       std::printf("[ sage ] %-9s %s  lse %.3f\n", tuner::to_string(kind), (p.str() + "  " + m.str()).c_str(), lse_err);
     }
@@ -133,6 +138,9 @@ TEST_P(Fixture, MatchesFp32Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Mma, Fixture, ::testing::ValuesIn(test::gpu_variant_names("mma")),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return test::test_name(i.param); });
+// The Hopper pipeline: variants exist on sm_90a only ("NoGpu" elsewhere skips with the reason).
+INSTANTIATE_TEST_SUITE_P(Wgmma, Fixture, ::testing::ValuesIn(test::gpu_variant_names("wgmma")),
                          [](const ::testing::TestParamInfo<std::string>& i) { return test::test_name(i.param); });
 
 }  // namespace

@@ -45,7 +45,7 @@ int run_bench(const BenchArgs& a) {
   const gen::SearchSpace space = gen::SearchSpace::builtin();
   gen::EnumerateOptions eo;
   eo.archs = {arch};
-  eo.pipelines = {"mma"};
+  eo.pipelines = {"mma", "wgmma"};
   const gen::Enumeration en = space.enumerate(eo);
   auto find = [&](const std::string& name) -> const gen::Variant& {
     for (const auto& v : en.variants)

@@ -120,7 +120,7 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
     if (variants_by_arch.count(arch)) continue;
     gen::EnumerateOptions eo;
     eo.archs = {arch};
-    eo.pipelines = {"mma"};
+    eo.pipelines = {"mma", "wgmma"};
     eo.filter = opts.filter;
     gen::Enumeration en = space.enumerate(eo);
     std::vector<gen::Variant>& vs = variants_by_arch[arch];

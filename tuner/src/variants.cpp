@@ -14,17 +14,18 @@ KernelConfig kernel_config(const gen::Variant& v) {
   KernelConfig c;
   c.pipeline = v.pipeline;
   c.name = v.name;
-  if (v.pipeline != "mma") return c;
+  if (v.pipeline != "mma" && v.pipeline != "wgmma") return c;
   c.head_dim = int(v.get_int("head_dim"));
   c.block_m = int(v.get_int("block_m"));
   c.block_n = int(v.get_int("block_n"));
-  c.warps = int(v.get_int("warps"));
+  // wgmma: warpgroups of 4 warps, each warp 16 query rows (what the scale groups follow).
+  c.warps = v.pipeline == "wgmma" ? 4 * int(v.get_int("warpgroups")) : int(v.get_int("warps"));
   c.stages = int(v.get_int("stages"));
   c.qk = v.get_string("qk");
   c.pv = v.get_string("pv");
   c.granularity = v.get_string("granularity");
   c.smooth_k = v.get_bool("smooth_k");
-  c.smooth_q = v.get_bool("smooth_q");
+  c.smooth_q = v.params.count("smooth_q") ? v.get_bool("smooth_q") : false;
   c.smooth_v = v.get_bool("smooth_v");
   c.schedule = v.get_string("schedule");
   c.min_ctas = int(v.get_int("min_ctas"));

@@ -89,7 +89,7 @@ std::string KernelConfig::str() const {
 }
 
 std::string KernelConfig::cannot_implement(const AttnProblem& p) const {
-  if (pipeline != "mma") return "pipeline '" + pipeline + "' is not an attention pipeline";
+  if (pipeline != "mma" && pipeline != "wgmma") return "pipeline '" + pipeline + "' is not an attention pipeline";
   if (p.head_dim != head_dim) return cat("head_dim ", p.head_dim, " != the variant's ", head_dim);
   if (p.heads_q % p.heads_kv != 0) return "heads_q must be a multiple of heads_kv";
   return {};
@@ -150,7 +150,8 @@ CUcontext use_device(int device) {
 // ---- AttnKernel -----------------------------------------------------------------------------
 
 AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(std::move(cfg)), module_(std::move(module)) {
-  if (cfg_.pipeline != "mma") throw Error(Errc::invalid_argument, "AttnKernel needs an mma variant, got '" + cfg_.pipeline + "'");
+  if (cfg_.pipeline != "mma" && cfg_.pipeline != "wgmma")
+    throw Error(Errc::invalid_argument, "AttnKernel needs an attention variant (mma, wgmma), got '" + cfg_.pipeline + "'");
   stats_ = module_->function("sage_prep_stats");
   quant_ = module_->function("sage_prep_quant");
   attn_ = module_->function("sage_attn");

@@ -17,7 +17,7 @@ namespace sage {
 // What the host must know of a variant's compile-time parameters. Built from the
 // generator's Variant (tuner) or from an exported static table (static builds).
 struct KernelConfig {
-  std::string pipeline;      // "mma" | "reference"
+  std::string pipeline;      // "mma" | "wgmma" | "reference"
   std::string name;          // the variant's readable name (for messages)
   int head_dim = 0, block_m = 0, block_n = 0, warps = 0, stages = 0;
   std::string qk = "int8";   // int8 | int4
@@ -72,7 +72,7 @@ struct WorkspacePlan {
   int q_tiles = 0, k_tiles = 0, stat_splits = 1;
 };
 
-// A loaded quantized-attention variant (pipeline "mma").
+// A loaded quantized-attention variant (pipelines "mma" and "wgmma": same kernels' interface).
 class AttnKernel {
  public:
   AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module);

@@ -9,7 +9,9 @@
 // Causal: tiles past the diagonal are skipped, only the diagonal (and the tail) tiles masked.
 #pragma once
 #include "sage/device/attn_config.cuh"
+#include "sage/device/epilogue.cuh"
 #include "sage/device/mma_sm80.cuh"
+#include "sage/device/softmax.cuh"
 
 namespace sage {
 namespace mma_attn {
@@ -30,6 +32,22 @@ struct VSource {
   i64 row_stride;  // bytes between rows (V^T rows for FP8)
   int rows_valid;  // rows past this are zero-filled (user's V only)
 };
+
+// The KV tiles a CTA of query rows [m0, m0 + BM) visits: n_tiles (fewer when causal: tiles
+// past the diagonal are skipped), and the first that needs masking (the causal diagonal,
+// bottom-right aligned, or the sequence tail).
+SAGE_DEV void kv_range(const SageAttnParams& p, int m0, int BM, int BN, int* n_tiles, int* mask_from) {
+  *n_tiles = p.k_tiles;
+  *mask_from = p.k_tiles;
+  if (p.causal) {
+    const int off = p.seq_kv - p.seq_q;
+    const int last_key = m0 + BM - 1 + off;
+    *n_tiles = last_key < 0 ? 0 : min_(p.k_tiles, last_key / BN + 1);
+    const int lim = m0 + off + 1;  // keys below lim are visible to every row of the CTA
+    *mask_from = lim <= 0 ? 0 : lim / BN;
+  }
+  if (p.seq_kv % BN != 0) *mask_from = min_(*mask_from, p.k_tiles - 1);
+}
 
 // Per-thread cp.async plan for one K/V tile: every thread copies chunks tid, tid + THREADS,
 // ... of the tile. THREADS is a multiple of the chunks per row and of 8 rows, so a thread's
@@ -195,85 +213,10 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
   auto& s = S.s;
   auto& ds = S.ds;
 
-  // ---- online softmax ------------------------------------------------------------------
-  const float shift = Cfg::V_FP8 ? kLog2Fp8Max : 0.f;  // P scaled to fill E4M3's range
-  const int col0 = tile * BN + 2 * tig;
-  const int causal_off = p.seq_kv - p.seq_q;
   float pf[SL][NT][4];
   float alpha[SL][2];
-  float dsf[Cfg::SMOOTH_Q ? NT : 1][2];
-  if constexpr (Cfg::SMOOTH_Q) {
-    const float f = qbar_scale * ks;
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      dsf[n][0] = float(ds[n][0]) * f;
-      dsf[n][1] = float(ds[n][1]) * f;
-    }
-  }
-#pragma unroll
-  for (int a = 0; a < SL; ++a) {
-    const float dq = qs * ks;
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const int row = row0 + 16 * a + gid + 8 * hh;
-      const int limit = p.causal ? row + causal_off : 0x7fffffff;  // last visible key
-      auto visible = [&](int n, int e) {
-        const int col = col0 + 8 * n + e;
-        return col < p.seq_kv && col <= limit;
-      };
-      float tmax;
-      if constexpr (Cfg::SMOOTH_Q) {
-        tmax = neg_inf();
-#pragma unroll
-        for (int n = 0; n < NT; ++n)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float x = float(s[a][n][2 * hh + e]) * dq + dsf[n][e];
-            if (MASK && !visible(n, e)) x = neg_inf();
-            pf[a][n][2 * hh + e] = x;
-            tmax = fmaxf(tmax, x);
-          }
-      } else {
-        i32 imax = i32(0x80000000);
-#pragma unroll
-        for (int n = 0; n < NT; ++n)
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-            if (!MASK || visible(n, e)) imax = max_(imax, s[a][n][2 * hh + e]);
-        tmax = imax == i32(0x80000000) ? neg_inf() : float(imax) * dq;
-      }
-      tmax = quad_max(tmax);
-      const float m_new = fmaxf(st.m[a][hh], tmax);
-      const float base = m_new == neg_inf() ? 0.f : m_new;
-      alpha[a][hh] = ex2(st.m[a][hh] - base);
-      st.m[a][hh] = m_new;
-      float rs = 0.f;
-      if constexpr (Cfg::SMOOTH_Q) {
-#pragma unroll
-        for (int n = 0; n < NT; ++n)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const float v = ex2(pf[a][n][2 * hh + e] - base + shift);
-            pf[a][n][2 * hh + e] = v;
-            rs += v;
-          }
-      } else {
-        // exp2(S*dq - base + shift) with S converted by the magic-number trick:
-        // (S + 12582912) * dq - (12582912 * dq + base - shift), one FFMA.
-        const float c = kMagic * dq + base - shift;
-#pragma unroll
-        for (int n = 0; n < NT; ++n)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float v = ex2(fmaf(magic_i2f(s[a][n][2 * hh + e]), dq, -c));
-            if (MASK && !visible(n, e)) v = 0.f;
-            pf[a][n][2 * hh + e] = v;
-            rs += v;
-          }
-      }
-      st.l[a][hh] = st.l[a][hh] * alpha[a][hh] + rs;
-    }
-  }
+  softmax::online<SL, NT, Cfg::SMOOTH_Q, MASK, Cfg::V_FP8>(p, st.m, st.l, s, ds, qs * ks, qbar_scale * ks, tile * BN,
+                                                          row0, pf, alpha);
 
   // ---- O += P V --------------------------------------------------------------------------
   if constexpr (Cfg::V_FP8) {
@@ -407,15 +350,8 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   const int m0 = q_tile * BM;
   const int row0 = m0 + warp * Cfg::WARP_Q;
 
-  int n_tiles = p.k_tiles, mask_from = p.k_tiles;
-  if (p.causal) {
-    const int off = p.seq_kv - p.seq_q;
-    const int last_key = m0 + BM - 1 + off;
-    n_tiles = last_key < 0 ? 0 : min_(p.k_tiles, last_key / BN + 1);
-    const int lim = m0 + off + 1;  // keys below lim are visible to every row of the CTA
-    mask_from = lim <= 0 ? 0 : lim / BN;
-  }
-  if (p.seq_kv % BN != 0) mask_from = min_(mask_from, p.k_tiles - 1);
+  int n_tiles, mask_from;
+  kv_range(p, m0, BM, BN, &n_tiles, &mask_from);
 
   const i64 q_tile_id = (i64(b) * p.heads_q + h) * p.q_tiles + q_tile;
   const i64 kv_bh = i64(b) * p.heads_kv + hkv;
@@ -552,57 +488,10 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
     }
   }
 
-  // ---- epilogue: normalize, undo V's scale and mean, LSE, store through shared memory -----
+  // ---- epilogue ----------------------------------------------------------------------------
   cp_async_wait<0>();
   __syncthreads();
-  const float shift = Cfg::V_FP8 ? kLog2Fp8Max : 0.f;
-  float inv_l[SL][2];
-#pragma unroll
-  for (int a = 0; a < SL; ++a)
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const float lt = quad_sum(st.l[a][hh]);
-      inv_l[a][hh] = lt > 0.f ? 1.0f / lt : 0.f;
-      const int row = row0 + 16 * a + gid + 8 * hh;
-      if (p.lse && tig == 0 && row < p.seq_q) {
-        const i64 idx = (i64(b) * p.heads_q + h) * p.seq_q + row;
-        float lse = neg_inf();
-        if (lt > 0.f) {
-          lse = (st.m[a][hh] + lg2(lt) - shift) * kLn2;
-          if (p.q_kmean) lse += p.q_kmean[idx];
-        }
-        p.lse[idx] = lse;
-      }
-    }
-  const float* vscale = Cfg::V_FP8 ? p.v_scale + kv_bh * D : nullptr;
-  const float* vmean = Cfg::SMOOTH_V ? p.v_mean + kv_bh * D : nullptr;
-  u8* so = smem + warp * Cfg::WARP_Q * Cfg::O_ROW_BYTES;
-#pragma unroll
-  for (int j = 0; j < D / 8; ++j) {
-    const int d = 8 * j + 2 * tig;
-    float f0 = 1.f, f1 = 1.f, a0 = 0.f, a1 = 0.f;
-    if constexpr (Cfg::V_FP8) { f0 = vscale[d]; f1 = vscale[d + 1]; }
-    if constexpr (Cfg::SMOOTH_V) { a0 = vmean[d]; a1 = vmean[d + 1]; }
-#pragma unroll
-    for (int a = 0; a < SL; ++a)
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const float x0 = st.o[a][j][2 * hh] * inv_l[a][hh] * f0 + a0;
-        const float x1 = st.o[a][j][2 * hh + 1] * inv_l[a][hh] * f1 + a1;
-        *reinterpret_cast<u32*>(so + (16 * a + gid + 8 * hh) * Cfg::O_ROW_BYTES + d * 2) = pack_x2(x0, x1, p.dtype);
-      }
-  }
-  __syncwarp();
-  constexpr int CPR = D / 8;  // 16-byte chunks per output row
-  u8* gO = static_cast<u8*>(p.o) + (b * p.o_stride_b + h * p.o_stride_h) * 2;
-#pragma unroll
-  for (int i = lane; i < Cfg::WARP_Q * CPR; i += 32) {
-    const int r = i / CPR, c = i % CPR;
-    const int row = row0 + r;
-    if (row < p.seq_q)
-      *reinterpret_cast<u32x4*>(gO + (i64(row) * p.o_stride_n + c * 8) * 2) =
-          *reinterpret_cast<const u32x4*>(so + r * Cfg::O_ROW_BYTES + c * 16);
-  }
+  epilogue::store<Cfg, SL>(p, st.m, st.l, st.o, b, h, kv_bh, warp, row0, smem);
 }
 
 }  // namespace mma_attn

@@ -1,0 +1,234 @@
+// The Hopper pipeline (sm_90a): wgmma tensor-core MMAs issued by warpgroups of 64 query rows.
+//   S = Q K^T        wgmma m64nBNk32 s8: Q and K from shared memory (K-major, swizzled)
+//   softmax          softmax.cuh, on the accumulators (same per-lane layout as mma.sync)
+//   O += P V         wgmma m64nDk32 e4m3 with P from registers (the FP8 A fragment takes
+//                    P in the order the preparation permuted V's tokens for) and V^T from
+//                    shared memory, into a fresh FP32 accumulator added into O (two-level)
+// K/V tiles stream through a cp.async ring whose XOR layout (swz<>) is wgmma's 128-byte /
+// 64-byte swizzle, so the same tiles serve as wgmma operands through descriptors.
+#pragma once
+#include "sage/device/attn_mma.cuh"
+#include "sage/device/wgmma_sm90.cuh"
+
+namespace sage {
+
+// One to three consumer warpgroups (64 rows each); the preparation kernels see it as an
+// mma-style config with 16 query rows per warp, which is the wgmma accumulator's layout.
+template <int HEAD_DIM, int BLOCK_N, int WARPGROUPS, int STAGES_, Gran GRAN_, bool SMOOTH_K_, bool SMOOTH_V_,
+          Schedule SCHED_ = Schedule::plain, int MIN_CTAS_ = 1>
+struct WgmmaAttnConfig
+    : MmaAttnConfig<HEAD_DIM, 64 * WARPGROUPS, BLOCK_N, 4 * WARPGROUPS, STAGES_, QkType::int8, PvType::fp8, GRAN_,
+                    SMOOTH_K_, /*smooth_q=*/false, SMOOTH_V_, SCHED_, MIN_CTAS_> {
+  using Base = MmaAttnConfig<HEAD_DIM, 64 * WARPGROUPS, BLOCK_N, 4 * WARPGROUPS, STAGES_, QkType::int8, PvType::fp8,
+                             GRAN_, SMOOTH_K_, false, SMOOTH_V_, SCHED_, MIN_CTAS_>;
+  static constexpr int WGS = WARPGROUPS;
+  // The swizzle atoms need 1024-byte aligned tiles: the kernel aligns the dynamic shared
+  // memory's base itself, with up to 1 KiB of slack.
+  static constexpr int SMEM_BYTES = Base::SMEM_BYTES + 1024;
+  static_assert(BLOCK_N == 64 || BLOCK_N == 128, "wgmma n = BLOCK_N is instantiated for 64 and 128");
+  static_assert(Base::SMEM_Q % 1024 == 0 && Base::SMEM_K_STAGE % 1024 == 0 && Base::SMEM_V_STAGE % 1024 == 0,
+                "tiles must keep 1024-byte alignment");
+};
+
+namespace wgmma_attn {
+using namespace dev;
+using mma_attn::KvLoader;
+using mma_attn::Layout;
+
+template <int N>
+SAGE_DEV void qk_mma(i32 (&d)[N / 2], u64 da, u64 db, int acc) {
+  if constexpr (N == 64) wgmma_s8_m64n64k32(d, da, db, acc);
+  else wgmma_s8_m64n128k32(d, da, db, acc);
+}
+template <int N>
+SAGE_DEV void pv_mma(float (&d)[N / 2], const u32 (&a)[4], u64 db, int acc) {
+  if constexpr (N == 64) wgmma_e4m3_m64n64k32(d, a, db, acc);
+  else wgmma_e4m3_m64n128k32(d, a, db, acc);
+}
+
+// Issues S = Q K^T for one tile (asynchronous: the caller commits and waits).
+template <class Cfg>
+SAGE_DEV void qk_issue(i32 (&s)[1][Cfg::BN / 8][4], u32 sQw, u32 sK) {
+  constexpr int QROW = Cfg::QROW, QSW = wgmma_swizzle_mode(QROW);
+  i32(&sf)[Cfg::BN / 2] = reinterpret_cast<i32(&)[Cfg::BN / 2]>(s);
+  wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < Cfg::QK_KSTEPS; ++k)
+    qk_mma<Cfg::BN>(sf, wgmma_desc(sQw + 32 * k, 8 * QROW, QSW), wgmma_desc(sK + 32 * k, 8 * QROW, QSW), k > 0);
+}
+
+// Softmax of a tile's scores and O += P V. With `pending_qk`, the next tile's Q K^T was
+// issued (and committed) before: the softmax runs while the tensor cores compute it, and the
+// wait at the end covers both groups.
+template <class Cfg, bool MASK>
+SAGE_DEV void softmax_pv(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], float (&o)[1][Cfg::D / 8][4],
+                         i32 (&s)[1][Cfg::BN / 8][4], u32 sV, float dq, int tile, int row0) {
+  constexpr int D = Cfg::D, BN = Cfg::BN, NT = BN / 8;
+  constexpr int VSW = wgmma_swizzle_mode(BN);
+  float pf[1][NT][4];
+  float alpha[1][2];
+  const i32 no_ds[1][4] = {{0, 0, 0, 0}};
+  softmax::online<1, NT, false, MASK, true>(p, m, l, s, no_ds, dq, 0.f, tile * BN, row0, pf, alpha);
+  constexpr int KK = BN / 32;
+  u32 pa[KK][4];
+#pragma unroll
+  for (int k = 0; k < KK; ++k) {
+    pa[k][0] = pack_e4m3x4(pf[0][4 * k][0], pf[0][4 * k][1], pf[0][4 * k + 1][0], pf[0][4 * k + 1][1]);
+    pa[k][1] = pack_e4m3x4(pf[0][4 * k][2], pf[0][4 * k][3], pf[0][4 * k + 1][2], pf[0][4 * k + 1][3]);
+    pa[k][2] = pack_e4m3x4(pf[0][4 * k + 2][0], pf[0][4 * k + 2][1], pf[0][4 * k + 3][0], pf[0][4 * k + 3][1]);
+    pa[k][3] = pack_e4m3x4(pf[0][4 * k + 2][2], pf[0][4 * k + 2][3], pf[0][4 * k + 3][2], pf[0][4 * k + 3][3]);
+  }
+  float acc[D / 2];
+  wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < KK; ++k) pv_mma<D>(acc, pa[k], wgmma_desc(sV + 32 * k, 8 * BN, VSW), k > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs(acc);
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[0][j][e] = fmaf(o[0][j][e], alpha[0][e / 2], acc[4 * j + e]);
+}
+
+// grid (q_tiles, Hq, B), 128 * WGS threads, Cfg::SMEM_BYTES dynamic shared memory.
+template <class Cfg>
+SAGE_DEV void attn_kernel(const SageAttnParams& p) {
+  using L = Layout<Cfg>;
+  constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES;
+  extern __shared__ __align__(1024) u8 smem_raw[];
+  u8* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  const int wg = warp / 4;
+  const int q_tile = p.causal ? p.q_tiles - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int hkv = h / (p.heads_q / p.heads_kv);
+  const int m0 = q_tile * BM;
+  const int row0 = m0 + warp * 16;
+  int n_tiles, mask_from;
+  mma_attn::kv_range(p, m0, BM, BN, &n_tiles, &mask_from);
+
+  const i64 q_tile_id = (i64(b) * p.heads_q + h) * p.q_tiles + q_tile;
+  const i64 kv_bh = i64(b) * p.heads_kv + hkv;
+  const u8* gQ = reinterpret_cast<const u8*>(p.q_quant) + q_tile_id * BM * Cfg::QROW;
+  const u8* gK = reinterpret_cast<const u8*>(p.k_quant) + kv_bh * p.k_tiles * BN * Cfg::QROW;
+  mma_attn::VSource vs;
+  const i64 npad = i64(p.k_tiles) * BN;
+  vs.base = static_cast<const u8*>(p.v_prep) + kv_bh * D * npad;
+  vs.row_stride = npad;
+  vs.rows_valid = D;
+
+  const u32 sQ = smem_addr(smem + L::Q);
+  const u32 sK0 = smem_addr(smem + L::K);
+  const u32 sV0 = smem_addr(smem + L::V);
+  KvLoader<Cfg> ld;
+  ld.init(vs);
+  for (int c = threadIdx.x; c < BM * L::QCPR; c += Cfg::THREADS) {
+    const int r = c / L::QCPR, cc = c % L::QCPR;
+    cp_async16(sQ + swz<L::QCPR>(r, cc), gQ + r * Cfg::QROW + cc * 16);
+  }
+  cp_async_commit();
+#pragma unroll
+  for (int s = 0; s < ST - 1; ++s) {
+    if (s < n_tiles) ld.load(gK, vs, s, sK0 + s * Cfg::SMEM_K_STAGE, sV0 + s * Cfg::SMEM_V_STAGE);
+    cp_async_commit();
+  }
+
+  int qg = 0;
+  if constexpr (Cfg::GRAN == Gran::per_thread) qg = warp * 8 + gid;
+  else if constexpr (Cfg::GRAN == Gran::per_warp) qg = warp;
+  const float qs = p.q_scale[q_tile_id * Cfg::Q_GROUPS + qg];
+  const float* kscale = p.k_scale + kv_bh * p.k_tiles * Cfg::K_GROUPS + (Cfg::GRAN == Gran::per_thread ? tig : 0);
+  const u32 sQw = sQ + wg * 64 * Cfg::QROW;  // this warpgroup's 64 rows
+
+  float m[1][2] = {{neg_inf(), neg_inf()}}, l[1][2] = {{0.f, 0.f}};
+  float o[1][D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[0][j][e] = 0.f;
+
+  if constexpr (Cfg::SCHED == Schedule::plain) {
+    for (int t = 0; t < n_tiles; ++t) {
+      // Tile t (and, the first time, Q) landed for this thread; make the cp.async writes
+      // visible to the tensor cores' async proxy, then for every thread.
+      if constexpr (ST == 1) {
+        __syncthreads();
+        ld.load(gK, vs, t, sK0, sV0);
+        cp_async_commit();
+        cp_async_wait<0>();
+      } else {
+        cp_async_wait<ST - 2>();
+      }
+      fence_proxy_async();
+      __syncthreads();
+      int slot = 0;
+      if constexpr (ST > 1) {
+        const int nt = t + ST - 1;
+        if (nt < n_tiles) {
+          const int ns = nt % ST;
+          ld.load(gK, vs, nt, sK0 + ns * Cfg::SMEM_K_STAGE, sV0 + ns * Cfg::SMEM_V_STAGE);
+        }
+        cp_async_commit();
+        slot = t % ST;
+      }
+      const float dq = qs * kscale[t * Cfg::K_GROUPS];
+      i32 s[1][BN / 8][4];
+      qk_issue<Cfg>(s, sQw, sK0 + slot * Cfg::SMEM_K_STAGE);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(reinterpret_cast<i32(&)[BN / 2]>(s));
+      const u32 sV = sV0 + slot * Cfg::SMEM_V_STAGE;
+      if (t >= mask_from) softmax_pv<Cfg, true>(p, m, l, o, s, sV, dq, t, row0);
+      else softmax_pv<Cfg, false>(p, m, l, o, s, sV, dq, t, row0);
+    }
+  } else {
+    // Overlap: tiles t and t+1 are resident; iteration t issues Q K^T of t+1, runs the softmax
+    // of t on the CUDA cores meanwhile, then P V of t; the load it issues refills t-1's slot.
+    i32 cur[1][BN / 8][4];
+    if (n_tiles > 0) {
+      cp_async_wait<ST - 2>();  // Q and tile 0
+      fence_proxy_async();
+      __syncthreads();
+      qk_issue<Cfg>(cur, sQw, sK0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(reinterpret_cast<i32(&)[BN / 2]>(cur));
+    }
+    for (int t = 0; t < n_tiles; ++t) {
+      cp_async_wait<ST - 3>();  // tile t+1
+      fence_proxy_async();
+      __syncthreads();
+      const int nt = t + ST - 1;
+      if (nt < n_tiles) {
+        const int ns = nt % ST;
+        ld.load(gK, vs, nt, sK0 + ns * Cfg::SMEM_K_STAGE, sV0 + ns * Cfg::SMEM_V_STAGE);
+      }
+      cp_async_commit();
+      i32 next[1][BN / 8][4];
+      const bool more = t + 1 < n_tiles;
+      if (more) {
+        qk_issue<Cfg>(next, sQw, sK0 + ((t + 1) % ST) * Cfg::SMEM_K_STAGE);
+        wgmma_commit();
+      }
+      const float dq = qs * kscale[t * Cfg::K_GROUPS];
+      const u32 sV = sV0 + (t % ST) * Cfg::SMEM_V_STAGE;
+      if (t >= mask_from) softmax_pv<Cfg, true>(p, m, l, o, cur, sV, dq, t, row0);
+      else softmax_pv<Cfg, false>(p, m, l, o, cur, sV, dq, t, row0);
+      if (more) {
+        fence_regs(reinterpret_cast<i32(&)[BN / 2]>(next));
+#pragma unroll
+        for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) cur[0][n][e] = next[0][n][e];
+      }
+    }
+  }
+
+  cp_async_wait<0>();
+  __syncthreads();
+  epilogue::store<Cfg, 1>(p, m, l, o, b, h, kv_bh, warp, row0, smem);
+}
+
+}  // namespace wgmma_attn
+}  // namespace sage

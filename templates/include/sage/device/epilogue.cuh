@@ -1,0 +1,70 @@
+// Epilogue shared by the attention pipelines: normalize O by the row sums, undo V's FP8
+// scale and mean, write LSE (natural log, K smoothing undone), and store O through shared
+// memory as 16-byte rows. Called by every warp after the mainloop with the CTA synchronized
+// (the shared memory is free).
+#pragma once
+#include "sage/device/common.cuh"
+
+namespace sage {
+namespace epilogue {
+using namespace dev;
+
+// One warp's SL x 16 rows starting at row0 (global query index); `warp` is its index in the CTA
+// (its rows are staged at warp * 16 * SL rows of `smem`). D, V_FP8, SMOOTH_V, O_ROW_BYTES from Cfg.
+template <class Cfg, int SL>
+SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const float (&l)[SL][2],
+                    const float (&o)[SL][Cfg::D / 8][4], int b, int h, i64 kv_bh, int warp, int row0, u8* smem) {
+  constexpr int D = Cfg::D, WARP_Q = 16 * SL;
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  const float shift = Cfg::V_FP8 ? kLog2Fp8Max : 0.f;
+  float inv_l[SL][2];
+#pragma unroll
+  for (int a = 0; a < SL; ++a)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const float lt = quad_sum(l[a][hh]);
+      inv_l[a][hh] = lt > 0.f ? 1.0f / lt : 0.f;
+      const int row = row0 + 16 * a + gid + 8 * hh;
+      if (p.lse && tig == 0 && row < p.seq_q) {
+        const i64 idx = (i64(b) * p.heads_q + h) * p.seq_q + row;
+        float lse = neg_inf();
+        if (lt > 0.f) {
+          lse = (m[a][hh] + lg2(lt) - shift) * kLn2;
+          if (p.q_kmean) lse += p.q_kmean[idx];
+        }
+        p.lse[idx] = lse;
+      }
+    }
+  const float* vscale = Cfg::V_FP8 ? p.v_scale + kv_bh * D : nullptr;
+  const float* vmean = Cfg::SMOOTH_V ? p.v_mean + kv_bh * D : nullptr;
+  u8* so = smem + warp * WARP_Q * Cfg::O_ROW_BYTES;
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+    const int d = 8 * j + 2 * tig;
+    float f0 = 1.f, f1 = 1.f, a0 = 0.f, a1 = 0.f;
+    if constexpr (Cfg::V_FP8) { f0 = vscale[d]; f1 = vscale[d + 1]; }
+    if constexpr (Cfg::SMOOTH_V) { a0 = vmean[d]; a1 = vmean[d + 1]; }
+#pragma unroll
+    for (int a = 0; a < SL; ++a)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const float x0 = o[a][j][2 * hh] * inv_l[a][hh] * f0 + a0;
+        const float x1 = o[a][j][2 * hh + 1] * inv_l[a][hh] * f1 + a1;
+        *reinterpret_cast<u32*>(so + (16 * a + gid + 8 * hh) * Cfg::O_ROW_BYTES + d * 2) = pack_x2(x0, x1, p.dtype);
+      }
+  }
+  __syncwarp();
+  constexpr int CPR = D / 8;  // 16-byte chunks per output row
+  u8* gO = static_cast<u8*>(p.o) + (b * p.o_stride_b + h * p.o_stride_h) * 2;
+#pragma unroll
+  for (int i = lane; i < WARP_Q * CPR; i += 32) {
+    const int r = i / CPR, c = i % CPR;
+    const int row = row0 + r;
+    if (row < p.seq_q)
+      *reinterpret_cast<u32x4*>(gO + (i64(row) * p.o_stride_n + c * 8) * 2) =
+          *reinterpret_cast<const u32x4*>(so + r * Cfg::O_ROW_BYTES + c * 16);
+  }
+}
+
+}  // namespace epilogue
+}  // namespace sage

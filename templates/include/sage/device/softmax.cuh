@@ -1,0 +1,101 @@
+// Online softmax of one tile (FlashAttention-2 style, log2 domain), shared by the mma.sync and
+// wgmma pipelines: their per-warp accumulators have the same layout (SL slabs of 16 rows; per
+// 8-column chunk, lane l holds rows l/4 and l/4+8, columns 2(l%4) and 2(l%4)+1).
+#pragma once
+#include "sage/device/common.cuh"
+
+namespace sage {
+namespace softmax {
+using namespace dev;
+
+// Turns one tile's int32 scores `s` into probabilities `pf` (times 448 when P is stored as
+// FP8, so that it fills E4M3's range) and updates the running row max `m` and this lane's
+// partial row sum `l`; `alpha` is the factor O must be rescaled by. `dq` is the lane's Q
+// scale times its K scale (sm_scale * log2 e folded in); with SMOOTH_Q, `ds` holds the
+// q_mean . K^T correction of the lane's columns and `ds_scale` its scale. MASK applies the
+// sequence end and the causal diagonal (bottom-right aligned) to columns from `col_base`.
+template <int SL, int NT, bool SMOOTH_Q, bool MASK, bool FP8_P>
+SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][2], const i32 (&s)[SL][NT][4],
+                     const i32 (&ds)[SMOOTH_Q ? NT : 1][4], float dq, float ds_scale, int col_base, int row0,
+                     float (&pf)[SL][NT][4], float (&alpha)[SL][2]) {
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  const float shift = FP8_P ? kLog2Fp8Max : 0.f;  // P scaled to fill E4M3's range
+  const int col0 = col_base + 2 * tig;
+  const int causal_off = p.seq_kv - p.seq_q;
+  float dsf[SMOOTH_Q ? NT : 1][2];
+  if constexpr (SMOOTH_Q) {
+    const float f = ds_scale;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      dsf[n][0] = float(ds[n][0]) * f;
+      dsf[n][1] = float(ds[n][1]) * f;
+    }
+  }
+#pragma unroll
+  for (int a = 0; a < SL; ++a) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int row = row0 + 16 * a + gid + 8 * hh;
+      const int limit = p.causal ? row + causal_off : 0x7fffffff;  // last visible key
+      auto visible = [&](int n, int e) {
+        const int col = col0 + 8 * n + e;
+        return col < p.seq_kv && col <= limit;
+      };
+      float tmax;
+      if constexpr (SMOOTH_Q) {
+        tmax = neg_inf();
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float x = float(s[a][n][2 * hh + e]) * dq + dsf[n][e];
+            if (MASK && !visible(n, e)) x = neg_inf();
+            pf[a][n][2 * hh + e] = x;
+            tmax = fmaxf(tmax, x);
+          }
+      } else {
+        i32 imax = i32(0x80000000);
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (!MASK || visible(n, e)) imax = max_(imax, s[a][n][2 * hh + e]);
+        tmax = imax == i32(0x80000000) ? neg_inf() : float(imax) * dq;
+      }
+      tmax = quad_max(tmax);
+      const float m_new = fmaxf(m[a][hh], tmax);
+      const float base = m_new == neg_inf() ? 0.f : m_new;
+      alpha[a][hh] = ex2(m[a][hh] - base);
+      m[a][hh] = m_new;
+      float rs = 0.f;
+      if constexpr (SMOOTH_Q) {
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float v = ex2(pf[a][n][2 * hh + e] - base + shift);
+            pf[a][n][2 * hh + e] = v;
+            rs += v;
+          }
+      } else {
+        // exp2(S*dq - base + shift) with S converted by the magic-number trick:
+        // (S + 12582912) * dq - (12582912 * dq + base - shift), one FFMA.
+        const float c = kMagic * dq + base - shift;
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float v = ex2(fmaf(magic_i2f(s[a][n][2 * hh + e]), dq, -c));
+            if (MASK && !visible(n, e)) v = 0.f;
+            pf[a][n][2 * hh + e] = v;
+            rs += v;
+          }
+      }
+      l[a][hh] = l[a][hh] * alpha[a][hh] + rs;
+    }
+  }
+
+}
+
+}  // namespace softmax
+}  // namespace sage

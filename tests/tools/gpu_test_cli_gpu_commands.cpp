@@ -1,0 +1,76 @@
+// The GPU commands' happy paths on a small problem set: tune stores winners that list shows,
+// verify re-checks them, tune --resume skips what is stored, bench and devices report.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "support/cli.h"
+#include "support/gpu.h"
+
+namespace sage {
+namespace {
+using test::CliRun;
+using test::CliSandbox;
+
+const char* kProblems =
+    "version: 1\n"
+    "buckets: {seq: [1024, 2048], bh: [32]}\n"
+    "policies:\n"
+    "  balanced: {pv: [fp16, fp16acc, fp8], gaussian: {cos_min: 0.999, rel_l1_max: 0.04}, outliers: {cos_min: 0.9999, rel_l1_max: 0.01}}\n"
+    "  accurate: {pv: [fp16, fp16acc], gaussian: {cos_min: 0.9999, rel_l1_max: 0.02}, outliers: {cos_min: 0.99999, rel_l1_max: 0.005}}\n"
+    "timing: {min_samples: 4, max_samples: 6, max_seconds: 0.2}\n"
+    "problems: [{head_dim: [128], causal: [false, true], dtype: [fp16], layout: [HND], seq: [1024], bh: [32]}]\n";
+// Three variants, the sm_90a/sm_80 defaults for d128 among them on their architectures.
+const char* kFilter = "'d128_m(128_n128_w8_s2|128_n64_w8_s2|64_n64_w4_s2)_qk-int8-thread_pv-fp16acc_smk_sch-plain_occ1$'";
+
+TEST(CliGpu, TuneListVerifyResume) {
+  SAGE_REQUIRE_GPU();
+  CliSandbox s;
+  s.write("p.yaml", kProblems);
+  CliRun t = s.run(std::string("tune -q --problems p.yaml --policy balanced,accurate --filter ") + kFilter + " --json");
+  ASSERT_EQ(t.rc, 0) << t.out << t.err;
+  auto doc = nlohmann::json::parse(t.out);
+  ASSERT_EQ(doc["results"].size(), 4u) << t.out;  // 2 problems x 2 policies
+  for (const auto& r : doc["results"]) {
+    EXPECT_FALSE(r["winner"].get<std::string>().empty()) << r.dump();
+    EXPECT_GT(r["tops"].get<double>(), 0) << r.dump();
+    EXPECT_EQ(r["candidates"].get<int>(), 3) << r.dump();
+  }
+  CliRun l = s.run("list --json");
+  ASSERT_EQ(l.rc, 0) << l.err;
+  EXPECT_EQ(nlohmann::json::parse(l.out).size() > 0, true) << l.out;
+  CliRun v = s.run("verify");
+  EXPECT_EQ(v.rc, 0) << v.out << v.err;
+  EXPECT_NE(v.out.find("4 winners checked"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find(", 0 bad"), std::string::npos) << v.out;
+  CliRun again = s.run(std::string("tune -q --problems p.yaml --policy balanced,accurate --resume --filter ") + kFilter + " --json");
+  ASSERT_EQ(again.rc, 0) << again.err;
+  for (const auto& r : nlohmann::json::parse(again.out)["results"]) EXPECT_EQ(r["resumed"].get<int>(), 3) << r.dump();
+}
+
+TEST(CliGpu, BenchPrintsTopsAndPrepBandwidth) {
+  SAGE_REQUIRE_GPU();
+  CliSandbox s;
+  CliRun b = s.run("bench -d 64 -n 1024 --causal no --batch 1 --heads 8 --samples 3 --json");
+  ASSERT_EQ(b.rc, 0) << b.out << b.err;
+  auto doc = nlohmann::json::parse(b.out);
+  ASSERT_EQ(doc["results"].size(), 1u);
+  EXPECT_GT(doc["results"][0]["tops"].get<double>(), 1.0);
+  EXPECT_GT(doc["results"][0]["prep_tbps"].get<double>(), 0.01);
+  CliRun bad = s.run("bench --variant no_such_variant");
+  EXPECT_EQ(bad.rc, 8) << bad.err;
+}
+
+TEST(CliGpu, DevicesListsTheGpu) {
+  SAGE_REQUIRE_GPU();
+  CliSandbox s;
+  CliRun d = s.run("devices --json");
+  ASSERT_EQ(d.rc, 0) << d.err;
+  auto doc = nlohmann::json::parse(d.out);
+  ASSERT_FALSE(doc["devices"].empty());
+  EXPECT_GE(doc["devices"][0]["cc"].get<int>(), 80);
+  EXPECT_FALSE(doc["devices"][0]["arch"].get<std::string>().empty());
+}
+
+}  // namespace
+}  // namespace sage

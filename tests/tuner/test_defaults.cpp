@@ -1,0 +1,42 @@
+// configs/defaults.yaml: every architecture of the search space has a default for every head
+// dimension and policy, and each names a variant the generator produces (not pruned), with
+// the P.V precision its policy admits.
+#include <gtest/gtest.h>
+
+#include "sage/gen/search_space.h"
+#include "sage/tuner/problems.h"
+#include "sage/tuner/tune.h"
+
+namespace sage {
+namespace {
+
+TEST(Defaults, EveryArchHeadDimAndPolicyHasAnAdmittedVariant) {
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  const tuner::ProblemsConfig cfg = tuner::ProblemsConfig::builtin();
+  for (const std::string& arch : space.archs()) {
+    for (int d : {64, 128}) {
+      for (const auto& [name, policy] : cfg.policies) {
+        std::string v;
+        ASSERT_NO_THROW(v = tuner::default_variant(arch, d, name)) << arch << " d" << d << " " << name;
+        std::optional<gen::Variant> var = space.find(v);
+        ASSERT_TRUE(var.has_value()) << v;
+        EXPECT_EQ(var->arch, arch);
+        EXPECT_EQ(var->get_int("head_dim"), d);
+        EXPECT_TRUE(policy.admits_pv(var->get_string("pv"))) << v << " under " << name;
+      }
+    }
+  }
+}
+
+TEST(Defaults, UnknownArchitectureIsNotFound) {
+  try {
+    tuner::default_variant("sm_70", 128, "balanced");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::not_found);
+    EXPECT_NE(std::string(e.what()).find("no defaults for sm_70"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace sage
