@@ -1,5 +1,6 @@
 #include "sage/tuner/tune.h"
 
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -37,6 +38,30 @@ bool param_matches(const tmpl::Value& have, const YAML::Node& want) {
 
 }  // namespace
 
+std::string variant_record_json(const gen::Variant& v) {
+  nlohmann::json params = nlohmann::json::object();
+  for (const auto& [k, val] : v.params) {
+    switch (val.type()) {
+      case tmpl::Value::Type::boolean: params[k] = val.as_bool(); break;
+      case tmpl::Value::Type::integer: params[k] = val.as_int(); break;
+      default: params[k] = val.str();
+    }
+  }
+  return nlohmann::json{{"pipeline", v.pipeline}, {"arch", v.arch}, {"params", params},
+                        {"kernel_config", kernel_config(v).str()}}
+      .dump();
+}
+
+std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r) {
+  try {
+    const nlohmann::json j = nlohmann::json::parse(r.params_json);
+    if (!j.is_object() || !j.contains("kernel_config")) return std::nullopt;
+    return KernelConfig::parse(j["kernel_config"].get<std::string>());
+  } catch (const std::exception&) {
+    return std::nullopt;  // an older or hand-edited record: the caller falls back to the search space
+  }
+}
+
 std::string default_variant(const std::string& arch, int head_dim, const std::string& policy) {
   const EmbeddedFile* f = embedded_configs::find("defaults.yaml");
   if (!f) throw Error(Errc::internal, "configs/defaults.yaml is not embedded in this build");
@@ -48,9 +73,19 @@ std::string default_variant(const std::string& arch, int head_dim, const std::st
   }
   YAML::Node list = root["defaults"][arch];
   if (!list || !list.IsSequence()) throw Error(Errc::not_found, "configs/defaults.yaml has no defaults for " + arch);
-  gen::EnumerateOptions eo;
-  eo.archs = {arch};
-  const gen::Enumeration e = gen::SearchSpace::builtin().enumerate(eo);
+  // Parsing the search space and enumerating an architecture cost ~12 ms: done once.
+  static std::mutex mu;
+  static std::map<std::string, gen::Enumeration> enumerations;
+  std::unique_lock<std::mutex> lock(mu);
+  auto cached = enumerations.find(arch);
+  if (cached == enumerations.end()) {
+    static const gen::SearchSpace space = gen::SearchSpace::builtin();
+    gen::EnumerateOptions eo;
+    eo.archs = {arch};
+    cached = enumerations.emplace(arch, space.enumerate(eo)).first;
+  }
+  const gen::Enumeration& e = cached->second;
+  lock.unlock();
   for (const YAML::Node& entry : list) {
     if (entry["head_dim"].as<int>() != head_dim) continue;
     if (YAML::Node pols = entry["policies"]) {
@@ -140,7 +175,7 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
       vr.name = v.name;
       vr.params_hash = v.params_hash;
       vr.generator_hash = gen_hash;
-      vr.params_json = kernel_config(v).str();
+      vr.params_json = variant_record_json(v);
       store.record_variant(vr);
       if (!r.ok) {
         ++rep.compile_failed;

@@ -122,9 +122,52 @@ const Buckets& buckets() {
 
 void precheck(const BucketKey&) {}  // a JIT build can compile any bucket
 
+// The launcher config the tuner recorded with a stored winner's variant (tuner::
+// variant_record_json), from the database the winner came from.
+std::optional<KernelConfig> stored_config(const std::string& db, const std::string& variant) {
+  tuner::WinnerLookup& l = lookup();
+  for (tuner::Store* st : {l.user(), l.system()}) {
+    if (!st || st->path() != db) continue;
+    try {
+      for (const tuner::VariantRecord& r : st->variants(variant))
+        if (auto cfg = tuner::stored_kernel_config(r)) return cfg;
+    } catch (const Error&) {
+    }
+  }
+  return std::nullopt;
+}
+
 Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) {
   const tuner::DeviceFingerprint fp = fingerprint(dev);
   const std::string arch = tuner::arch_for_cc(fp.cc);  // Error(unsupported) for other architectures
+  // Fast path (the first call with a tuned database): a stored winner with its verified cubin
+  // and the launcher config recorded with its variant needs no search space (parsing and
+  // enumerating it costs ~12 ms). Head dims were validated against the build already.
+  {
+    const tuner::WinnerKey wk{fp, problem_key(key), tuner::generator_hash(), tuner::nvrtc_version()};
+    jit::Choice c = jit::choose(lookup(), wk, arch, log_enabled());
+    if (c.cubin && c.source != Source::default_variant) {
+      if (std::optional<KernelConfig> cfg = stored_config(c.db, c.variant)) {
+        Resolved r;
+        Selection& s = r.selection;
+        s.notes = take_warnings();
+        s.bucket = key.str();
+        s.device = fp.key();
+        s.arch = arch;
+        s.source = c.source;
+        s.db = c.db;
+        s.variant = c.variant;
+        s.config = *cfg;
+        s.miss = c.miss;
+        r.cubin_storage = std::move(*c.cubin);
+        s.kernel_from = "database";
+        s.kernel_hash = c.kernel_hash;
+        r.cubin = r.cubin_storage.data();
+        r.cubin_size = r.cubin_storage.size();
+        return r;
+      }
+    }
+  }
   const auto vs = variants_for(arch);
   bool has_dim = false;
   for (const gen::Variant& v : *vs)

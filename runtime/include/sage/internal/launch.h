@@ -89,8 +89,9 @@ class AttnKernel {
   void run_attn(const AttnProblem& p, const AttnArgs& a, void* workspace, CUstream stream) const;
 
  private:
-  struct Launch;
-  void fill(const AttnProblem& p, const AttnArgs& a, void* ws, ::SageAttnParams* out) const;
+  void fill(const AttnProblem& p, const AttnArgs& a, void* ws, const WorkspacePlan& w, ::SageAttnParams* out) const;
+  void launch_prep(const AttnProblem& p, const WorkspacePlan& w, const ::SageAttnParams& s, CUstream stream) const;
+  void launch_attn(const AttnProblem& p, const ::SageAttnParams& s, CUstream stream) const;
   KernelConfig cfg_;
   std::shared_ptr<Module> module_;
   CUfunction stats_ = nullptr, quant_ = nullptr, attn_ = nullptr;

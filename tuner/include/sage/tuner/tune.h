@@ -3,9 +3,12 @@
 // measurement and the winner.
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "sage/gen/search_space.h"
+#include "sage/internal/launch.h"
 #include "sage/tuner/problems.h"
 #include "sage/tuner/store.h"
 
@@ -56,6 +59,13 @@ struct TuneReport {
 };
 
 TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProgress&)>& on_progress = {});
+
+// What the tuner stores as a variant's record (VariantRecord::params_json): the pipeline, the
+// architecture, the parameters, and the launcher's KernelConfig text, so that a runtime can
+// serve a stored winner without parsing the search space.
+std::string variant_record_json(const gen::Variant& v);
+// The KernelConfig of a record written by variant_record_json (nullopt for other records).
+std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r);
 
 // The architecture's default variant for a problem (configs/defaults.yaml), by name; throws
 // Error(not_found) when the configuration has none or names a variant outside the space.

@@ -1,0 +1,42 @@
+// The variant record the tuner stores carries the launcher's config, so that the runtime can
+// serve a stored winner without the search space: it must round-trip exactly.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "sage/gen/search_space.h"
+#include "sage/tuner/tune.h"
+#include "sage/tuner/variants.h"
+
+namespace sage {
+namespace {
+
+TEST(VariantRecord, KernelConfigRoundTripsForEveryAttentionVariant) {
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  int n = 0;
+  for (const gen::Variant& v : space.enumerate().variants) {
+    if (v.pipeline == "reference") continue;
+    tuner::VariantRecord r;
+    r.name = v.name;
+    r.params_json = tuner::variant_record_json(v);
+    std::optional<KernelConfig> cfg = tuner::stored_kernel_config(r);
+    ASSERT_TRUE(cfg.has_value()) << v.name;
+    EXPECT_EQ(cfg->str(), tuner::kernel_config(v).str()) << v.name;
+    const nlohmann::json j = nlohmann::json::parse(r.params_json);
+    EXPECT_EQ(j["pipeline"], v.pipeline);
+    EXPECT_EQ(j["params"]["head_dim"].get<int>(), v.get_int("head_dim"));
+    ++n;
+  }
+  EXPECT_GT(n, 100);
+}
+
+TEST(VariantRecord, OtherRecordsHaveNoStoredConfig) {
+  tuner::VariantRecord r;
+  for (const char* text : {"{}", "not json", "{\"kernel_config\": 3}", "{\"kernel_config\": \"pipeline=mma;bogus=1\"}"}) {
+    r.params_json = text;
+    EXPECT_FALSE(tuner::stored_kernel_config(r).has_value()) << text;
+  }
+}
+
+}  // namespace
+}  // namespace sage
