@@ -100,6 +100,14 @@ const WarmDb& warm_db() {
       const tuner::CompileResult r = tuner::VariantBuilder(co).compile(*v);
       if (!r.ok) throw Error(Errc::compile_failed, r.log);
       tuner::Store s(out.db);
+      // What `sage-tune tune` writes for a winner: its variant (with the launcher config the
+      // runtime reads), its kernel and the winner row.
+      tuner::VariantRecord vr;
+      vr.name = name;
+      vr.params_hash = v->params_hash;
+      vr.params_json = tuner::variant_record_json(*v);
+      vr.generator_hash = tuner::generator_hash();
+      s.record_variant(vr);
       const tuner::KernelRecord k = tuner::make_kernel_record(r, name, arch, tuner::nvrtc_version(), tuner::generator_hash());
       s.record_kernel(k);
       tuner::Winner win;
