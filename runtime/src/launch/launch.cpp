@@ -1,6 +1,8 @@
 #include "sage/internal/launch.h"
 
 #include <algorithm>
+#include <atomic>
+#include <random>
 #include <mutex>
 
 #include "sage/common/cuda_driver.h"
@@ -20,6 +22,20 @@ void launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned thread
             const SageAttnParams& p) {
   void* args[] = {const_cast<SageAttnParams*>(&p)};
   SAGE_CU(cuLaunchKernel(f, gx, gy, gz, threads, 1, 1, smem, s, args, nullptr));
+}
+
+// A 40-bit tag unique to each launch of the preparation in this process (and unlikely to
+// repeat across processes sharing memory): the statistics counters in the workspace carry it,
+// so a workspace never needs zeroing and a stale counter never passes for a fresh one.
+unsigned long long next_generation() {
+  static std::atomic<std::uint64_t> counter{[] {
+    std::random_device rd;
+    return (std::uint64_t(rd()) << 20) ^ std::uint64_t(rd());
+  }()};
+  std::uint64_t g;
+  do g = (counter.fetch_add(1, std::memory_order_relaxed) + 1) & ((1ull << 40) - 1);
+  while (g == 0);
+  return g;
 }
 
 int q_groups(const KernelConfig& c) {
@@ -152,8 +168,7 @@ CUcontext use_device(int device) {
 AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(std::move(cfg)), module_(std::move(module)) {
   if (cfg_.pipeline != "mma" && cfg_.pipeline != "wgmma")
     throw Error(Errc::invalid_argument, "AttnKernel needs an attention variant (mma, wgmma), got '" + cfg_.pipeline + "'");
-  stats_ = module_->function("sage_prep_stats");
-  quant_ = module_->function("sage_prep_quant");
+  prep_ = module_->function("sage_prep");
   attn_ = module_->function("sage_attn");
   const cu::Api& a = cu::api();
   if (cfg_.smem_bytes > 48 * 1024)
@@ -186,7 +201,10 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
     off = align_up(off + bytes);
     return at;
   };
-  if (w.has_stats) w.stats = take(sizeof(float) * w.stat_splits * bhk * 4 * c.head_dim);
+  if (w.has_stats) {
+    w.stats = take(sizeof(float) * w.stat_splits * bhk * 4 * c.head_dim);
+    w.sync = take(sizeof(std::uint64_t) * bhk);
+  }
   w.q_quant = take(std::size_t(bhq) * w.q_tiles * c.block_m * qrow_bytes(c));
   w.q_scale = take(sizeof(float) * bhq * w.q_tiles * q_groups(c));
   if (w.has_q_mean) {
@@ -212,7 +230,7 @@ double AttnKernel::prep_bytes(const AttnProblem& p) const {
   double bytes = 0;
   if (w.has_stats) {  // stats: reads K (smoothing) and V (FP8 range, smoothing); writes partials
     bytes += (cfg_.smooth_k ? kv * 2 : 0) + ((cfg_.smooth_v || fp8) ? kv * 2 : 0);
-    bytes += 4.0 * w.stat_splits * bhk * 4 * cfg_.head_dim;
+    bytes += 4.0 * w.stat_splits * bhk * 4 * cfg_.head_dim + 8.0 * bhk;
   }
   // quant: reads Q, K (and V when prepared); writes them quantized (padded tiles) + scales
   bytes += q * 2 + kv * 2;
@@ -257,6 +275,8 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
   s.stat_splits = w.stat_splits;
   auto at = [&](bool has, std::size_t off) -> char* { return has ? base + off : nullptr; };
   s.stats = reinterpret_cast<float*>(at(w.has_stats, w.stats));
+  s.sync = reinterpret_cast<unsigned long long*>(at(w.has_stats, w.sync));
+  s.generation = next_generation();
   s.q_quant = reinterpret_cast<sage_i8*>(base + w.q_quant);
   s.q_scale = reinterpret_cast<float*>(base + w.q_scale);
   s.q_mean_quant = reinterpret_cast<sage_i8*>(at(w.has_q_mean, w.q_mean_quant));
@@ -274,10 +294,12 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
 // is mostly the cuLaunchKernel calls themselves: ~3 us each on the H100's host).
 void AttnKernel::launch_prep(const AttnProblem& p, const WorkspacePlan& w, const SageAttnParams& s,
                              CUstream stream) const {
-  if (w.has_stats) launch(stats_, unsigned(s.stat_splits), unsigned(p.batch * p.heads_kv), 1, kPrepThreads, 0, stream, s);
+  // Statistics CTAs first (lower block indices: dispatched before any CTA that waits for them).
+  const std::int64_t stats = w.has_stats ? std::int64_t(s.stat_splits) * p.batch * p.heads_kv : 0;
   const std::int64_t jobs = std::int64_t(p.batch) * p.heads_q * w.q_tiles +
                             std::int64_t(p.batch) * p.heads_kv * w.k_tiles * (w.has_v_prep ? 2 : 1);
-  launch(quant_, unsigned(jobs), 1, 1, kPrepThreads, 0, stream, s);
+  if (stats + jobs > 0x7fffffff) throw Error(Errc::unsupported, cat(p.str(), ": too many tiles for one launch"));
+  launch(prep_, unsigned(stats + jobs), 1, 1, kPrepThreads, 0, stream, s);
 }
 
 void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUstream stream) const {

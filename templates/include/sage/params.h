@@ -17,7 +17,7 @@ typedef std::uint32_t sage_u32;
 typedef std::int64_t sage_i64;
 #endif
 
-#define SAGE_KERNEL_ABI_VERSION 1
+#define SAGE_KERNEL_ABI_VERSION 2
 
 // Element types of the user's tensors.
 enum SageDType { SAGE_DTYPE_FP16 = 0, SAGE_DTYPE_BF16 = 1 };
@@ -57,6 +57,10 @@ struct SageAttnParams {
                                // fp16: [B, Hkv, k_tiles*BLOCK_N, D]; null: read v directly
   float* v_scale;              // fp8: [B, Hkv, D] per-channel scale
   float* v_mean;               // smooth_v: [B, Hkv, D]
+  // The statistics and the quantization run in one launch: quantization CTAs that need the
+  // statistics of a (batch, kv head) wait until its stat_splits CTAs have published them.
+  unsigned long long* sync;    // [B*Hkv] counters: generation << 24 | statistics CTAs done
+  unsigned long long generation;  // unique per call (40 bits): a stale counter never matches
   sage_i32 num_sms;            // for grid sizing inside the kernels (persistent loops)
   sage_i32 pad_;
 };

@@ -65,7 +65,7 @@ struct AttnArgs {
 // problem; the plan is cheap to compute and identical for identical problems.
 struct WorkspacePlan {
   std::size_t total = 0;
-  std::size_t stats = 0, q_quant = 0, q_scale = 0, q_mean_quant = 0, q_mean_scale = 0, q_kmean = 0,
+  std::size_t stats = 0, sync = 0, q_quant = 0, q_scale = 0, q_mean_quant = 0, q_mean_scale = 0, q_kmean = 0,
               k_quant = 0, k_scale = 0, v_prep = 0, v_scale = 0, v_mean = 0;
   bool has_stats = false, has_q_mean = false, has_q_kmean = false, has_v_prep = false,
        has_v_scale = false, has_v_mean = false;
@@ -94,7 +94,7 @@ class AttnKernel {
   void launch_attn(const AttnProblem& p, const ::SageAttnParams& s, CUstream stream) const;
   KernelConfig cfg_;
   std::shared_ptr<Module> module_;
-  CUfunction stats_ = nullptr, quant_ = nullptr, attn_ = nullptr;
+  CUfunction prep_ = nullptr, attn_ = nullptr;
   int num_sms_ = 0;
 };
 

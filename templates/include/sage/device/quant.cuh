@@ -1,8 +1,8 @@
-// Preparation kernels of the mma.sync pipeline: two launches.
-//   1. prep_stats: per (batch, kv head, channel) partial sums over sequence splits of K
-//      (for the K mean) and of V (sum, max, min: V's mean and its per-channel FP8 range).
-//      Launched only when smoothing or FP8 V needs them.
-//   2. prep_quant: one CTA per tile of Q, K or V. Q and K are smoothed and quantized to
+// Preparation kernel of the attention pipelines, one launch of two kinds of CTAs:
+//   1. statistics: per (batch, kv head, channel) partial sums over sequence splits of K
+//      (for the K mean) and of V (sum, max, min: V's mean and its per-channel FP8 range),
+//      published through a per-head counter. Only when smoothing or FP8 V needs them.
+//   2. quantization: one CTA per tile of Q, K or V (waiting for its head's statistics). Q and K are smoothed and quantized to
 //      INT8/INT4 with the scale groups of the attention kernel's fragments; V is quantized
 //      to FP8 E4M3 per channel and written transposed with tokens permuted to the order the
 //      FP8 MMA's A fragment takes P in, or converted to FP16. Tails are zero-filled, so the
@@ -32,16 +32,15 @@ SAGE_DEV bool v_prepared(int dtype) {
   return Cfg::V_FP8 || Cfg::SMOOTH_V || dtype == SAGE_DTYPE_BF16;
 }
 
-// ---- launch 1: statistics ------------------------------------------------------------------
-// grid (stat_splits, B*Hkv), kPrepThreads threads. Thread t owns channels 8*(t % TPR) .. +7
-// of rows t / TPR, t / TPR + RPP, ... of its split.
+// ---- statistics -----------------------------------------------------------------------------
+// One CTA per (split, batch * kv head). Thread t owns channels 8*(t % TPR) .. +7 of rows
+// t / TPR, t / TPR + RPP, ... of its split. `red` holds RPP x (D + 1) floats.
 template <class Cfg>
-SAGE_DEV void stats_kernel(const SageAttnParams& p) {
+SAGE_DEV void stats_job(const SageAttnParams& p, int split, int bh, float* red_raw) {
   constexpr int D = Cfg::D, TPR = D / 8, RPP = kPrepThreads / TPR;
   constexpr bool NEED_K = Cfg::SMOOTH_K;
   constexpr bool NEED_V = Cfg::SMOOTH_V || Cfg::V_FP8;
-  __shared__ float red[RPP][D + 1];
-  const int split = blockIdx.x, bh = blockIdx.y;
+  float(*red)[D + 1] = reinterpret_cast<float(*)[D + 1]>(red_raw);
   const int b = bh / p.heads_kv, h = bh % p.heads_kv;
   const int chunk = cdiv(p.seq_kv, p.stat_splits);
   const int n0 = split * chunk, n1 = min_(n0 + chunk, p.seq_kv);
@@ -82,6 +81,33 @@ SAGE_DEV void stats_kernel(const SageAttnParams& p) {
     reduce(vmx, kVMax, 1);
     reduce(vmn, kVMin, 2);
   }
+  // Publish: every thread's partials visible device-wide, then one count for this CTA under
+  // this call's generation (a counter left by an earlier call restarts at 1).
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned long long* c = p.sync + bh;
+    unsigned long long cur = *reinterpret_cast<volatile unsigned long long*>(c);
+    while (true) {
+      const unsigned long long next = (cur >> 24) == p.generation ? cur + 1 : ((p.generation << 24) | 1ull);
+      const unsigned long long prev = atomicCAS(c, cur, next);
+      if (prev == cur) break;
+      cur = prev;
+    }
+  }
+}
+
+// Waits until the statistics of (batch, kv head) `bh` are published. Safe from deadlock: all
+// statistics CTAs have lower block indices, so they were dispatched before any waiting CTA,
+// and they wait for nothing themselves.
+SAGE_DEV void wait_stats(const SageAttnParams& p, int bh) {
+  if (threadIdx.x == 0) {
+    const unsigned long long target = (p.generation << 24) | (unsigned long long)p.stat_splits;
+    const volatile unsigned long long* c = p.sync + bh;
+    while (*c != target) asm volatile("nanosleep.u32 64;\n");
+    __threadfence();
+  }
+  __syncthreads();
 }
 
 // Combines the splits of one statistic for 8 channels of one (b, kv head).
@@ -98,7 +124,7 @@ SAGE_DEV void load_stat8(const SageAttnParams& p, int D, int bh, int stat, int c
   }
 }
 
-// ---- launch 2: quantization ----------------------------------------------------------------
+// ---- quantization ----------------------------------------------------------------------------
 // Quantizes one tile of ROWS rows of Q (IS_Q) or K. Scale groups (rows sharing a scale):
 //   Q per_thread: (row / WARP_Q) * 8 + row % 8    Q per_warp: row / WARP_Q    per_block: 0
 //   K per_thread: (row % 8) / 2                   otherwise: 0
@@ -388,33 +414,52 @@ SAGE_DEV void convert_v_fp16_tile(const SageAttnParams& p, int b, int h, int til
   }
 }
 
-// grid (B*Hq*q_tiles + B*Hkv*k_tiles [+ B*Hkv*k_tiles when V is prepared]), kPrepThreads.
+// The preparation, one launch: grid (statistics CTAs [stat_splits * B*Hkv, when needed],
+// then B*Hq*q_tiles Q tiles, B*Hkv*k_tiles K tiles [, B*Hkv*k_tiles V tiles when V is
+// prepared]), kPrepThreads threads.
 template <class Cfg>
-SAGE_DEV void quant_kernel(const SageAttnParams& p) {
+SAGE_DEV void prep_kernel(const SageAttnParams& p) {
   constexpr int D = Cfg::D, TPR = D / 8, RPP = kPrepThreads / TPR;
   constexpr int GMAX = Cfg::Q_GROUPS > Cfg::K_GROUPS ? Cfg::Q_GROUPS : Cfg::K_GROUPS;
   constexpr int RED = Cfg::SMOOTH_Q ? (RPP + 1) * (D + 1) : 1;
   constexpr int VT = Cfg::V_FP8 ? D * Cfg::BN / 4 : 1;
-  __shared__ float smem_gmax[GMAX];
-  __shared__ float smem_red[RED];
-  __shared__ u32 smem_t[VT];
+  constexpr int GMAX_WORDS = (GMAX + 3) / 4 * 4, RED_WORDS = (RED + 3) / 4 * 4;
+  constexpr int QUANT_WORDS = GMAX_WORDS + RED_WORDS + VT;
+  constexpr int STATS_WORDS = RPP * (D + 1);
+  constexpr int WORDS = QUANT_WORDS > STATS_WORDS ? QUANT_WORDS : STATS_WORDS;
+  __shared__ __align__(16) u32 smem[WORDS];
+  float* smem_gmax = reinterpret_cast<float*>(smem);
+  float* smem_red = reinterpret_cast<float*>(smem + GMAX_WORDS);
+  u32* smem_t = smem + GMAX_WORDS + RED_WORDS;
   (void)smem_t;
+  constexpr bool STATS = Cfg::SMOOTH_K || Cfg::SMOOTH_V || Cfg::V_FP8;
+  const int n_stats = STATS ? p.stat_splits * p.batch * p.heads_kv : 0;
+  int job = blockIdx.x;
+  if (job < n_stats) {
+    stats_job<Cfg>(p, job % p.stat_splits, job / p.stat_splits, reinterpret_cast<float*>(smem));
+    return;
+  }
+  job -= n_stats;
   const int q_jobs = p.batch * p.heads_q * p.q_tiles;
   const int k_jobs = p.batch * p.heads_kv * p.k_tiles;
-  int job = blockIdx.x;
   if (job < q_jobs) {
     const int tile = job % p.q_tiles, bh = job / p.q_tiles;
-    quant_qk_tile<Cfg, true>(p, bh / p.heads_q, bh % p.heads_q, tile, smem_gmax, smem_red);
+    const int b = bh / p.heads_q, h = bh % p.heads_q;
+    // Q reads mean(K) only for the LSE correction.
+    if (Cfg::SMOOTH_K && p.q_kmean) wait_stats(p, b * p.heads_kv + h / (p.heads_q / p.heads_kv));
+    quant_qk_tile<Cfg, true>(p, b, h, tile, smem_gmax, smem_red);
     return;
   }
   job -= q_jobs;
   if (job < k_jobs) {
     const int tile = job % p.k_tiles, bh = job / p.k_tiles;
+    if (Cfg::SMOOTH_K) wait_stats(p, bh);
     quant_qk_tile<Cfg, false>(p, bh / p.heads_kv, bh % p.heads_kv, tile, smem_gmax, smem_red);
     return;
   }
   job -= k_jobs;
   const int tile = job % p.k_tiles, bh = job / p.k_tiles;
+  if (Cfg::V_FP8 || Cfg::SMOOTH_V) wait_stats(p, bh);
   if constexpr (Cfg::V_FP8) {
 #if defined(SAGE_HAS_FP8)
     quant_v_fp8_tile<Cfg>(p, bh / p.heads_kv, bh % p.heads_kv, tile, smem_t);
