@@ -24,6 +24,29 @@ void launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned thread
   SAGE_CU(cuLaunchKernel(f, gx, gy, gz, threads, 1, 1, smem, s, args, nullptr));
 }
 
+// The problem's shape, options and input tensors into either kernel's parameters
+// (SageAttnParams and SageRefParams name these fields alike).
+template <class Params>
+void set_problem(const AttnProblem& p, const AttnArgs& a, Params& s) {
+  s.q.ptr = a.q;
+  s.k.ptr = a.k;
+  s.v.ptr = a.v;
+  p.strides(p.heads_q, p.seq_q, &s.q.stride_b, &s.q.stride_h, &s.q.stride_n);
+  p.strides(p.heads_kv, p.seq_kv, &s.k.stride_b, &s.k.stride_h, &s.k.stride_n);
+  s.v.stride_b = s.k.stride_b;
+  s.v.stride_h = s.k.stride_h;
+  s.v.stride_n = s.k.stride_n;
+  s.batch = p.batch;
+  s.heads_q = p.heads_q;
+  s.heads_kv = p.heads_kv;
+  s.seq_q = p.seq_q;
+  s.seq_kv = p.seq_kv;
+  s.head_dim = p.head_dim;
+  s.dtype = p.dtype == DType::bf16 ? SAGE_DTYPE_BF16 : SAGE_DTYPE_FP16;
+  s.causal = p.causal ? 1 : 0;
+  s.sm_scale = p.scale();
+}
+
 // A 40-bit tag unique to each launch of the preparation in this process (and unlikely to
 // repeat across processes sharing memory): the statistics counters in the workspace carry it,
 // so a workspace never needs zeroing and a stale counter never passes for a fresh one.
@@ -248,28 +271,12 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
   char* base = static_cast<char*>(ws);
   SageAttnParams& s = *out;
   s = SageAttnParams{};
-  s.q.ptr = a.q;
-  s.k.ptr = a.k;
-  s.v.ptr = a.v;
-  p.strides(p.heads_q, p.seq_q, &s.q.stride_b, &s.q.stride_h, &s.q.stride_n);
-  p.strides(p.heads_kv, p.seq_kv, &s.k.stride_b, &s.k.stride_h, &s.k.stride_n);
-  s.v.stride_b = s.k.stride_b;
-  s.v.stride_h = s.k.stride_h;
-  s.v.stride_n = s.k.stride_n;
+  set_problem(p, a, s);
   s.o = a.o;
   s.o_stride_b = s.q.stride_b;
   s.o_stride_h = s.q.stride_h;
   s.o_stride_n = s.q.stride_n;
   s.lse = p.return_lse ? a.lse : nullptr;
-  s.batch = p.batch;
-  s.heads_q = p.heads_q;
-  s.heads_kv = p.heads_kv;
-  s.seq_q = p.seq_q;
-  s.seq_kv = p.seq_kv;
-  s.head_dim = p.head_dim;
-  s.dtype = p.dtype == DType::bf16 ? SAGE_DTYPE_BF16 : SAGE_DTYPE_FP16;
-  s.causal = p.causal ? 1 : 0;
-  s.sm_scale = p.scale();
   s.q_tiles = w.q_tiles;
   s.k_tiles = w.k_tiles;
   s.stat_splits = w.stat_splits;
@@ -342,25 +349,9 @@ void ReferenceKernel::run(const AttnProblem& p, const AttnArgs& in, float* o, fl
   p.validate();
   if (p.head_dim > 256) throw Error(Errc::unsupported, "the reference supports head_dim <= 256");
   SageRefParams r{};
-  r.q.ptr = in.q;
-  r.k.ptr = in.k;
-  r.v.ptr = in.v;
-  p.strides(p.heads_q, p.seq_q, &r.q.stride_b, &r.q.stride_h, &r.q.stride_n);
-  p.strides(p.heads_kv, p.seq_kv, &r.k.stride_b, &r.k.stride_h, &r.k.stride_n);
-  r.v.stride_b = r.k.stride_b;
-  r.v.stride_h = r.k.stride_h;
-  r.v.stride_n = r.k.stride_n;
+  set_problem(p, in, r);
   r.o = o;
   r.lse = lse;
-  r.batch = p.batch;
-  r.heads_q = p.heads_q;
-  r.heads_kv = p.heads_kv;
-  r.seq_q = p.seq_q;
-  r.seq_kv = p.seq_kv;
-  r.head_dim = p.head_dim;
-  r.dtype = p.dtype == DType::bf16 ? SAGE_DTYPE_BF16 : SAGE_DTYPE_FP16;
-  r.causal = p.causal ? 1 : 0;
-  r.sm_scale = p.scale();
   void* args[] = {&r};
   SAGE_CU(cuLaunchKernel(fn_, unsigned(p.seq_q), unsigned(p.heads_q), unsigned(p.batch), 128, 1, 1, 0, stream, args, nullptr));
 }
