@@ -29,6 +29,7 @@ KernelConfig kernel_config(const gen::Variant& v) {
   c.smooth_v = v.get_bool("smooth_v");
   c.schedule = v.get_string("schedule");
   c.min_ctas = int(v.get_int("min_ctas"));
+  c.tma = v.params.count("tma") ? v.get_bool("tma") : false;
   c.threads = int(v.get_int("threads"));
   c.smem_bytes = int(v.get_int("smem_bytes"));
   return c;

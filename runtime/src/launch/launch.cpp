@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <random>
 #include <mutex>
 
@@ -110,6 +111,7 @@ KernelConfig KernelConfig::parse(const std::string& text) {
     else if (k == "smooth_v") c.smooth_v = as_bool();
     else if (k == "schedule") c.schedule = v;
     else if (k == "min_ctas") c.min_ctas = as_int();
+    else if (k == "tma") c.tma = as_bool();
     else if (k == "threads") c.threads = as_int();
     else if (k == "smem_bytes") c.smem_bytes = as_int();
     else throw Error(Errc::parse_error, "unknown kernel config key '" + k + "'");
@@ -123,7 +125,7 @@ std::string KernelConfig::str() const {
   return cat("pipeline=", pipeline, ";name=", name, ";head_dim=", head_dim, ";block_m=", block_m, ";block_n=", block_n,
              ";warps=", warps, ";stages=", stages, ";qk=", qk, ";pv=", pv, ";granularity=", granularity,
              ";smooth_k=", b(smooth_k), ";smooth_q=", b(smooth_q), ";smooth_v=", b(smooth_v), ";schedule=", schedule,
-             ";min_ctas=", min_ctas, ";threads=", threads,
+             ";min_ctas=", min_ctas, tma ? ";tma=true" : "", ";threads=", threads,
              ";smem_bytes=", smem_bytes);
 }
 
@@ -131,6 +133,14 @@ std::string KernelConfig::cannot_implement(const AttnProblem& p) const {
   if (pipeline != "mma" && pipeline != "wgmma") return "pipeline '" + pipeline + "' is not an attention pipeline";
   if (p.head_dim != head_dim) return cat("head_dim ", p.head_dim, " != the variant's ", head_dim);
   if (p.heads_q % p.heads_kv != 0) return "heads_q must be a multiple of heads_kv";
+  if (tma && block_m > 0 && block_n > 0) {
+    // TMA coordinates are 32-bit: the rows of the tiled Q and K must stay below 2^31.
+    const std::int64_t q_rows = std::int64_t(p.batch) * p.heads_q * cdiv(p.seq_q, block_m) * block_m;
+    const std::int64_t k_rows = std::int64_t(p.batch) * p.heads_kv * cdiv(p.seq_kv, block_n) * block_n;
+    if (std::max(q_rows, k_rows) >= (std::int64_t(1) << 31))
+      return cat("batch x heads x padded sequence (", std::max(q_rows, k_rows),
+                 " rows) exceeds the 2^31 rows a TMA variant addresses");
+  }
   return {};
 }
 
@@ -295,6 +305,58 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
   s.v_scale = reinterpret_cast<float*>(at(w.has_v_scale, w.v_scale));
   s.v_mean = reinterpret_cast<float*>(at(w.has_v_mean, w.v_mean));
   s.num_sms = num_sms_;
+  if (cfg_.tma) tensor_maps(w, p, s);
+}
+
+namespace {
+// A 2-D tensor map of UINT8 rows `inner` bytes long (row pitch = inner), read in boxes of
+// box_inner x box_rows into shared memory with the swizzle that matches the box's row bytes
+// (the wgmma operand layouts: 128-byte rows -> 128B swizzle, 64-byte rows -> 64B).
+void encode_rows(void* map, const void* base, std::int64_t inner, std::int64_t rows, int box_inner, int box_rows) {
+  static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes");
+  const cuuint64_t dims[2] = {cuuint64_t(inner), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(inner)};
+  const cuuint32_t box[2] = {cuuint32_t(box_inner), cuuint32_t(box_rows)};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  const CUtensorMapSwizzle sw = box_inner >= 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                                : box_inner >= 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                  : CU_TENSOR_MAP_SWIZZLE_32B;
+  SAGE_CU(cuTensorMapEncodeTiled(static_cast<CUtensorMap*>(map), CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
+                                 const_cast<void*>(base), dims, strides, box, elem_strides,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+}
+}  // namespace
+
+void AttnKernel::tensor_maps(const WorkspacePlan& w, const AttnProblem& p, SageAttnParams& s) const {
+  const KernelConfig& c = cfg_;
+  if (c.pv != "fp8" || !s.v_prep)
+    throw Error(Errc::unsupported, cat(c.name, ": the TMA loader reads prepared FP8 V"));
+  const std::int64_t qrow = qrow_bytes(c);
+  const std::int64_t npad = std::int64_t(w.k_tiles) * c.block_n;
+  const std::int64_t q_rows = std::int64_t(p.batch) * p.heads_q * w.q_tiles * c.block_m;
+  const std::int64_t k_rows = std::int64_t(p.batch) * p.heads_kv * npad;
+  const std::int64_t v_rows = std::int64_t(p.batch) * p.heads_kv * c.head_dim;
+  static_assert(sizeof(s.tma_q) == 128 && alignof(decltype(s.tma_q)) == 64, "tensor map slots");
+  std::lock_guard<std::mutex> lock(tma_mu_);
+  TmaCache& t = tma_cache_;
+  if (t.q != s.q_quant || t.k != s.k_quant || t.v != s.v_prep || t.q_rows != q_rows || t.k_rows != k_rows ||
+      t.v_rows != v_rows || t.npad != npad) {
+    t.q = nullptr;  // invalid until all three are encoded
+    encode_rows(t.maps[0], s.q_quant, qrow, q_rows, int(qrow), c.block_m);
+    encode_rows(t.maps[1], s.k_quant, qrow, k_rows, int(qrow), c.block_n);
+    encode_rows(t.maps[2], s.v_prep, npad, v_rows, c.block_n, c.head_dim);
+    t.q = s.q_quant;
+    t.k = s.k_quant;
+    t.v = s.v_prep;
+    t.q_rows = q_rows;
+    t.k_rows = k_rows;
+    t.v_rows = v_rows;
+    t.npad = npad;
+  }
+  std::memcpy(&s.tma_q, t.maps[0], 128);
+  std::memcpy(&s.tma_k, t.maps[1], 128);
+  std::memcpy(&s.tma_v, t.maps[2], 128);
 }
 
 // The parameters are filled once per call and shared by the launches (host overhead per call

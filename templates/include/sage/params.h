@@ -17,7 +17,7 @@ typedef std::uint32_t sage_u32;
 typedef std::int64_t sage_i64;
 #endif
 
-#define SAGE_KERNEL_ABI_VERSION 2
+#define SAGE_KERNEL_ABI_VERSION 3
 
 // Element types of the user's tensors.
 enum SageDType { SAGE_DTYPE_FP16 = 0, SAGE_DTYPE_BF16 = 1 };
@@ -63,6 +63,10 @@ struct SageAttnParams {
   unsigned long long generation;  // unique per call (40 bits): a stale counter never matches
   sage_i32 num_sms;            // for grid sizing inside the kernels (persistent loops)
   sage_i32 pad_;
+  // TMA variants (wgmma pipeline): tensor maps (CUtensorMap, opaque) of q_quant, k_quant and
+  // v_prep in the tile boxes and swizzle the kernel reads, encoded by the launcher (zero
+  // otherwise). Kernels take the parameters as __grid_constant__, so TMA reads them in place.
+  struct alignas(64) SageTensorMap { unsigned long long opaque[16]; } tma_q, tma_k, tma_v;
 };
 
 // The FP32 reference attention's arguments: O and LSE in FP32, [B, Hq, Nq, D] / [B, Hq, Nq].

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "sage/internal/problem.h"
@@ -26,6 +27,7 @@ struct KernelConfig {
   bool smooth_k = true, smooth_q = false, smooth_v = false;
   std::string schedule = "plain";  // plain | overlap
   int min_ctas = 1;                // occupancy target of __launch_bounds__
+  bool tma = false;                // wgmma: tiles loaded by TMA (the launcher encodes tensor maps)
   int threads = 0, smem_bytes = 0;
 
   // Parses "key=value;key=value" (the form stored in databases and exported tables).
@@ -92,10 +94,22 @@ class AttnKernel {
   void fill(const AttnProblem& p, const AttnArgs& a, void* ws, const WorkspacePlan& w, ::SageAttnParams* out) const;
   void launch_prep(const AttnProblem& p, const WorkspacePlan& w, const ::SageAttnParams& s, CUstream stream) const;
   void launch_attn(const AttnProblem& p, const ::SageAttnParams& s, CUstream stream) const;
+  // TMA variants: the tensor maps of the workspace's quantized Q, K and prepared V, encoded
+  // once per (workspace, shape) and reused while the caller keeps both (the steady state).
+  void tensor_maps(const WorkspacePlan& w, const AttnProblem& p, ::SageAttnParams& s) const;
+  struct TmaCache {
+    const void* q = nullptr;
+    const void* k = nullptr;
+    const void* v = nullptr;
+    std::int64_t q_rows = 0, k_rows = 0, v_rows = 0, npad = 0;
+    alignas(64) unsigned char maps[3][128] = {};
+  };
   KernelConfig cfg_;
   std::shared_ptr<Module> module_;
   CUfunction prep_ = nullptr, attn_ = nullptr;
   int num_sms_ = 0;
+  mutable std::mutex tma_mu_;
+  mutable TmaCache tma_cache_;
 };
 
 // The FP32 reference (pipeline "reference"): O [B, Hq, Nq, D] and LSE [B, Hq, Nq] in FP32.

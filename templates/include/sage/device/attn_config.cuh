@@ -17,7 +17,7 @@ enum class Schedule { plain,     // per tile: S = QK^T, softmax, O += PV
 
 template <int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES_, QkType QK_, PvType PV_,
           Gran GRAN_, bool SMOOTH_K_, bool SMOOTH_Q_, bool SMOOTH_V_, Schedule SCHED_ = Schedule::plain,
-          int MIN_CTAS_ = 1>
+          int MIN_CTAS_ = 1, bool HALF_EXP_ = false>
 struct MmaAttnConfig {
   static constexpr int D = HEAD_DIM;
   static constexpr int BM = BLOCK_M;
@@ -32,6 +32,7 @@ struct MmaAttnConfig {
   static constexpr bool SMOOTH_V = SMOOTH_V_;
   static constexpr Schedule SCHED = SCHED_;
   static constexpr int MIN_CTAS = MIN_CTAS_;  // __launch_bounds__ occupancy target (caps registers)
+  static constexpr bool HALF_EXP = HALF_EXP_;  // softmax exponentials as ex2.approx.f16x2 (softmax::online_h)
 
   static constexpr int THREADS = WARPS * 32;
   static constexpr int WARP_Q = BM / WARPS;   // query rows per warp

@@ -213,10 +213,17 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
   auto& s = S.s;
   auto& ds = S.ds;
 
-  float pf[SL][NT][4];
+  // The probabilities: FP32 (pf) or, with half_exp, f16x2 pairs (ph) that are already the
+  // FP16 A-fragment registers (and convert to FP8 two at a time).
+  float pf[Cfg::HALF_EXP ? 1 : SL][Cfg::HALF_EXP ? 1 : NT][4];
+  u32 ph[Cfg::HALF_EXP ? SL : 1][Cfg::HALF_EXP ? NT : 1][2];
   float alpha[SL][2];
-  softmax::online<SL, NT, Cfg::SMOOTH_Q, MASK, Cfg::V_FP8>(p, st.m, st.l, s, ds, qs * ks, qbar_scale * ks, tile * BN,
-                                                          row0, pf, alpha);
+  if constexpr (Cfg::HALF_EXP)
+    softmax::online_h<SL, NT, Cfg::SMOOTH_Q, MASK, Cfg::V_FP8>(p, st.m, st.l, s, ds, qs * ks, qbar_scale * ks,
+                                                               tile * BN, row0, ph, alpha);
+  else
+    softmax::online<SL, NT, Cfg::SMOOTH_Q, MASK, Cfg::V_FP8>(p, st.m, st.l, s, ds, qs * ks, qbar_scale * ks, tile * BN,
+                                                            row0, pf, alpha);
 
   // ---- O += P V --------------------------------------------------------------------------
   if constexpr (Cfg::V_FP8) {
@@ -227,10 +234,17 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
     for (int a = 0; a < SL; ++a)
 #pragma unroll
       for (int k = 0; k < KK; ++k) {
-        pa[a][k][0] = pack_e4m3x4(pf[a][4 * k][0], pf[a][4 * k][1], pf[a][4 * k + 1][0], pf[a][4 * k + 1][1]);
-        pa[a][k][1] = pack_e4m3x4(pf[a][4 * k][2], pf[a][4 * k][3], pf[a][4 * k + 1][2], pf[a][4 * k + 1][3]);
-        pa[a][k][2] = pack_e4m3x4(pf[a][4 * k + 2][0], pf[a][4 * k + 2][1], pf[a][4 * k + 3][0], pf[a][4 * k + 3][1]);
-        pa[a][k][3] = pack_e4m3x4(pf[a][4 * k + 2][2], pf[a][4 * k + 2][3], pf[a][4 * k + 3][2], pf[a][4 * k + 3][3]);
+        if constexpr (Cfg::HALF_EXP) {
+          pa[a][k][0] = pack_e4m3x4_h(ph[a][4 * k][0], ph[a][4 * k + 1][0]);
+          pa[a][k][1] = pack_e4m3x4_h(ph[a][4 * k][1], ph[a][4 * k + 1][1]);
+          pa[a][k][2] = pack_e4m3x4_h(ph[a][4 * k + 2][0], ph[a][4 * k + 3][0]);
+          pa[a][k][3] = pack_e4m3x4_h(ph[a][4 * k + 2][1], ph[a][4 * k + 3][1]);
+        } else {
+          pa[a][k][0] = pack_e4m3x4(pf[a][4 * k][0], pf[a][4 * k][1], pf[a][4 * k + 1][0], pf[a][4 * k + 1][1]);
+          pa[a][k][1] = pack_e4m3x4(pf[a][4 * k][2], pf[a][4 * k][3], pf[a][4 * k + 1][2], pf[a][4 * k + 1][3]);
+          pa[a][k][2] = pack_e4m3x4(pf[a][4 * k + 2][0], pf[a][4 * k + 2][1], pf[a][4 * k + 3][0], pf[a][4 * k + 3][1]);
+          pa[a][k][3] = pack_e4m3x4(pf[a][4 * k + 2][2], pf[a][4 * k + 2][3], pf[a][4 * k + 3][2], pf[a][4 * k + 3][3]);
+        }
       }
     constexpr int DCH = D / 8 < 8 ? D / 8 : 8;  // d-tiles per two-level chunk
 #pragma unroll
@@ -270,10 +284,17 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
     for (int a = 0; a < SL; ++a)
 #pragma unroll
       for (int k = 0; k < KK; ++k) {
-        pa[a][k][0] = pack_f16x2(pf[a][2 * k][0], pf[a][2 * k][1]);
-        pa[a][k][1] = pack_f16x2(pf[a][2 * k][2], pf[a][2 * k][3]);
-        pa[a][k][2] = pack_f16x2(pf[a][2 * k + 1][0], pf[a][2 * k + 1][1]);
-        pa[a][k][3] = pack_f16x2(pf[a][2 * k + 1][2], pf[a][2 * k + 1][3]);
+        if constexpr (Cfg::HALF_EXP) {
+          pa[a][k][0] = ph[a][2 * k][0];
+          pa[a][k][1] = ph[a][2 * k][1];
+          pa[a][k][2] = ph[a][2 * k + 1][0];
+          pa[a][k][3] = ph[a][2 * k + 1][1];
+        } else {
+          pa[a][k][0] = pack_f16x2(pf[a][2 * k][0], pf[a][2 * k][1]);
+          pa[a][k][1] = pack_f16x2(pf[a][2 * k][2], pf[a][2 * k][3]);
+          pa[a][k][2] = pack_f16x2(pf[a][2 * k + 1][0], pf[a][2 * k + 1][1]);
+          pa[a][k][3] = pack_f16x2(pf[a][2 * k + 1][2], pf[a][2 * k + 1][3]);
+        }
       }
     if constexpr (Cfg::PV == PvType::fp16) {
       // Once the row maxima settle (after a few tiles), alpha is 1 for the whole warp.

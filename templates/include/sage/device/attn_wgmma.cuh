@@ -8,6 +8,7 @@
 // 64-byte swizzle, so the same tiles serve as wgmma operands through descriptors.
 #pragma once
 #include "sage/device/attn_mma.cuh"
+#include "sage/device/tma_sm90.cuh"
 #include "sage/device/wgmma_sm90.cuh"
 
 namespace sage {
@@ -15,13 +16,16 @@ namespace sage {
 // One to three consumer warpgroups (64 rows each); the preparation kernels see it as an
 // mma-style config with 16 query rows per warp, which is the wgmma accumulator's layout.
 template <int HEAD_DIM, int BLOCK_N, int WARPGROUPS, int STAGES_, Gran GRAN_, bool SMOOTH_K_, bool SMOOTH_V_,
-          Schedule SCHED_ = Schedule::plain, int MIN_CTAS_ = 1>
+          Schedule SCHED_ = Schedule::plain, int MIN_CTAS_ = 1, bool HALF_EXP_ = false, bool TMA_ = false>
 struct WgmmaAttnConfig
     : MmaAttnConfig<HEAD_DIM, 64 * WARPGROUPS, BLOCK_N, 4 * WARPGROUPS, STAGES_, QkType::int8, PvType::fp8, GRAN_,
-                    SMOOTH_K_, /*smooth_q=*/false, SMOOTH_V_, SCHED_, MIN_CTAS_> {
+                    SMOOTH_K_, /*smooth_q=*/false, SMOOTH_V_, SCHED_, MIN_CTAS_, HALF_EXP_> {
   using Base = MmaAttnConfig<HEAD_DIM, 64 * WARPGROUPS, BLOCK_N, 4 * WARPGROUPS, STAGES_, QkType::int8, PvType::fp8,
-                             GRAN_, SMOOTH_K_, false, SMOOTH_V_, SCHED_, MIN_CTAS_>;
+                             GRAN_, SMOOTH_K_, false, SMOOTH_V_, SCHED_, MIN_CTAS_, HALF_EXP_>;
   static constexpr int WGS = WARPGROUPS;
+  // K/V (and Q) tiles arrive by TMA into an mbarrier-tracked ring instead of per-thread cp.async.
+  static constexpr bool TMA = TMA_;
+  static_assert(!TMA || SCHED_ == Schedule::plain, "the TMA loader is implemented for the plain schedule");
   // The swizzle atoms need 1024-byte aligned tiles: the kernel aligns the dynamic shared
   // memory's base itself, with up to 1 KiB of slack.
   static constexpr int SMEM_BYTES = Base::SMEM_BYTES + 1024;
@@ -65,18 +69,30 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, float (&m)[1][2], float (&l)[1
                          i32 (&s)[1][Cfg::BN / 8][4], u32 sV, float dq, int tile, int row0) {
   constexpr int D = Cfg::D, BN = Cfg::BN, NT = BN / 8;
   constexpr int VSW = wgmma_swizzle_mode(BN);
-  float pf[1][NT][4];
   float alpha[1][2];
   const i32 no_ds[1][4] = {{0, 0, 0, 0}};
-  softmax::online<1, NT, false, MASK, true>(p, m, l, s, no_ds, dq, 0.f, tile * BN, row0, pf, alpha);
   constexpr int KK = BN / 32;
   u32 pa[KK][4];
+  if constexpr (Cfg::HALF_EXP) {
+    u32 ph[1][NT][2];
+    softmax::online_h<1, NT, false, MASK, true>(p, m, l, s, no_ds, dq, 0.f, tile * BN, row0, ph, alpha);
 #pragma unroll
-  for (int k = 0; k < KK; ++k) {
-    pa[k][0] = pack_e4m3x4(pf[0][4 * k][0], pf[0][4 * k][1], pf[0][4 * k + 1][0], pf[0][4 * k + 1][1]);
-    pa[k][1] = pack_e4m3x4(pf[0][4 * k][2], pf[0][4 * k][3], pf[0][4 * k + 1][2], pf[0][4 * k + 1][3]);
-    pa[k][2] = pack_e4m3x4(pf[0][4 * k + 2][0], pf[0][4 * k + 2][1], pf[0][4 * k + 3][0], pf[0][4 * k + 3][1]);
-    pa[k][3] = pack_e4m3x4(pf[0][4 * k + 2][2], pf[0][4 * k + 2][3], pf[0][4 * k + 3][2], pf[0][4 * k + 3][3]);
+    for (int k = 0; k < KK; ++k) {
+      pa[k][0] = pack_e4m3x4_h(ph[0][4 * k][0], ph[0][4 * k + 1][0]);
+      pa[k][1] = pack_e4m3x4_h(ph[0][4 * k][1], ph[0][4 * k + 1][1]);
+      pa[k][2] = pack_e4m3x4_h(ph[0][4 * k + 2][0], ph[0][4 * k + 3][0]);
+      pa[k][3] = pack_e4m3x4_h(ph[0][4 * k + 2][1], ph[0][4 * k + 3][1]);
+    }
+  } else {
+    float pf[1][NT][4];
+    softmax::online<1, NT, false, MASK, true>(p, m, l, s, no_ds, dq, 0.f, tile * BN, row0, pf, alpha);
+#pragma unroll
+    for (int k = 0; k < KK; ++k) {
+      pa[k][0] = pack_e4m3x4(pf[0][4 * k][0], pf[0][4 * k][1], pf[0][4 * k + 1][0], pf[0][4 * k + 1][1]);
+      pa[k][1] = pack_e4m3x4(pf[0][4 * k][2], pf[0][4 * k][3], pf[0][4 * k + 1][2], pf[0][4 * k + 1][3]);
+      pa[k][2] = pack_e4m3x4(pf[0][4 * k + 2][0], pf[0][4 * k + 2][1], pf[0][4 * k + 3][0], pf[0][4 * k + 3][1]);
+      pa[k][3] = pack_e4m3x4(pf[0][4 * k + 2][2], pf[0][4 * k + 2][3], pf[0][4 * k + 3][2], pf[0][4 * k + 3][3]);
+    }
   }
   float acc[D / 2];
   wgmma_fence();
@@ -91,9 +107,103 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, float (&m)[1][2], float (&l)[1
     for (int e = 0; e < 4; ++e) o[0][j][e] = fmaf(o[0][j][e], alpha[0][e / 2], acc[4 * j + e]);
 }
 
+// The TMA loader: thread 0 issues one cp.async.bulk.tensor per operand and tile into a ring of
+// STAGES slots, each with a "full" mbarrier whose transaction count the copies complete. The
+// consumers wait on the barrier's phase; once every warp is done with a slot (one CTA barrier
+// per tile, after P V has completed), thread 0 refills it with the tile STAGES ahead. No
+// thread computes a global address per chunk, and no generic-proxy fence is needed.
+template <class Cfg>
+SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
+  using L = Layout<Cfg>;
+  constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES;
+  constexpr u32 KV_BYTES = Cfg::SMEM_K_STAGE + Cfg::SMEM_V_STAGE;
+  extern __shared__ __align__(1024) u8 smem_raw[];
+  __shared__ __align__(8) u64 bars[1 + ST];  // [0]: Q, [1 + s]: slot s full
+  u8* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  const int wg = warp / 4;
+  const int q_tile = p.causal ? p.q_tiles - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int hkv = h / (p.heads_q / p.heads_kv);
+  const int m0 = q_tile * BM;
+  const int row0 = m0 + warp * 16;
+  int n_tiles, mask_from;
+  mma_attn::kv_range(p, m0, BM, BN, &n_tiles, &mask_from);
+
+  const i64 q_tile_id = (i64(b) * p.heads_q + h) * p.q_tiles + q_tile;
+  const i64 kv_bh = i64(b) * p.heads_kv + hkv;
+  const u32 sQ = smem_addr(smem + L::Q);
+  const u32 sK0 = smem_addr(smem + L::K);
+  const u32 sV0 = smem_addr(smem + L::V);
+  const u32 bar0 = smem_addr(&bars[0]);
+  auto full = [&](int slot) { return bar0 + 8u * u32(1 + slot); };
+  // Rows of the tensor maps: K is [B*Hkv*npad, QROW], V^T is [B*Hkv*D, npad], Q is
+  // [B*Hq*q_tiles*BM, QROW].
+  const int k_row0 = int(kv_bh * p.k_tiles * BN), v_row0 = int(kv_bh * D);
+  auto load_kv = [&](int tile, int slot) {
+    mbar_arrive_expect_tx(full(slot), KV_BYTES);
+    tma_load_2d(sK0 + slot * Cfg::SMEM_K_STAGE, &p.tma_k, 0, k_row0 + tile * BN, full(slot));
+    tma_load_2d(sV0 + slot * Cfg::SMEM_V_STAGE, &p.tma_v, tile * BN, v_row0, full(slot));
+  };
+  if (threadIdx.x == 0) {
+    tma_prefetch_map(&p.tma_q);
+    tma_prefetch_map(&p.tma_k);
+    tma_prefetch_map(&p.tma_v);
+#pragma unroll
+    for (int i = 0; i < 1 + ST; ++i) mbar_init(bar0 + 8u * i, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    mbar_arrive_expect_tx(bar0, Cfg::SMEM_Q);
+    tma_load_2d(sQ, &p.tma_q, 0, int(q_tile_id * BM), bar0);
+#pragma unroll
+    for (int s = 0; s < ST; ++s)
+      if (s < n_tiles) load_kv(s, s);
+  }
+
+  int qg = 0;
+  if constexpr (Cfg::GRAN == Gran::per_thread) qg = warp * 8 + gid;
+  else if constexpr (Cfg::GRAN == Gran::per_warp) qg = warp;
+  const float qs = p.q_scale[q_tile_id * Cfg::Q_GROUPS + qg];
+  const float* kscale = p.k_scale + kv_bh * p.k_tiles * Cfg::K_GROUPS + (Cfg::GRAN == Gran::per_thread ? tig : 0);
+  const u32 sQw = sQ + wg * 64 * Cfg::QROW;
+
+  float m[1][2] = {{neg_inf(), neg_inf()}}, l[1][2] = {{0.f, 0.f}};
+  float o[1][D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[0][j][e] = 0.f;
+
+  mbar_wait(bar0, 0);
+  for (int t = 0; t < n_tiles; ++t) {
+    const int slot = t % ST;
+    const float dq = qs * kscale[t * Cfg::K_GROUPS];
+    mbar_wait(full(slot), (t / ST) & 1);
+    i32 s[1][BN / 8][4];
+    qk_issue<Cfg>(s, sQw, sK0 + slot * Cfg::SMEM_K_STAGE);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(reinterpret_cast<i32(&)[BN / 2]>(s));
+    const u32 sV = sV0 + slot * Cfg::SMEM_V_STAGE;
+    if (t >= mask_from) softmax_pv<Cfg, true>(p, m, l, o, s, sV, dq, t, row0);
+    else softmax_pv<Cfg, false>(p, m, l, o, s, sV, dq, t, row0);
+    // Every warp's wgmma reads of this slot have completed (P V waited): refill it.
+    __syncthreads();
+    if (threadIdx.x == 0 && t + ST < n_tiles) load_kv(t + ST, slot);
+  }
+  // All issued copies were waited for: the epilogue may reuse the ring.
+  epilogue::store<Cfg, 1>(p, m, l, o, b, h, kv_bh, warp, row0, smem);
+}
+
 // grid (q_tiles, Hq, B), 128 * WGS threads, Cfg::SMEM_BYTES dynamic shared memory.
 template <class Cfg>
 SAGE_DEV void attn_kernel(const SageAttnParams& p) {
+  if constexpr (Cfg::TMA) {
+    attn_kernel_tma<Cfg>(p);
+    return;
+  }
   using L = Layout<Cfg>;
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES;
   extern __shared__ __align__(1024) u8 smem_raw[];

@@ -107,6 +107,30 @@ SAGE_DEV float lg2(float x) {
   asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
+// Half-precision exponentials, two per instruction (the MUFU pipe's rate doubles): the
+// probabilities go to FP16 or FP8 operands anyway, whose rounding (2^-11, 2^-4) is at or above
+// ex2.approx.f16's error (2^-9.9 relative).
+SAGE_DEV u32 ex2_f16x2(u32 x) {
+  u32 y;
+  asm("ex2.approx.f16x2 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+SAGE_DEV u32 hadd2(u32 a, u32 b) {
+  u32 y;
+  asm("add.rn.f16x2 %0, %1, %2;" : "=r"(y) : "r"(a), "r"(b));
+  return y;
+}
+// Sum of the two halves of an f16x2, in FP32.
+SAGE_DEV float f16x2_sum(u32 v) { return f16_to_f32(u16(v & 0xffff)) + f16_to_f32(u16(v >> 16)); }
+#if defined(SAGE_HAS_FP8)
+// f16x2 -> e4m3x2 (round to nearest even, saturating), the low half in the low byte.
+SAGE_DEV u16 f16x2_to_e4m3x2(u32 v) {
+  u16 r;
+  asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(r) : "r"(v));
+  return r;
+}
+SAGE_DEV u32 pack_e4m3x4_h(u32 lo, u32 hi) { return u32(f16x2_to_e4m3x2(lo)) | (u32(f16x2_to_e4m3x2(hi)) << 16); }
+#endif
 // int32 -> float without the conversion unit: exact for |x| < 2^22 (the int8 QK dot
 // products of head_dim <= 128 are below 128*127*127 = 2,064,512). The result is
 // x + 12582912.0f; callers fold the -12582912 into an FMA constant.

@@ -97,5 +97,89 @@ SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][
 
 }
 
+// online() with half-precision exponentials (the half_exp axis): the same row maxima and
+// rescale factors, but the exponent of each pair of adjacent columns (one row) is packed into
+// an f16x2 and raised with one ex2.approx.f16x2, so the MUFU pipe does half the work. `ph`
+// holds the probabilities as f16x2: ph[a][n][hh] = columns 2tig, 2tig+1 of chunk n, row
+// gid + 8hh of slab a (exactly the FP16 A-fragment register, or two bytes of the FP8 one).
+// The row sum adds the pairs in f16x2 (pairwise; a half sums at most NT values <= 448, far
+// below 65504) and the two halves in FP32.
+template <int SL, int NT, bool SMOOTH_Q, bool MASK, bool FP8_P>
+SAGE_DEV void online_h(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][2], const i32 (&s)[SL][NT][4],
+                       const i32 (&ds)[SMOOTH_Q ? NT : 1][4], float dq, float ds_scale, int col_base, int row0,
+                       u32 (&ph)[SL][NT][2], float (&alpha)[SL][2]) {
+  static_assert(NT % 2 == 0, "pairwise f16 row sums need an even number of 8-column chunks");
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  const float shift = FP8_P ? kLog2Fp8Max : 0.f;
+  const int col0 = col_base + 2 * tig;
+  const int causal_off = p.seq_kv - p.seq_q;
+#pragma unroll
+  for (int a = 0; a < SL; ++a) {
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int row = row0 + 16 * a + gid + 8 * hh;
+      const int limit = p.causal ? row + causal_off : 0x7fffffff;
+      auto visible = [&](int n, int e) {
+        const int col = col0 + 8 * n + e;
+        return col < p.seq_kv && col <= limit;
+      };
+      // Scores in the log2 domain (FP32), masked to -inf.
+      float x[NT][2];
+      float tmax;
+      if constexpr (SMOOTH_Q) {
+        tmax = neg_inf();
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float v = float(s[a][n][2 * hh + e]) * dq + float(ds[n][e]) * ds_scale;
+            if (MASK && !visible(n, e)) v = neg_inf();
+            x[n][e] = v;
+            tmax = fmaxf(tmax, v);
+          }
+      } else {
+        i32 imax = i32(0x80000000);
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (!MASK || visible(n, e)) imax = max_(imax, s[a][n][2 * hh + e]);
+        tmax = imax == i32(0x80000000) ? neg_inf() : float(imax) * dq;
+      }
+      tmax = quad_max(tmax);
+      const float m_new = fmaxf(m[a][hh], tmax);
+      const float base = m_new == neg_inf() ? 0.f : m_new;
+      alpha[a][hh] = ex2(m[a][hh] - base);
+      m[a][hh] = m_new;
+      u32 h[NT];
+      if constexpr (SMOOTH_Q) {
+#pragma unroll
+        for (int n = 0; n < NT; ++n) h[n] = ex2_f16x2(pack_f16x2(x[n][0] - base + shift, x[n][1] - base + shift));
+      } else {
+        const float c = kMagic * dq + base - shift;
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          float x0 = fmaf(magic_i2f(s[a][n][2 * hh]), dq, -c);
+          float x1 = fmaf(magic_i2f(s[a][n][2 * hh + 1]), dq, -c);
+          if (MASK && !visible(n, 0)) x0 = neg_inf();
+          if (MASK && !visible(n, 1)) x1 = neg_inf();
+          h[n] = ex2_f16x2(pack_f16x2(x0, x1));
+        }
+      }
+      u32 t[NT / 2];
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        ph[a][n][hh] = h[n];
+        if (n % 2) t[n / 2] = hadd2(h[n - 1], h[n]);
+      }
+#pragma unroll
+      for (int cnt = NT / 2; cnt > 1; cnt = (cnt + 1) / 2)
+#pragma unroll
+        for (int i = 0; i < cnt / 2; ++i) t[i] = hadd2(t[i], t[i + (cnt + 1) / 2]);
+      l[a][hh] = l[a][hh] * alpha[a][hh] + f16x2_sum(t[0]);
+    }
+  }
+}
+
 }  // namespace softmax
 }  // namespace sage

@@ -1,0 +1,44 @@
+// Tensor memory accelerator (TMA) loads and the mbarriers that track them (sm_90). Written from
+// the PTX ISA sections "cp.async.bulk.tensor" and "mbarrier". The tensor maps (CUtensorMap, 128
+// bytes) are encoded by the launcher and live in the kernel's __grid_constant__ parameters; a
+// load names one by its generic address.
+#pragma once
+#include "sage/device/common.cuh"
+
+namespace sage {
+namespace dev {
+
+// An mbarrier in shared memory expecting `count` arrivals per phase.
+SAGE_DEV void mbar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Makes the initialized barriers visible to the async proxy (the TMA unit) before first use;
+// the CTA synchronizes after it.
+SAGE_DEV void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+// Arrives (count 1) and adds `bytes` to the transaction count the phase waits for.
+SAGE_DEV void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// Blocks until the barrier's phase with parity `phase` has completed.
+SAGE_DEV void mbar_wait(u32 bar, u32 phase) {
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "SAGE_MBAR_WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra SAGE_MBAR_WAIT_%=;\n}\n" ::"r"(bar),
+      "r"(phase)
+      : "memory");
+}
+// Loads the box at element coordinates (x, y) of a 2-D tensor map into shared memory at `dst`
+// (in the map's swizzle layout); completion is reported to `bar` as transaction bytes.
+SAGE_DEV void tma_load_2d(u32 dst, const void* tmap, int x, int y, u32 bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          dst),
+      "l"(tmap), "r"(x), "r"(y), "r"(bar)
+      : "memory");
+}
+SAGE_DEV void tma_prefetch_map(const void* tmap) { asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap) : "memory"); }
+
+}  // namespace dev
+}  // namespace sage
