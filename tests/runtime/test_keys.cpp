@@ -189,3 +189,29 @@ TEST(RuntimeKeys, ReproduceCommandIsAcceptedBySageTune) {
 
 }  // namespace
 }  // namespace sage
+
+namespace sage {
+namespace {
+// TMA coordinates are 32-bit: a TMA variant refuses problems whose tiled rows reach 2^31 (with a
+// reason), while the same config without TMA, and smaller problems, are served.
+TEST(KernelConfigLimits, TmaVariantsRefuseMoreRowsThanTheirCoordinatesAddress) {
+  KernelConfig c = KernelConfig::parse(
+      "pipeline=wgmma;name=t;head_dim=64;block_m=64;block_n=128;warps=4;stages=2;qk=int8;pv=fp8;"
+      "granularity=per_thread;smooth_k=true;smooth_q=false;smooth_v=false;schedule=plain;min_ctas=3;tma=true;"
+      "threads=128;smem_bytes=38912");
+  ASSERT_TRUE(c.tma);
+  AttnProblem big;
+  big.batch = 1024;
+  big.heads_q = big.heads_kv = 1024;
+  big.seq_q = big.seq_kv = 4096;  // 2^32 rows
+  big.head_dim = 64;
+  const std::string why = c.cannot_implement(big);
+  EXPECT_NE(why.find("2^31"), std::string::npos) << why;
+  AttnProblem small = big;
+  small.seq_q = small.seq_kv = 1024;  // 2^30 rows
+  EXPECT_EQ(c.cannot_implement(small), "");
+  c.tma = false;
+  EXPECT_EQ(c.cannot_implement(big), "");
+}
+}  // namespace
+}  // namespace sage

@@ -11,6 +11,24 @@
 namespace sage {
 namespace {
 
+// The launcher encodes tensor maps only for configs that say `tma`: every variant of the tma
+// axis must say so (and keep saying so through a stored record), and no other may.
+TEST(VariantRecord, TheTmaAxisReachesTheLauncherConfig) {
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  int with = 0, without = 0;
+  for (const gen::Variant& v : space.enumerate().variants) {
+    if (v.pipeline == "reference") continue;
+    const bool tma = v.params.count("tma") && v.get_bool("tma");
+    const KernelConfig c = tuner::kernel_config(v);
+    EXPECT_EQ(c.tma, tma) << v.name;
+    EXPECT_EQ(v.name.find("_tma_") != std::string::npos, tma) << v.name;
+    EXPECT_EQ(KernelConfig::parse(c.str()).tma, tma) << c.str();
+    (tma ? with : without)++;
+  }
+  EXPECT_GT(with, 0);
+  EXPECT_GT(without, 0);
+}
+
 TEST(VariantRecord, KernelConfigRoundTripsForEveryAttentionVariant) {
   const gen::SearchSpace space = gen::SearchSpace::builtin();
   int n = 0;
