@@ -107,6 +107,51 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, float (&m)[1][2], float (&l)[1
     for (int e = 0; e < 4; ++e) o[0][j][e] = fmaf(o[0][j][e], alpha[0][e / 2], acc[4 * j + e]);
 }
 
+// Where a CTA of the grid (q_tiles, Hq, B) works, and its lane's fixed quantities: shared by
+// both loaders' kernels. Causal grids run the longest query tiles first.
+template <class Cfg>
+struct CtaTile {
+  int warp, gid, tig, wg, h, b, row0, n_tiles, mask_from;
+  i64 q_tile_id, kv_bh;
+  SAGE_DEV explicit CtaTile(const SageAttnParams& p) {
+    warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    gid = lane / 4;
+    tig = lane % 4;
+    wg = warp / 4;
+    const int q_tile = p.causal ? p.q_tiles - 1 - int(blockIdx.x) : int(blockIdx.x);
+    h = blockIdx.y;
+    b = blockIdx.z;
+    const int hkv = h / (p.heads_q / p.heads_kv);
+    const int m0 = q_tile * Cfg::BM;
+    row0 = m0 + warp * 16;
+    mma_attn::kv_range(p, m0, Cfg::BM, Cfg::BN, &n_tiles, &mask_from);
+    q_tile_id = (i64(b) * p.heads_q + h) * p.q_tiles + q_tile;
+    kv_bh = i64(b) * p.heads_kv + hkv;
+  }
+  // The lane's Q scale, and its K scales (tile t: [t * K_GROUPS]).
+  SAGE_DEV float q_scale(const SageAttnParams& p) const {
+    int qg = 0;
+    if constexpr (Cfg::GRAN == Gran::per_thread) qg = warp * 8 + gid;
+    else if constexpr (Cfg::GRAN == Gran::per_warp) qg = warp;
+    return p.q_scale[q_tile_id * Cfg::Q_GROUPS + qg];
+  }
+  SAGE_DEV const float* k_scales(const SageAttnParams& p) const {
+    return p.k_scale + kv_bh * p.k_tiles * Cfg::K_GROUPS + (Cfg::GRAN == Gran::per_thread ? tig : 0);
+  }
+};
+
+// The running softmax state of a warp's 16 rows: max -inf, sum 0, O 0.
+template <int D>
+SAGE_DEV void init_state(float (&m)[1][2], float (&l)[1][2], float (&o)[1][D / 8][4]) {
+  m[0][0] = m[0][1] = neg_inf();
+  l[0][0] = l[0][1] = 0.f;
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[0][j][e] = 0.f;
+}
+
 // The TMA loader: thread 0 issues one cp.async.bulk.tensor per operand and tile into a ring of
 // STAGES slots, each with a "full" mbarrier whose transaction count the copies complete. The
 // consumers wait on the barrier's phase; once every warp is done with a slot (one CTA barrier
@@ -120,18 +165,9 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
   extern __shared__ __align__(1024) u8 smem_raw[];
   __shared__ __align__(8) u64 bars[1 + ST];  // [0]: Q, [1 + s]: slot s full
   u8* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  const int wg = warp / 4;
-  const int q_tile = p.causal ? p.q_tiles - 1 - int(blockIdx.x) : int(blockIdx.x);
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int hkv = h / (p.heads_q / p.heads_kv);
-  const int m0 = q_tile * BM;
-  const int row0 = m0 + warp * 16;
-  int n_tiles, mask_from;
-  mma_attn::kv_range(p, m0, BM, BN, &n_tiles, &mask_from);
-
-  const i64 q_tile_id = (i64(b) * p.heads_q + h) * p.q_tiles + q_tile;
-  const i64 kv_bh = i64(b) * p.heads_kv + hkv;
+  const CtaTile<Cfg> c(p);
+  const int warp = c.warp, wg = c.wg, h = c.h, b = c.b, row0 = c.row0, n_tiles = c.n_tiles, mask_from = c.mask_from;
+  const i64 q_tile_id = c.q_tile_id, kv_bh = c.kv_bh;
   const u32 sQ = smem_addr(smem + L::Q);
   const u32 sK0 = smem_addr(smem + L::K);
   const u32 sV0 = smem_addr(smem + L::V);
@@ -162,19 +198,12 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
       if (s < n_tiles) load_kv(s, s);
   }
 
-  int qg = 0;
-  if constexpr (Cfg::GRAN == Gran::per_thread) qg = warp * 8 + gid;
-  else if constexpr (Cfg::GRAN == Gran::per_warp) qg = warp;
-  const float qs = p.q_scale[q_tile_id * Cfg::Q_GROUPS + qg];
-  const float* kscale = p.k_scale + kv_bh * p.k_tiles * Cfg::K_GROUPS + (Cfg::GRAN == Gran::per_thread ? tig : 0);
+  const float qs = c.q_scale(p);
+  const float* kscale = c.k_scales(p);
   const u32 sQw = sQ + wg * 64 * Cfg::QROW;
 
-  float m[1][2] = {{neg_inf(), neg_inf()}}, l[1][2] = {{0.f, 0.f}};
-  float o[1][D / 8][4];
-#pragma unroll
-  for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o[0][j][e] = 0.f;
+  float m[1][2], l[1][2], o[1][D / 8][4];
+  init_state<D>(m, l, o);
 
   mbar_wait(bar0, 0);
   for (int t = 0; t < n_tiles; ++t) {
@@ -208,18 +237,9 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES;
   extern __shared__ __align__(1024) u8 smem_raw[];
   u8* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  const int wg = warp / 4;
-  const int q_tile = p.causal ? p.q_tiles - 1 - int(blockIdx.x) : int(blockIdx.x);
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int hkv = h / (p.heads_q / p.heads_kv);
-  const int m0 = q_tile * BM;
-  const int row0 = m0 + warp * 16;
-  int n_tiles, mask_from;
-  mma_attn::kv_range(p, m0, BM, BN, &n_tiles, &mask_from);
-
-  const i64 q_tile_id = (i64(b) * p.heads_q + h) * p.q_tiles + q_tile;
-  const i64 kv_bh = i64(b) * p.heads_kv + hkv;
+  const CtaTile<Cfg> c(p);
+  const int warp = c.warp, wg = c.wg, h = c.h, b = c.b, row0 = c.row0, n_tiles = c.n_tiles, mask_from = c.mask_from;
+  const i64 q_tile_id = c.q_tile_id, kv_bh = c.kv_bh;
   const u8* gQ = reinterpret_cast<const u8*>(p.q_quant) + q_tile_id * BM * Cfg::QROW;
   const u8* gK = reinterpret_cast<const u8*>(p.k_quant) + kv_bh * p.k_tiles * BN * Cfg::QROW;
   mma_attn::VSource vs;
@@ -233,8 +253,8 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   const u32 sV0 = smem_addr(smem + L::V);
   KvLoader<Cfg> ld;
   ld.init(vs);
-  for (int c = threadIdx.x; c < BM * L::QCPR; c += Cfg::THREADS) {
-    const int r = c / L::QCPR, cc = c % L::QCPR;
+  for (int ch = threadIdx.x; ch < BM * L::QCPR; ch += Cfg::THREADS) {
+    const int r = ch / L::QCPR, cc = ch % L::QCPR;
     cp_async16(sQ + swz<L::QCPR>(r, cc), gQ + r * Cfg::QROW + cc * 16);
   }
   cp_async_commit();
@@ -244,19 +264,12 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
     cp_async_commit();
   }
 
-  int qg = 0;
-  if constexpr (Cfg::GRAN == Gran::per_thread) qg = warp * 8 + gid;
-  else if constexpr (Cfg::GRAN == Gran::per_warp) qg = warp;
-  const float qs = p.q_scale[q_tile_id * Cfg::Q_GROUPS + qg];
-  const float* kscale = p.k_scale + kv_bh * p.k_tiles * Cfg::K_GROUPS + (Cfg::GRAN == Gran::per_thread ? tig : 0);
+  const float qs = c.q_scale(p);
+  const float* kscale = c.k_scales(p);
   const u32 sQw = sQ + wg * 64 * Cfg::QROW;  // this warpgroup's 64 rows
 
-  float m[1][2] = {{neg_inf(), neg_inf()}}, l[1][2] = {{0.f, 0.f}};
-  float o[1][D / 8][4];
-#pragma unroll
-  for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o[0][j][e] = 0.f;
+  float m[1][2], l[1][2], o[1][D / 8][4];
+  init_state<D>(m, l, o);
 
   if constexpr (Cfg::SCHED == Schedule::plain) {
     for (int t = 0; t < n_tiles; ++t) {

@@ -8,6 +8,55 @@ namespace sage {
 namespace softmax {
 using namespace dev;
 
+// The q_mean . K^T corrections of the lane's columns, scaled (SMOOTH_Q only).
+template <int NT, bool SMOOTH_Q>
+SAGE_DEV void scaled_ds(const i32 (&ds)[SMOOTH_Q ? NT : 1][4], float ds_scale, float (&dsf)[SMOOTH_Q ? NT : 1][2]) {
+  if constexpr (SMOOTH_Q) {
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      dsf[n][0] = float(ds[n][0]) * ds_scale;
+      dsf[n][1] = float(ds[n][1]) * ds_scale;
+    }
+  }
+}
+
+// What online() and online_h() share for one row (half hh of a slab's scores `s`, this lane's
+// columns): with SMOOTH_Q the row's scores in the log2 domain, masked to -inf, into `x`; the
+// row max over the quad (taken on the int32 scores without SMOOTH_Q); the new running max `m`
+// and O's rescale factor `alpha`. Returns the exponent base: the new max, or 0 while the row
+// has nothing visible.
+template <int NT, bool SMOOTH_Q, bool MASK, class Visible>
+SAGE_DEV float row_max(const i32 (&s)[NT][4], int hh, const float (&dsf)[SMOOTH_Q ? NT : 1][2], float dq,
+                       const Visible& visible, float (&x)[SMOOTH_Q ? NT : 1][2], float& m, float& alpha) {
+  float tmax;
+  if constexpr (SMOOTH_Q) {
+    tmax = neg_inf();
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float v = float(s[n][2 * hh + e]) * dq + dsf[n][e];
+        if (MASK && !visible(n, e)) v = neg_inf();
+        x[n][e] = v;
+        tmax = fmaxf(tmax, v);
+      }
+  } else {
+    i32 imax = i32(0x80000000);
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        if (!MASK || visible(n, e)) imax = max_(imax, s[n][2 * hh + e]);
+    tmax = imax == i32(0x80000000) ? neg_inf() : float(imax) * dq;
+  }
+  tmax = quad_max(tmax);
+  const float m_new = fmaxf(m, tmax);
+  const float base = m_new == neg_inf() ? 0.f : m_new;
+  alpha = ex2(m - base);
+  m = m_new;
+  return base;
+}
+
 // Turns one tile's int32 scores `s` into probabilities `pf` (times 448 when P is stored as
 // FP8, so that it fills E4M3's range) and updates the running row max `m` and this lane's
 // partial row sum `l`; `alpha` is the factor O must be rescaled by. `dq` is the lane's Q
@@ -23,14 +72,7 @@ SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][
   const int col0 = col_base + 2 * tig;
   const int causal_off = p.seq_kv - p.seq_q;
   float dsf[SMOOTH_Q ? NT : 1][2];
-  if constexpr (SMOOTH_Q) {
-    const float f = ds_scale;
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      dsf[n][0] = float(ds[n][0]) * f;
-      dsf[n][1] = float(ds[n][1]) * f;
-    }
-  }
+  scaled_ds<NT, SMOOTH_Q>(ds, ds_scale, dsf);
 #pragma unroll
   for (int a = 0; a < SL; ++a) {
 #pragma unroll
@@ -41,39 +83,15 @@ SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][
         const int col = col0 + 8 * n + e;
         return col < p.seq_kv && col <= limit;
       };
-      float tmax;
-      if constexpr (SMOOTH_Q) {
-        tmax = neg_inf();
-#pragma unroll
-        for (int n = 0; n < NT; ++n)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float x = float(s[a][n][2 * hh + e]) * dq + dsf[n][e];
-            if (MASK && !visible(n, e)) x = neg_inf();
-            pf[a][n][2 * hh + e] = x;
-            tmax = fmaxf(tmax, x);
-          }
-      } else {
-        i32 imax = i32(0x80000000);
-#pragma unroll
-        for (int n = 0; n < NT; ++n)
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-            if (!MASK || visible(n, e)) imax = max_(imax, s[a][n][2 * hh + e]);
-        tmax = imax == i32(0x80000000) ? neg_inf() : float(imax) * dq;
-      }
-      tmax = quad_max(tmax);
-      const float m_new = fmaxf(m[a][hh], tmax);
-      const float base = m_new == neg_inf() ? 0.f : m_new;
-      alpha[a][hh] = ex2(m[a][hh] - base);
-      m[a][hh] = m_new;
+      float x[SMOOTH_Q ? NT : 1][2];
+      const float base = row_max<NT, SMOOTH_Q, MASK>(s[a], hh, dsf, dq, visible, x, m[a][hh], alpha[a][hh]);
       float rs = 0.f;
       if constexpr (SMOOTH_Q) {
 #pragma unroll
         for (int n = 0; n < NT; ++n)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float v = ex2(pf[a][n][2 * hh + e] - base + shift);
+            const float v = ex2(x[n][e] - base + shift);
             pf[a][n][2 * hh + e] = v;
             rs += v;
           }
@@ -113,6 +131,8 @@ SAGE_DEV void online_h(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL
   const float shift = FP8_P ? kLog2Fp8Max : 0.f;
   const int col0 = col_base + 2 * tig;
   const int causal_off = p.seq_kv - p.seq_q;
+  float dsf[SMOOTH_Q ? NT : 1][2];
+  scaled_ds<NT, SMOOTH_Q>(ds, ds_scale, dsf);
 #pragma unroll
   for (int a = 0; a < SL; ++a) {
 #pragma unroll
@@ -123,34 +143,8 @@ SAGE_DEV void online_h(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL
         const int col = col0 + 8 * n + e;
         return col < p.seq_kv && col <= limit;
       };
-      // Scores in the log2 domain (FP32), masked to -inf.
-      float x[NT][2];
-      float tmax;
-      if constexpr (SMOOTH_Q) {
-        tmax = neg_inf();
-#pragma unroll
-        for (int n = 0; n < NT; ++n)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            float v = float(s[a][n][2 * hh + e]) * dq + float(ds[n][e]) * ds_scale;
-            if (MASK && !visible(n, e)) v = neg_inf();
-            x[n][e] = v;
-            tmax = fmaxf(tmax, v);
-          }
-      } else {
-        i32 imax = i32(0x80000000);
-#pragma unroll
-        for (int n = 0; n < NT; ++n)
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-            if (!MASK || visible(n, e)) imax = max_(imax, s[a][n][2 * hh + e]);
-        tmax = imax == i32(0x80000000) ? neg_inf() : float(imax) * dq;
-      }
-      tmax = quad_max(tmax);
-      const float m_new = fmaxf(m[a][hh], tmax);
-      const float base = m_new == neg_inf() ? 0.f : m_new;
-      alpha[a][hh] = ex2(m[a][hh] - base);
-      m[a][hh] = m_new;
+      float x[SMOOTH_Q ? NT : 1][2];
+      const float base = row_max<NT, SMOOTH_Q, MASK>(s[a], hh, dsf, dq, visible, x, m[a][hh], alpha[a][hh]);
       u32 h[NT];
       if constexpr (SMOOTH_Q) {
 #pragma unroll
