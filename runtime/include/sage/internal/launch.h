@@ -25,7 +25,7 @@ struct KernelConfig {
   std::string pv = "fp8";    // fp16 | fp16acc | fp8
   std::string granularity = "per_thread";  // per_thread | per_warp | per_block
   bool smooth_k = true, smooth_q = false, smooth_v = false;
-  std::string schedule = "plain";  // plain | overlap
+  std::string schedule = "plain";  // plain | overlap | pingpong | pingpong_overlap | ws | ws_overlap
   int min_ctas = 1;                // occupancy target of __launch_bounds__
   bool tma = false;                // wgmma: tiles loaded by TMA (the launcher encodes tensor maps)
   int threads = 0, smem_bytes = 0;

@@ -11,9 +11,22 @@ enum class PvType { fp16, fp16acc, fp8 };     // fp16: fp32 accumulators; fp16ac
                                                // accumulators flushed to fp32 every tile;
                                                // fp8: e4m3 operands, two-level fp32
 enum class Gran { per_thread, per_warp, per_block };
-enum class Schedule { plain,     // per tile: S = QK^T, softmax, O += PV
-                      overlap };  // S of tile t+1 is issued before the softmax of tile t, so the
+enum class Schedule { plain,      // per tile: S = QK^T, softmax, O += PV
+                      overlap,    // S of tile t+1 is issued before the softmax of tile t, so the
                                   // tensor pipe works while the exp/FMA pipes do (needs 3 stages)
+                      pingpong,   // wgmma: a TMA producer warpgroup and two consumer warpgroups
+                                  // taking turns at the tensor cores (named barriers)
+                      pingpong_overlap,  // pingpong, and each consumer's softmax of tile t runs
+                                         // while its P V of tile t-1 does
+                      ws,                // the warp-specialized kernel without turns: the two
+                                         // consumers issue their GEMMs whenever they are ready
+                      ws_overlap };      // ws with the intra-warpgroup overlap
+// The schedules of the warp-specialized wgmma kernel, and their two ingredients.
+__host__ __device__ constexpr bool is_ws(Schedule s) {
+  return s == Schedule::pingpong || s == Schedule::pingpong_overlap || s == Schedule::ws || s == Schedule::ws_overlap;
+}
+__host__ __device__ constexpr bool ws_turns(Schedule s) { return s == Schedule::pingpong || s == Schedule::pingpong_overlap; }
+__host__ __device__ constexpr bool ws_intra(Schedule s) { return s == Schedule::pingpong_overlap || s == Schedule::ws_overlap; }
 
 template <int HEAD_DIM, int BLOCK_M, int BLOCK_N, int WARPS, int STAGES_, QkType QK_, PvType PV_,
           Gran GRAN_, bool SMOOTH_K_, bool SMOOTH_Q_, bool SMOOTH_V_, Schedule SCHED_ = Schedule::plain,
@@ -61,7 +74,7 @@ struct MmaAttnConfig {
   static_assert(WARP_Q == 16 || WARP_Q == 32, "16 or 32 query rows per warp");
   static_assert(BN % 32 == 0 && BN >= 32, "BLOCK_N must be a multiple of 32");
   static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 stages");
-  static_assert(SCHED == Schedule::plain || STAGES >= 3, "the overlap schedule keeps two tiles resident: 3+ stages");
+  static_assert(SCHED != Schedule::overlap || STAGES >= 3, "the overlap schedule keeps two tiles resident: 3+ stages");
   // Exactness of the int32 -> float "magic number" conversion (|S| < 2^22).
   static_assert(!(QK == QkType::int8) || D * 127 * 127 < (1 << 22), "int8 QK dot products must stay below 2^22");
 };

@@ -360,6 +360,8 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
 // grid (q_tiles, Hq, B), Cfg::THREADS threads, Cfg::SMEM_BYTES dynamic shared memory.
 template <class Cfg>
 SAGE_DEV void attn_kernel(const SageAttnParams& p) {
+  static_assert(Cfg::SCHED == Schedule::plain || Cfg::SCHED == Schedule::overlap,
+                "the warp-specialized schedules are the wgmma pipeline's");
   using L = Layout<Cfg>;
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, SL = Cfg::SLABS, ST = Cfg::STAGES;
   extern __shared__ __align__(128) u8 smem[];

@@ -25,7 +25,13 @@ struct WgmmaAttnConfig
   static constexpr int WGS = WARPGROUPS;
   // K/V (and Q) tiles arrive by TMA into an mbarrier-tracked ring instead of per-thread cp.async.
   static constexpr bool TMA = TMA_;
-  static_assert(!TMA || SCHED_ == Schedule::plain, "the TMA loader is implemented for the plain schedule");
+  // Warp-specialized (pingpong): a producer warpgroup issues the TMA loads and gives its
+  // registers to the two consumer warpgroups, which own the query rows.
+  static constexpr bool WS = is_ws(SCHED_);
+  static constexpr int THREADS = Base::THREADS + (WS ? 128 : 0);
+  static_assert(!TMA || SCHED_ != Schedule::overlap, "the TMA loader serves the plain and pingpong schedules");
+  static_assert(!WS || (TMA && WARPGROUPS == 2 && MIN_CTAS_ == 1),
+                "warp-specialized schedules: TMA loads, two consumer warpgroups, one CTA per SM");
   // The swizzle atoms need 1024-byte aligned tiles: the kernel aligns the dynamic shared
   // memory's base itself, with up to 1 KiB of slack.
   static constexpr int SMEM_BYTES = Base::SMEM_BYTES + 1024;
@@ -50,6 +56,40 @@ SAGE_DEV void pv_mma(float (&d)[N / 2], const u32 (&a)[4], u64 db, int acc) {
   else wgmma_e4m3_m64n128k32(d, a, db, acc);
 }
 
+template <int N>
+SAGE_DEV void qk_mma_rs(i32 (&d)[N / 2], const u32 (&a)[4], u64 db, int acc) {
+  if constexpr (N == 64) wgmma_s8_m64n64k32_rs(d, a, db, acc);
+  else wgmma_s8_m64n128k32_rs(d, a, db, acc);
+}
+
+// This warp's 16 Q rows (from `row` of the CTA's tile in shared memory) as wgmma A fragments:
+// per 32-byte k-step, rows gid and gid + 8, bytes 4 tig.. and 16 + 4 tig.. (the m16n8k32
+// layout), read through the tile's swizzle.
+template <class Cfg, int KS>
+SAGE_DEV void load_q_frags(u32 (&qa)[KS][4], const u8* smem, int row) {
+  using L = Layout<Cfg>;
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+#pragma unroll
+  for (int k = 0; k < Cfg::QK_KSTEPS; ++k)
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        qa[k][h + 2 * half] =
+            *reinterpret_cast<const u32*>(smem + L::Q + swz<L::QCPR>(row + gid + 8 * h, 2 * k + half) + 4 * tig);
+}
+
+// S = Q K^T with Q from registers: the tensor cores read only K from shared memory.
+template <class Cfg, int KS>
+SAGE_DEV void qk_issue_rs(i32 (&s)[1][Cfg::BN / 8][4], const u32 (&qa)[KS][4], u32 sK) {
+  constexpr int QROW = Cfg::QROW, QSW = wgmma_swizzle_mode(QROW);
+  i32(&sf)[Cfg::BN / 2] = reinterpret_cast<i32(&)[Cfg::BN / 2]>(s);
+  wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < Cfg::QK_KSTEPS; ++k)
+    qk_mma_rs<Cfg::BN>(sf, qa[k], wgmma_desc(sK + 32 * k, 8 * QROW, QSW), k > 0);
+}
+
 // Issues S = Q K^T for one tile (asynchronous: the caller commits and waits).
 template <class Cfg>
 SAGE_DEV void qk_issue(i32 (&s)[1][Cfg::BN / 8][4], u32 sQw, u32 sK) {
@@ -61,18 +101,13 @@ SAGE_DEV void qk_issue(i32 (&s)[1][Cfg::BN / 8][4], u32 sQw, u32 sK) {
     qk_mma<Cfg::BN>(sf, wgmma_desc(sQw + 32 * k, 8 * QROW, QSW), wgmma_desc(sK + 32 * k, 8 * QROW, QSW), k > 0);
 }
 
-// Softmax of a tile's scores and O += P V. With `pending_qk`, the next tile's Q K^T was
-// issued (and committed) before: the softmax runs while the tensor cores compute it, and the
-// wait at the end covers both groups.
+// Softmax of a tile's scores into the FP8 A fragments of P V (`pa`, in the token order the
+// preparation permuted V for) and the factors O must be rescaled by.
 template <class Cfg, bool MASK>
-SAGE_DEV void softmax_pv(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], float (&o)[1][Cfg::D / 8][4],
-                         i32 (&s)[1][Cfg::BN / 8][4], u32 sV, float dq, int tile, int row0) {
-  constexpr int D = Cfg::D, BN = Cfg::BN, NT = BN / 8;
-  constexpr int VSW = wgmma_swizzle_mode(BN);
-  float alpha[1][2];
+SAGE_DEV void softmax_p(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], i32 (&s)[1][Cfg::BN / 8][4],
+                        float dq, int tile, int row0, u32 (&pa)[Cfg::BN / 32][4], float (&alpha)[1][2]) {
+  constexpr int BN = Cfg::BN, NT = BN / 8, KK = BN / 32;
   const i32 no_ds[1][4] = {{0, 0, 0, 0}};
-  constexpr int KK = BN / 32;
-  u32 pa[KK][4];
   if constexpr (Cfg::HALF_EXP) {
     u32 ph[1][NT][2];
     softmax::online_h<1, NT, false, MASK, true>(p, m, l, s, no_ds, dq, 0.f, tile * BN, row0, ph, alpha);
@@ -85,7 +120,9 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, float (&m)[1][2], float (&l)[1
     }
   } else {
     float pf[1][NT][4];
-    softmax::online<1, NT, false, MASK, true>(p, m, l, s, no_ds, dq, 0.f, tile * BN, row0, pf, alpha);
+    // The warp-specialized kernel runs one softmax warp per scheduler: split its chains.
+    softmax::online<1, NT, false, MASK, true, Cfg::WS ? 4 : 1>(p, m, l, s, no_ds, dq, 0.f, tile * BN, row0, pf,
+                                                                  alpha);
 #pragma unroll
     for (int k = 0; k < KK; ++k) {
       pa[k][0] = pack_e4m3x4(pf[0][4 * k][0], pf[0][4 * k][1], pf[0][4 * k + 1][0], pf[0][4 * k + 1][1]);
@@ -94,17 +131,39 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, float (&m)[1][2], float (&l)[1
       pa[k][3] = pack_e4m3x4(pf[0][4 * k + 2][2], pf[0][4 * k + 2][3], pf[0][4 * k + 3][2], pf[0][4 * k + 3][3]);
     }
   }
-  float acc[D / 2];
+}
+
+// Issues acc = P V for one tile into a fresh accumulator (asynchronous: the caller commits).
+template <class Cfg>
+SAGE_DEV void pv_issue(float (&acc)[Cfg::D / 2], const u32 (&pa)[Cfg::BN / 32][4], u32 sV) {
+  constexpr int KK = Cfg::BN / 32, VSW = wgmma_swizzle_mode(Cfg::BN);
   wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < KK; ++k) pv_mma<D>(acc, pa[k], wgmma_desc(sV + 32 * k, 8 * BN, VSW), k > 0);
-  wgmma_commit();
-  wgmma_wait<0>();
-  fence_regs(acc);
+  for (int k = 0; k < KK; ++k) pv_mma<Cfg::D>(acc, pa[k], wgmma_desc(sV + 32 * k, 8 * Cfg::BN, VSW), k > 0);
+}
+
+// The second accumulation level: O = O * alpha + acc, one FFMA per element.
+template <int D>
+SAGE_DEV void fold(float (&o)[1][D / 8][4], const float (&acc)[D / 2], const float (&alpha)[1][2]) {
 #pragma unroll
   for (int j = 0; j < D / 8; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[0][j][e] = fmaf(o[0][j][e], alpha[0][e / 2], acc[4 * j + e]);
+}
+
+// Softmax of a tile's scores and O += P V, waiting for the P V.
+template <class Cfg, bool MASK>
+SAGE_DEV void softmax_pv(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], float (&o)[1][Cfg::D / 8][4],
+                         i32 (&s)[1][Cfg::BN / 8][4], u32 sV, float dq, int tile, int row0) {
+  float alpha[1][2];
+  u32 pa[Cfg::BN / 32][4];
+  softmax_p<Cfg, MASK>(p, m, l, s, dq, tile, row0, pa, alpha);
+  float acc[Cfg::D / 2];
+  pv_issue<Cfg>(acc, pa, sV);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs(acc);
+  fold<Cfg::D>(o, acc, alpha);
 }
 
 // Where a CTA of the grid (q_tiles, Hq, B) works, and its lane's fixed quantities: shared by
@@ -113,9 +172,10 @@ template <class Cfg>
 struct CtaTile {
   int warp, gid, tig, wg, h, b, row0, n_tiles, mask_from;
   i64 q_tile_id, kv_bh;
-  SAGE_DEV explicit CtaTile(const SageAttnParams& p) {
-    warp = threadIdx.x / 32;
-    const int lane = threadIdx.x % 32;
+  // `tid`: the thread's index among the CTA's consumer threads.
+  SAGE_DEV CtaTile(const SageAttnParams& p, unsigned tid) {
+    warp = int(tid / 32);
+    const int lane = int(tid % 32);
     gid = lane / 4;
     tig = lane % 4;
     wg = warp / 4;
@@ -165,7 +225,7 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
   extern __shared__ __align__(1024) u8 smem_raw[];
   __shared__ __align__(8) u64 bars[1 + ST];  // [0]: Q, [1 + s]: slot s full
   u8* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  const CtaTile<Cfg> c(p);
+  const CtaTile<Cfg> c(p, threadIdx.x);
   const int warp = c.warp, wg = c.wg, h = c.h, b = c.b, row0 = c.row0, n_tiles = c.n_tiles, mask_from = c.mask_from;
   const i64 q_tile_id = c.q_tile_id, kv_bh = c.kv_bh;
   const u32 sQ = smem_addr(smem + L::Q);
@@ -226,18 +286,197 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
   epilogue::store<Cfg, 1>(p, m, l, o, b, h, kv_bh, warp, row0, smem);
 }
 
-// grid (q_tiles, Hq, B), 128 * WGS threads, Cfg::SMEM_BYTES dynamic shared memory.
-template <class Cfg>
-SAGE_DEV void attn_kernel(const SageAttnParams& p) {
-  if constexpr (Cfg::TMA) {
-    attn_kernel_tma<Cfg>(p);
+// The warp-specialized pingpong kernel: warpgroup 0 is the producer, whose one elected thread
+// streams Q and the K/V tiles by TMA into a STAGES-deep ring of "full" mbarriers and refills a
+// slot once both consumers have released it on its "empty" mbarrier; it keeps 24 registers
+// and gives the rest (setmaxnreg) to warpgroups 1 and 2, the consumers, 64 query rows each at
+// 240 registers. A consumer's turn at the tensor cores issues Q K^T of tile t and P V of tile
+// t-1 back to back; turns alternate between the two on named barriers, so one warpgroup's
+// softmax runs while the other's GEMMs do. With INTRA (intra-warpgroup overlap) a consumer
+// starts the softmax of tile t as soon as its Q K^T has landed, while its P V of t-1 is still
+// on the tensor cores; without it, it waits for both first (fewer live registers).
+template <class Cfg, bool TURNS, bool INTRA>
+SAGE_DEV void attn_kernel_ws(const SageAttnParams& p) {
+  using L = Layout<Cfg>;
+  constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES, KK = BN / 32;
+  constexpr u32 KV_BYTES = Cfg::SMEM_K_STAGE + Cfg::SMEM_V_STAGE;
+  constexpr int CONSUMERS = 128 * Cfg::WGS;
+  constexpr int kBarTurn = 1, kBarEpilogue = 3;  // named barriers: turn of consumer w = 1 + w
+  extern __shared__ __align__(1024) u8 smem_raw[];
+  __shared__ __align__(8) u64 bars[1 + 2 * ST];  // [0]: Q; [1 + s]: slot s full; [1 + ST + s]: empty
+  u8* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  const u32 sQ = smem_addr(smem + L::Q);
+  const u32 sK0 = smem_addr(smem + L::K);
+  const u32 sV0 = smem_addr(smem + L::V);
+  const u32 bar0 = smem_addr(&bars[0]);
+  auto full = [&](int slot) { return bar0 + 8u * u32(1 + slot); };
+  auto empty = [&](int slot) { return bar0 + 8u * u32(1 + ST + slot); };
+  if (threadIdx.x == 0) {
+    tma_prefetch_map(&p.tma_q);
+    tma_prefetch_map(&p.tma_k);
+    tma_prefetch_map(&p.tma_v);
+    mbar_init(bar0, 1);
+#pragma unroll
+    for (int s = 0; s < ST; ++s) {
+      mbar_init(full(s), 1);
+      mbar_init(empty(s), 4 * Cfg::WGS);  // lane 0 of every consumer warp
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  // The warpgroup index, broadcast so that the compiler knows it is warp-uniform (wgmma in a
+  // branch it cannot prove uniform gets serialized).
+  const int wg_role = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0);
+  if (wg_role == 0) {
+    setmaxnreg_dec<24>();
+    if (threadIdx.x == 0) {
+      const CtaTile<Cfg> c(p, 0u);
+      const int k_row0 = int(c.kv_bh * p.k_tiles * BN), v_row0 = int(c.kv_bh * D);
+      mbar_arrive_expect_tx(bar0, Cfg::SMEM_Q);
+      tma_load_2d(sQ, &p.tma_q, 0, int(c.q_tile_id * BM), bar0);
+      for (int t = 0; t < c.n_tiles; ++t) {
+        const int slot = t % ST;
+        if (t >= ST) mbar_wait(empty(slot), ((t / ST) - 1) & 1);
+        mbar_arrive_expect_tx(full(slot), KV_BYTES);
+        tma_load_2d(sK0 + slot * Cfg::SMEM_K_STAGE, &p.tma_k, 0, k_row0 + t * BN, full(slot));
+        tma_load_2d(sV0 + slot * Cfg::SMEM_V_STAGE, &p.tma_v, t * BN, v_row0, full(slot));
+      }
+    }
     return;
   }
+  setmaxnreg_inc<240>();
+
+  const CtaTile<Cfg> c(p, threadIdx.x - 128);
+  const int cw = c.wg, row0 = c.row0, n_tiles = c.n_tiles, mask_from = c.mask_from;
+  const bool lane0 = threadIdx.x % 32 == 0;
+  const float qs = c.q_scale(p);
+  const float* kscale = c.k_scales(p);
+  const u32 sQw = sQ + cw * 64 * Cfg::QROW;
+  float m[1][2], l[1][2], o[1][D / 8][4];
+  init_state<D>(m, l, o);
+
+  // Turn k of consumer w waits on barrier kBarTurn + w: its own 128 threads sync, the other
+  // consumer's arrive when its turn k-1 (for consumer 1: k) has issued. Consumer 0 goes
+  // first; both take n_tiles + 1 turns, and consumer 1's last arrival is left out so that
+  // every barrier phase completes.
+  const int turns = n_tiles > 0 ? n_tiles + 1 : 0;
+  if (TURNS && cw == 1 && turns > 0) named_bar_arrive(kBarTurn, CONSUMERS);
+  auto turn_end = [&](int k) {
+    if (TURNS && (cw == 0 || k + 1 < turns)) named_bar_arrive(kBarTurn + (1 - cw), CONSUMERS);
+  };
+  auto release = [&](int tile) {
+    if (lane0) mbar_arrive(empty(tile % ST));
+  };
+
+  u32 pa[KK][4];
+  float alpha[1][2];
+  float acc[D / 2];
+  // `dq`: the lane's Q scale times tile t's K scale (loaded before the tile's turn, so that
+  // its latency hides behind the GEMMs).
+  auto softmax = [&](i32(&s)[1][BN / 8][4], int t, float dq, u32(&pa_)[KK][4], float(&alpha_)[1][2]) {
+    if (t >= mask_from) softmax_p<Cfg, true>(p, m, l, s, dq, t, row0, pa_, alpha_);
+    else softmax_p<Cfg, false>(p, m, l, s, dq, t, row0, pa_, alpha_);
+  };
+  mbar_wait(bar0, 0);
+  // Q from registers where they fit (the tensor cores then read only K from shared memory);
+  // at D=128 with 128-key tiles the two in-flight accumulators leave no room for it.
+  constexpr bool QREG = !(D == 128 && BN == 128);
+  u32 qa[QREG ? Cfg::QK_KSTEPS : 1][4];
+  if constexpr (QREG) load_q_frags<Cfg>(qa, smem, 16 * c.warp);
+  auto qk = [&](i32(&s)[1][BN / 8][4], u32 sK) {
+    if constexpr (QREG) qk_issue_rs<Cfg>(s, qa, sK);
+    else qk_issue<Cfg>(s, sQw, sK);
+  };
+  if (n_tiles > 0) {  // turn 0: Q K^T of tile 0 alone
+    i32 s[1][BN / 8][4];
+    const float dq = qs * kscale[0];
+    mbar_wait(full(0), 0);
+    if (TURNS) named_bar_sync(kBarTurn + cw, CONSUMERS);
+    qk(s, sK0);
+    wgmma_commit();
+    turn_end(0);
+    wgmma_wait<0>();
+    fence_regs(reinterpret_cast<i32(&)[BN / 2]>(s));
+    softmax(s, 0, dq, pa, alpha);
+  }
+  // Turn t: Q K^T of tile t, then P V of tile t-1 (P in `pv`); the softmax of tile t writes
+  // `pn` and the factors O is rescaled by in `an` (INTRA: while that P V runs).
+  auto step = [&](int t, u32(&pv)[KK][4], u32(&pn)[KK][4], float(&an)[1][2]) {
+    const int slot = t % ST;
+    const float dq = qs * kscale[t * Cfg::K_GROUPS];
+    mbar_wait(full(slot), (t / ST) & 1);
+    i32 s[1][BN / 8][4];
+    if (TURNS) named_bar_sync(kBarTurn + cw, CONSUMERS);
+    qk(s, sK0 + slot * Cfg::SMEM_K_STAGE);
+    wgmma_commit();
+    pv_issue<Cfg>(acc, pv, sV0 + ((t - 1) % ST) * Cfg::SMEM_V_STAGE);
+    wgmma_commit();
+    turn_end(t);
+    if constexpr (INTRA) {
+      wgmma_wait<1>();
+      fence_regs(reinterpret_cast<i32(&)[BN / 2]>(s));
+      float a2[1][2];
+      softmax(s, t, dq, pn, a2);
+      wgmma_wait<0>();
+      fence_regs(acc);
+      // P of tile t-1 stays live until its P V has completed, so pn cannot take its registers.
+      fence_regs(reinterpret_cast<i32(&)[KK * 4]>(pv));
+      fold<D>(o, acc, an);
+      an[0][0] = a2[0][0];
+      an[0][1] = a2[0][1];
+    } else {
+      wgmma_wait<0>();
+      fence_regs(reinterpret_cast<i32(&)[BN / 2]>(s));
+      fence_regs(acc);
+      fold<D>(o, acc, an);
+      softmax(s, t, dq, pn, an);
+    }
+    release(t - 1);
+  };
+  // The last turn: P V of the last tile.
+  auto last = [&](const u32(&pv)[KK][4]) {
+    if (TURNS) named_bar_sync(kBarTurn + cw, CONSUMERS);
+    pv_issue<Cfg>(acc, pv, sV0 + ((n_tiles - 1) % ST) * Cfg::SMEM_V_STAGE);
+    wgmma_commit();
+    turn_end(n_tiles);
+    wgmma_wait<0>();
+    fence_regs(acc);
+    fold<D>(o, acc, alpha);
+  };
+  if constexpr (INTRA) {
+    // Two P buffers alternate (a register copy between them would define a wgmma input while
+    // the tensor cores may still read it, and ptxas would serialize the wgmmas).
+    u32 pb[KK][4];
+    int t = 1;
+    for (; t + 1 < n_tiles; t += 2) {
+      step(t, pa, pb, alpha);
+      step(t + 1, pb, pa, alpha);
+    }
+    if (t < n_tiles) {
+      step(t, pa, pb, alpha);
+      last(pb);
+    } else if (n_tiles > 0) {
+      last(pa);
+    }
+  } else {
+    for (int t = 1; t < n_tiles; ++t) step(t, pa, pa, alpha);
+    if (n_tiles > 0) last(pa);
+  }
+  // Both consumers' tensor-core reads are done (and every TMA write was waited for): the
+  // epilogue may reuse the ring.
+  named_bar_sync(kBarEpilogue, CONSUMERS);
+  epilogue::store<Cfg, 1>(p, m, l, o, c.b, c.h, c.kv_bh, c.warp, row0, smem);
+}
+
+// The cp.async loader: every thread copies its chunks of each tile (plain and overlap schedules).
+template <class Cfg>
+SAGE_DEV void attn_kernel_cp(const SageAttnParams& p) {
   using L = Layout<Cfg>;
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES;
   extern __shared__ __align__(1024) u8 smem_raw[];
   u8* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  const CtaTile<Cfg> c(p);
+  const CtaTile<Cfg> c(p, threadIdx.x);
   const int warp = c.warp, wg = c.wg, h = c.h, b = c.b, row0 = c.row0, n_tiles = c.n_tiles, mask_from = c.mask_from;
   const i64 q_tile_id = c.q_tile_id, kv_bh = c.kv_bh;
   const u8* gQ = reinterpret_cast<const u8*>(p.q_quant) + q_tile_id * BM * Cfg::QROW;
@@ -351,6 +590,14 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   cp_async_wait<0>();
   __syncthreads();
   epilogue::store<Cfg, 1>(p, m, l, o, b, h, kv_bh, warp, row0, smem);
+}
+
+// grid (q_tiles, Hq, B), Cfg::THREADS threads, Cfg::SMEM_BYTES dynamic shared memory.
+template <class Cfg>
+SAGE_DEV void attn_kernel(const SageAttnParams& p) {
+  if constexpr (Cfg::WS) attn_kernel_ws<Cfg, ws_turns(Cfg::SCHED), ws_intra(Cfg::SCHED)>(p);
+  else if constexpr (Cfg::TMA) attn_kernel_tma<Cfg>(p);
+  else attn_kernel_cp<Cfg>(p);
 }
 
 }  // namespace wgmma_attn

@@ -25,7 +25,7 @@ SAGE_DEV void scaled_ds(const i32 (&ds)[SMOOTH_Q ? NT : 1][4], float ds_scale, f
 // row max over the quad (taken on the int32 scores without SMOOTH_Q); the new running max `m`
 // and O's rescale factor `alpha`. Returns the exponent base: the new max, or 0 while the row
 // has nothing visible.
-template <int NT, bool SMOOTH_Q, bool MASK, class Visible>
+template <int NT, bool SMOOTH_Q, bool MASK, int CHAINS = 1, class Visible>
 SAGE_DEV float row_max(const i32 (&s)[NT][4], int hh, const float (&dsf)[SMOOTH_Q ? NT : 1][2], float dq,
                        const Visible& visible, float (&x)[SMOOTH_Q ? NT : 1][2], float& m, float& alpha) {
   float tmax;
@@ -41,12 +41,21 @@ SAGE_DEV float row_max(const i32 (&s)[NT][4], int hh, const float (&dsf)[SMOOTH_
         tmax = fmaxf(tmax, v);
       }
   } else {
-    i32 imax = i32(0x80000000);
+    // CHAINS independent running maxima (one chain of 2*NT dependent IMNMX leaves a warp
+    // waiting on each when no other warp of its scheduler has work).
+    i32 mx[CHAINS];
+#pragma unroll
+    for (int c = 0; c < CHAINS; ++c) mx[c] = i32(0x80000000);
 #pragma unroll
     for (int n = 0; n < NT; ++n)
 #pragma unroll
       for (int e = 0; e < 2; ++e)
-        if (!MASK || visible(n, e)) imax = max_(imax, s[n][2 * hh + e]);
+        if (!MASK || visible(n, e)) mx[(2 * n + e) % CHAINS] = max_(mx[(2 * n + e) % CHAINS], s[n][2 * hh + e]);
+#pragma unroll
+    for (int w = CHAINS / 2; w > 0; w /= 2)
+#pragma unroll
+      for (int c = 0; c < w; ++c) mx[c] = max_(mx[c], mx[c + w]);
+    const i32 imax = mx[0];
     tmax = imax == i32(0x80000000) ? neg_inf() : float(imax) * dq;
   }
   tmax = quad_max(tmax);
@@ -63,7 +72,8 @@ SAGE_DEV float row_max(const i32 (&s)[NT][4], int hh, const float (&dsf)[SMOOTH_
 // scale times its K scale (sm_scale * log2 e folded in); with SMOOTH_Q, `ds` holds the
 // q_mean . K^T correction of the lane's columns and `ds_scale` its scale. MASK applies the
 // sequence end and the causal diagonal (bottom-right aligned) to columns from `col_base`.
-template <int SL, int NT, bool SMOOTH_Q, bool MASK, bool FP8_P>
+// CHAINS (a power of two) splits the row max and sum into independent dependency chains.
+template <int SL, int NT, bool SMOOTH_Q, bool MASK, bool FP8_P, int CHAINS = 1>
 SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][2], const i32 (&s)[SL][NT][4],
                      const i32 (&ds)[SMOOTH_Q ? NT : 1][4], float dq, float ds_scale, int col_base, int row0,
                      float (&pf)[SL][NT][4], float (&alpha)[SL][2]) {
@@ -84,8 +94,11 @@ SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][
         return col < p.seq_kv && col <= limit;
       };
       float x[SMOOTH_Q ? NT : 1][2];
-      const float base = row_max<NT, SMOOTH_Q, MASK>(s[a], hh, dsf, dq, visible, x, m[a][hh], alpha[a][hh]);
-      float rs = 0.f;
+      const float base =
+          row_max<NT, SMOOTH_Q, MASK, CHAINS>(s[a], hh, dsf, dq, visible, x, m[a][hh], alpha[a][hh]);
+      float rs[CHAINS];
+#pragma unroll
+      for (int c = 0; c < CHAINS; ++c) rs[c] = 0.f;
       if constexpr (SMOOTH_Q) {
 #pragma unroll
         for (int n = 0; n < NT; ++n)
@@ -93,7 +106,7 @@ SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][
           for (int e = 0; e < 2; ++e) {
             const float v = ex2(x[n][e] - base + shift);
             pf[a][n][2 * hh + e] = v;
-            rs += v;
+            rs[(2 * n + e) % CHAINS] += v;
           }
       } else {
         // exp2(S*dq - base + shift) with S converted by the magic-number trick:
@@ -106,10 +119,14 @@ SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][
             float v = ex2(fmaf(magic_i2f(s[a][n][2 * hh + e]), dq, -c));
             if (MASK && !visible(n, e)) v = 0.f;
             pf[a][n][2 * hh + e] = v;
-            rs += v;
+            rs[(2 * n + e) % CHAINS] += v;
           }
       }
-      l[a][hh] = l[a][hh] * alpha[a][hh] + rs;
+#pragma unroll
+      for (int w = CHAINS / 2; w > 0; w /= 2)
+#pragma unroll
+        for (int c = 0; c < w; ++c) rs[c] += rs[c + w];
+      l[a][hh] = l[a][hh] * alpha[a][hh] + rs[0];
     }
   }
 

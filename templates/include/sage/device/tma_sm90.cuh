@@ -19,6 +19,10 @@ SAGE_DEV void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.clus
 SAGE_DEV void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
+// Arrives (count 1) without transaction bytes: a consumer releasing a ring slot.
+SAGE_DEV void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
 // Blocks until the barrier's phase with parity `phase` has completed.
 SAGE_DEV void mbar_wait(u32 bar, u32 phase) {
   asm volatile(
@@ -37,6 +41,24 @@ SAGE_DEV void tma_load_2d(u32 dst, const void* tmap, int x, int y, u32 bar) {
           dst),
       "l"(tmap), "r"(x), "r"(y), "r"(bar)
       : "memory");
+}
+// Named barriers (ids 1..15; 0 is __syncthreads) among `threads` threads, a multiple of 32:
+// sync waits for the barrier to complete, arrive counts this warp in and goes on.
+SAGE_DEV void named_bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+SAGE_DEV void named_bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+// Moves registers between warpgroups (sm_90a): every warp of a warpgroup lowers or raises its
+// per-thread register count to N (a multiple of 8 in [24, 256]).
+template <int N>
+SAGE_DEV void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+SAGE_DEV void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 SAGE_DEV void tma_prefetch_map(const void* tmap) { asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap) : "memory"); }
 
