@@ -237,6 +237,19 @@ std::string content_hash(const std::string& source, const CompileOptions& opts) 
   return hash_of(source, nvrtc_options(opts), opts.arch);
 }
 
+namespace {
+// A cache hit's build products into `r`.
+void take_cache_entry(detail::CacheEntry&& e, CompileResult& r) {
+  r.ok = true;
+  r.cache_hit = true;
+  r.log = std::move(e.log);
+  r.cubin = std::move(e.cubin);
+  r.ptx = std::move(e.ptx);
+  r.kernels = std::move(e.kernels);
+  r.build_ms = e.build_ms;
+}
+}  // namespace
+
 std::optional<CompileResult> load_cached(const std::string& name, const std::string& source,
                                          const CompileOptions& opts) {
   if (!opts.use_cache) return std::nullopt;
@@ -249,13 +262,7 @@ std::optional<CompileResult> load_cached(const std::string& name, const std::str
   KeyGuard guard(cache.dir() + "/" + r.key);
   auto e = cache.load(r.key, opts.keep_ptx, nullptr);
   if (!e) return std::nullopt;
-  r.ok = true;
-  r.cache_hit = true;
-  r.log = std::move(e->log);
-  r.cubin = std::move(e->cubin);
-  r.ptx = std::move(e->ptx);
-  r.kernels = std::move(e->kernels);
-  r.build_ms = e->build_ms;
+  take_cache_entry(std::move(*e), r);
   r.compile_ms = ms_since(t0);
   return r;
 }
@@ -277,13 +284,7 @@ CompileResult compile(const std::string& name, const std::string& source, const 
   KeyGuard guard(cache.dir() + "/" + r.key);
   std::string note;
   if (auto e = cache.load(r.key, opts.keep_ptx, &note)) {
-    r.ok = true;
-    r.cache_hit = true;
-    r.log = std::move(e->log);
-    r.cubin = std::move(e->cubin);
-    r.ptx = std::move(e->ptx);
-    r.kernels = std::move(e->kernels);
-    r.build_ms = e->build_ms;
+    take_cache_entry(std::move(*e), r);
     r.compile_ms = ms_since(t0);
     return r;
   }

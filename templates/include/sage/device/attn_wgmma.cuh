@@ -166,6 +166,20 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, float (&m)[1][2], float (&l)[1
   fold<Cfg::D>(o, acc, alpha);
 }
 
+// One tile of the plain schedule, both loaders: S = Q K^T (waited), then softmax_pv; `masked`
+// picks the diagonal/tail path.
+template <class Cfg>
+SAGE_DEV void plain_tile(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], float (&o)[1][Cfg::D / 8][4],
+                         u32 sQw, u32 sK, u32 sV, float dq, int tile, bool masked, int row0) {
+  i32 s[1][Cfg::BN / 8][4];
+  qk_issue<Cfg>(s, sQw, sK);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_regs(reinterpret_cast<i32(&)[Cfg::BN / 2]>(s));
+  if (masked) softmax_pv<Cfg, true>(p, m, l, o, s, sV, dq, tile, row0);
+  else softmax_pv<Cfg, false>(p, m, l, o, s, sV, dq, tile, row0);
+}
+
 // Where a CTA of the grid (q_tiles, Hq, B) works, and its lane's fixed quantities: shared by
 // both loaders' kernels. Causal grids run the longest query tiles first.
 template <class Cfg>
@@ -270,14 +284,8 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
     const int slot = t % ST;
     const float dq = qs * kscale[t * Cfg::K_GROUPS];
     mbar_wait(full(slot), (t / ST) & 1);
-    i32 s[1][BN / 8][4];
-    qk_issue<Cfg>(s, sQw, sK0 + slot * Cfg::SMEM_K_STAGE);
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(reinterpret_cast<i32(&)[BN / 2]>(s));
-    const u32 sV = sV0 + slot * Cfg::SMEM_V_STAGE;
-    if (t >= mask_from) softmax_pv<Cfg, true>(p, m, l, o, s, sV, dq, t, row0);
-    else softmax_pv<Cfg, false>(p, m, l, o, s, sV, dq, t, row0);
+    plain_tile<Cfg>(p, m, l, o, sQw, sK0 + slot * Cfg::SMEM_K_STAGE, sV0 + slot * Cfg::SMEM_V_STAGE, dq, t,
+                    t >= mask_from, row0);
     // Every warp's wgmma reads of this slot have completed (P V waited): refill it.
     __syncthreads();
     if (threadIdx.x == 0 && t + ST < n_tiles) load_kv(t + ST, slot);
@@ -535,14 +543,8 @@ SAGE_DEV void attn_kernel_cp(const SageAttnParams& p) {
         slot = t % ST;
       }
       const float dq = qs * kscale[t * Cfg::K_GROUPS];
-      i32 s[1][BN / 8][4];
-      qk_issue<Cfg>(s, sQw, sK0 + slot * Cfg::SMEM_K_STAGE);
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_regs(reinterpret_cast<i32(&)[BN / 2]>(s));
-      const u32 sV = sV0 + slot * Cfg::SMEM_V_STAGE;
-      if (t >= mask_from) softmax_pv<Cfg, true>(p, m, l, o, s, sV, dq, t, row0);
-      else softmax_pv<Cfg, false>(p, m, l, o, s, sV, dq, t, row0);
+      plain_tile<Cfg>(p, m, l, o, sQw, sK0 + slot * Cfg::SMEM_K_STAGE, sV0 + slot * Cfg::SMEM_V_STAGE, dq, t,
+                      t >= mask_from, row0);
     }
   } else {
     // Overlap: tiles t and t+1 are resident; iteration t issues Q K^T of t+1, runs the softmax

@@ -20,12 +20,26 @@ SAGE_DEV void scaled_ds(const i32 (&ds)[SMOOTH_Q ? NT : 1][4], float ds_scale, f
   }
 }
 
+// Whether this lane's column 8n + e of a tile (first lane column col0) is visible to query
+// `row`: before the sequence end and, when causal, on or below the diagonal (bottom-right
+// aligned; causal_off = seq_kv - seq_q).
+struct Visible {
+  const SageAttnParams& p;
+  int col0, limit;  // limit: the last visible key
+  SAGE_DEV Visible(const SageAttnParams& p_, int col0_, int causal_off, int row)
+      : p(p_), col0(col0_), limit(p_.causal ? row + causal_off : 0x7fffffff) {}
+  SAGE_DEV bool operator()(int n, int e) const {
+    const int col = col0 + 8 * n + e;
+    return col < p.seq_kv && col <= limit;
+  }
+};
+
 // What online() and online_h() share for one row (half hh of a slab's scores `s`, this lane's
 // columns): with SMOOTH_Q the row's scores in the log2 domain, masked to -inf, into `x`; the
 // row max over the quad (taken on the int32 scores without SMOOTH_Q); the new running max `m`
 // and O's rescale factor `alpha`. Returns the exponent base: the new max, or 0 while the row
 // has nothing visible.
-template <int NT, bool SMOOTH_Q, bool MASK, int CHAINS = 1, class Visible>
+template <int NT, bool SMOOTH_Q, bool MASK, int CHAINS = 1>
 SAGE_DEV float row_max(const i32 (&s)[NT][4], int hh, const float (&dsf)[SMOOTH_Q ? NT : 1][2], float dq,
                        const Visible& visible, float (&x)[SMOOTH_Q ? NT : 1][2], float& m, float& alpha) {
   float tmax;
@@ -87,12 +101,7 @@ SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][
   for (int a = 0; a < SL; ++a) {
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const int row = row0 + 16 * a + gid + 8 * hh;
-      const int limit = p.causal ? row + causal_off : 0x7fffffff;  // last visible key
-      auto visible = [&](int n, int e) {
-        const int col = col0 + 8 * n + e;
-        return col < p.seq_kv && col <= limit;
-      };
+      const Visible visible(p, col0, causal_off, row0 + 16 * a + gid + 8 * hh);
       float x[SMOOTH_Q ? NT : 1][2];
       const float base =
           row_max<NT, SMOOTH_Q, MASK, CHAINS>(s[a], hh, dsf, dq, visible, x, m[a][hh], alpha[a][hh]);
@@ -154,12 +163,7 @@ SAGE_DEV void online_h(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL
   for (int a = 0; a < SL; ++a) {
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const int row = row0 + 16 * a + gid + 8 * hh;
-      const int limit = p.causal ? row + causal_off : 0x7fffffff;
-      auto visible = [&](int n, int e) {
-        const int col = col0 + 8 * n + e;
-        return col < p.seq_kv && col <= limit;
-      };
+      const Visible visible(p, col0, causal_off, row0 + 16 * a + gid + 8 * hh);
       float x[SMOOTH_Q ? NT : 1][2];
       const float base = row_max<NT, SMOOTH_Q, MASK>(s[a], hh, dsf, dq, visible, x, m[a][hh], alpha[a][hh]);
       u32 h[NT];
