@@ -92,7 +92,7 @@ const WarmDb& warm_db() {
       const tuner::DeviceFingerprint fp = tuner::fingerprint_device(0);
       const std::string arch = tuner::arch_for_cc(fp.cc);
       const AttnProblem p = first_call_problem();
-      const std::string name = tuner::default_variant(arch, p.head_dim, "balanced");
+      const std::string name = tuner::default_variant(arch, p.head_dim, "balanced", p.seq_kv);
       const auto v = gen::SearchSpace::builtin().find(name);
       if (!v) throw Error(Errc::not_found, "no variant " + name);
       tuner::CompileOptions co;

@@ -332,12 +332,13 @@ class Parser {
         }
       }
       // Every value must spell a name part that cannot be confused with another: '_'
-      // separates parts and '-' separates a label from its value.
+      // separates parts and '-' separates a label from its value. A joined axis may spell one
+      // value as nothing (its target's part then stands alone: "qk-native").
       if (ax.type == AxisType::enumeration) {
         std::set<std::string> texts;
         for (auto& v : ax.values) {
           std::string text = ax.value_text(v);
-          if (!all_of(text, lower_or_digit))
+          if (!(text.empty() && !ax.join.empty()) && !all_of(text, lower_or_digit))
             fail(values->value, key + ".values",
                  "value '" + v.as_string() + "' cannot appear in variant names as it is "
                  "(only a-z and 0-9): give it an abbrev");

@@ -206,7 +206,7 @@ TEST_P(RuntimeGpuBitwise, SameBitsAsTheLauncherForTheSameVariant) {
   const AttnProblem& p = GetParam().p;
   Tensors t(p, 42);
   const std::string variant = variant_of(p);
-  EXPECT_EQ(variant, tuner::default_variant(arch_, p.head_dim, "balanced"));  // no DB: the default
+  EXPECT_EQ(variant, tuner::default_variant(arch_, p.head_dim, "balanced", p.seq_kv));  // no DB: the default
 
   std::vector<float> lse_l;
   const std::vector<std::uint16_t> want = launcher_out(variant, t, &lse_l);
@@ -245,7 +245,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RuntimeGpuBitwise, ::testing::ValuesIn(kCases),
 
 TEST_F(RuntimeGpu, ServesTheUserDbWinnerThenTheSystemDbsThenTheDefault) {
   const AttnProblem p = make(1, 32, 32, 1000, 1000, 128);
-  const std::string dflt = tuner::default_variant(arch_, 128, "balanced");
+  const std::string dflt = tuner::default_variant(arch_, 128, "balanced", p.seq_kv);
   std::vector<std::string> others;
   for (const auto& v : test::attention_variants(arch_, 128))
     if (v.name != dflt && others.size() < 2) others.push_back(v.name);
@@ -456,7 +456,7 @@ TEST_F(RuntimeGpu, SageLogExplainsTheSelectionAndHowToReproduce) {
   ASSERT_EQ(first, SAGE_OK) << sage_last_error();
   ASSERT_EQ(second, SAGE_OK) << sage_last_error();
   sync();
-  const std::string dflt = tuner::default_variant(arch_, 128, "balanced");
+  const std::string dflt = tuner::default_variant(arch_, 128, "balanced", 1024);
   for (const std::string& want :
        {std::string("[sage] d128_noncausal_fp16_HND_q1024_kv1024_bh32_balanced on ") + fp_.name,
         "variant: " + dflt + " (the " + arch_ + " default of configs/defaults.yaml: no tuned winner)",

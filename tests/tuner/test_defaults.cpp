@@ -28,6 +28,24 @@ TEST(Defaults, EveryArchHeadDimAndPolicyHasAnAdmittedVariant) {
   }
 }
 
+// Hopper serves short sequences with the unquantized (native) family, which needs no
+// preparation, and longer ones with the quantized default (configs/defaults.yaml).
+TEST(Defaults, HopperPicksTheNativeFamilyForShortSequencesOnly) {
+  auto qk = [](int d, const std::string& policy, int seq_kv) {
+    const std::string v = tuner::default_variant("sm_90a", d, policy, seq_kv);
+    return gen::SearchSpace::builtin().find(v)->get_string("qk");
+  };
+  for (const char* policy : {"accurate", "balanced", "fast"}) {
+    EXPECT_EQ(qk(128, policy, 1024), "native") << policy;
+    EXPECT_EQ(qk(128, policy, 2048), "native") << policy;
+    EXPECT_EQ(qk(64, policy, 4096), "native") << policy;
+  }
+  EXPECT_EQ(qk(128, "balanced", 4096), "int8");
+  EXPECT_EQ(qk(64, "balanced", 8192), "int8");
+  EXPECT_EQ(qk(128, "balanced", 0), "int8");  // no sequence length: the entries without max_seq_kv
+  EXPECT_NE(qk(128, "accurate", 16384), "native");
+}
+
 TEST(Defaults, UnknownArchitectureIsNotFound) {
   try {
     tuner::default_variant("sm_70", 128, "balanced");

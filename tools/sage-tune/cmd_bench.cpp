@@ -107,7 +107,7 @@ int run_bench(const BenchArgs& a) {
           tuner::WinnerKey wk{fp, pcfg.key_of(p, a.policy), tuner::generator_hash(), tuner::nvrtc_version()};
           if (auto w = store->winner(wk)) names.push_back(w->variant);
         }
-        if (names.empty() && a.variants.empty()) names.push_back(tuner::default_variant(arch, d, a.policy));
+        if (names.empty() && a.variants.empty()) names.push_back(tuner::default_variant(arch, d, a.policy, p.seq_kv));
         for (const std::string& name : names) {
           auto k = kernel_for(name);
           std::vector<tuner::AttnBuffers> in;
@@ -117,13 +117,16 @@ int run_bench(const BenchArgs& a) {
           }
           DeviceBuffer ws(k->workspace_size(p));
           auto e2e = timer.time([&](int i) { k->run(p, in[i % 2].args(), ws.get(), stream); }, to);
-          auto prep = timer.time([&](int i) { k->run_prep(p, in[i % 2].args(), ws.get(), stream); }, to);
+          // Native (unquantized) variants have no preparation: its columns read "-" (and 0 in JSON).
+          tuner::TimingResult prep{};
+          if (k->has_prep()) prep = timer.time([&](int i) { k->run_prep(p, in[i % 2].args(), ws.get(), stream); }, to);
           auto attn = timer.time([&](int i) { k->run_attn(p, in[i % 2].args(), ws.get(), stream); }, to);
           const double tops = p.flops() / (e2e.median_ms * 1e-3) / 1e12;
-          const double prep_tbs = k->prep_bytes(p) / (prep.median_ms * 1e-3) / 1e12;
+          const double prep_tbs = k->has_prep() ? k->prep_bytes(p) / (prep.median_ms * 1e-3) / 1e12 : 0.0;
           const double attn_tops = p.flops() / (attn.median_ms * 1e-3) / 1e12;
           rows.push_back({cat(d), causal ? "yes" : "no", cat(n), name, f(e2e.median_ms, "%.3f"), f(tops, "%.0f"),
-                          f(prep.median_ms, "%.3f"), f(prep_tbs, "%.2f"), f(attn.median_ms, "%.3f"), f(attn_tops, "%.0f"),
+                          k->has_prep() ? f(prep.median_ms, "%.3f") : "-", k->has_prep() ? f(prep_tbs, "%.2f") : "-",
+                          f(attn.median_ms, "%.3f"), f(attn_tops, "%.0f"),
                           f(e2e.spread() * 100, "%.1f%%")});
           out.push_back({{"head_dim", d}, {"causal", causal}, {"seq", n}, {"batch", a.batch}, {"heads", a.heads},
                          {"variant", name}, {"e2e_ms", e2e.median_ms}, {"tops", tops}, {"prep_ms", prep.median_ms},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <mutex>
@@ -133,7 +134,7 @@ std::string KernelConfig::cannot_implement(const AttnProblem& p) const {
   if (pipeline != "mma" && pipeline != "wgmma") return "pipeline '" + pipeline + "' is not an attention pipeline";
   if (p.head_dim != head_dim) return cat("head_dim ", p.head_dim, " != the variant's ", head_dim);
   if (p.heads_q % p.heads_kv != 0) return "heads_q must be a multiple of heads_kv";
-  if (tma && block_m > 0 && block_n > 0) {
+  if (tma && qk != "native" && block_m > 0 && block_n > 0) {
     // TMA coordinates are 32-bit: the rows of the tiled Q and K must stay below 2^31.
     const std::int64_t q_rows = std::int64_t(p.batch) * p.heads_q * cdiv(p.seq_q, block_m) * block_m;
     const std::int64_t k_rows = std::int64_t(p.batch) * p.heads_kv * cdiv(p.seq_kv, block_n) * block_n;
@@ -201,7 +202,8 @@ CUcontext use_device(int device) {
 AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(std::move(cfg)), module_(std::move(module)) {
   if (cfg_.pipeline != "mma" && cfg_.pipeline != "wgmma")
     throw Error(Errc::invalid_argument, "AttnKernel needs an attention variant (mma, wgmma), got '" + cfg_.pipeline + "'");
-  prep_ = module_->function("sage_prep");
+  // The native (unquantized) family has no preparation kernel.
+  if (!native()) prep_ = module_->function("sage_prep");
   attn_ = module_->function("sage_attn");
   const cu::Api& a = cu::api();
   if (cfg_.smem_bytes > 48 * 1024)
@@ -217,6 +219,10 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   WorkspacePlan w;
   w.q_tiles = cdiv(p.seq_q, c.block_m);
   w.k_tiles = cdiv(p.seq_kv, c.block_n);
+  if (native()) {  // reads the caller's tensors: no workspace
+    w.total = 256;
+    return w;
+  }
   const std::int64_t bhq = std::int64_t(p.batch) * p.heads_q, bhk = std::int64_t(p.batch) * p.heads_kv;
   const std::int64_t npad = std::int64_t(w.k_tiles) * c.block_n;
   const bool fp8 = c.pv == "fp8";
@@ -255,6 +261,7 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
 }
 
 double AttnKernel::prep_bytes(const AttnProblem& p) const {
+  if (native()) return 0;
   const WorkspacePlan w = plan(p);
   const double q = double(p.q_elems()), kv = double(p.kv_elems());
   const double bhq = double(p.batch) * p.heads_q, bhk = double(p.batch) * p.heads_kv;
@@ -289,6 +296,11 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
   s.lse = p.return_lse ? a.lse : nullptr;
   s.q_tiles = w.q_tiles;
   s.k_tiles = w.k_tiles;
+  s.num_sms = num_sms_;
+  if (native()) {
+    native_tensor_maps(p, s);
+    return;
+  }
   s.stat_splits = w.stat_splits;
   auto at = [&](bool has, std::size_t off) -> char* { return has ? base + off : nullptr; };
   s.stats = reinterpret_cast<float*>(at(w.has_stats, w.stats));
@@ -304,7 +316,6 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
   s.v_prep = at(w.has_v_prep, w.v_prep);
   s.v_scale = reinterpret_cast<float*>(at(w.has_v_scale, w.v_scale));
   s.v_mean = reinterpret_cast<float*>(at(w.has_v_mean, w.v_mean));
-  s.num_sms = num_sms_;
   if (cfg_.tma) tensor_maps(w, p, s);
 }
 
@@ -327,6 +338,44 @@ void encode_rows(void* map, const void* base, std::int64_t inner, std::int64_t r
                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
 }
 }  // namespace
+
+// The native family's maps: 4-D (D, N, H, B) over the caller's Q, K and V in their own
+// dtype, boxes of 64 columns (128-byte rows, 128B swizzle) by BLOCK_M or BLOCK_N rows; rows
+// past a sequence's end read as zeros. Re-encoded only when the pointers or the shape change.
+void AttnKernel::native_tensor_maps(const AttnProblem& p, SageAttnParams& s) const {
+  const KernelConfig& c = cfg_;
+  for (const SageTensor* t : {&s.q, &s.k, &s.v})
+    if (reinterpret_cast<std::uintptr_t>(t->ptr) % 16 != 0)
+      throw Error(Errc::invalid_argument, cat(c.name, ": Q, K and V must be 16-byte aligned (read by TMA)"));
+  const std::array<std::int64_t, 8> key = {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.head_dim,
+                                           int(p.layout), int(p.dtype)};
+  std::lock_guard<std::mutex> lock(tma_mu_);
+  TmaCache& t = tma_cache_;
+  if (t.q != s.q.ptr || t.k != s.k.ptr || t.v != s.v.ptr || t.shape != key) {
+    t.q = nullptr;  // invalid until all three are encoded
+    const CUtensorMapDataType type =
+        p.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    auto encode = [&](void* map, const SageTensor& x, int heads, int seq, int box_rows) {
+      const cuuint64_t dims[4] = {cuuint64_t(c.head_dim), cuuint64_t(seq), cuuint64_t(heads), cuuint64_t(p.batch)};
+      const cuuint64_t strides[3] = {cuuint64_t(x.stride_n) * 2, cuuint64_t(x.stride_h) * 2, cuuint64_t(x.stride_b) * 2};
+      const cuuint32_t box[4] = {64, cuuint32_t(box_rows), 1, 1};
+      const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+      SAGE_CU(cuTensorMapEncodeTiled(static_cast<CUtensorMap*>(map), type, 4, const_cast<void*>(x.ptr), dims, strides,
+                                     box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+    };
+    encode(t.maps[0], s.q, p.heads_q, p.seq_q, c.block_m);
+    encode(t.maps[1], s.k, p.heads_kv, p.seq_kv, c.block_n);
+    encode(t.maps[2], s.v, p.heads_kv, p.seq_kv, c.block_n);
+    t.q = s.q.ptr;
+    t.k = s.k.ptr;
+    t.v = s.v.ptr;
+    t.shape = key;
+  }
+  std::memcpy(&s.tma_q, t.maps[0], 128);
+  std::memcpy(&s.tma_k, t.maps[1], 128);
+  std::memcpy(&s.tma_v, t.maps[2], 128);
+}
 
 void AttnKernel::tensor_maps(const WorkspacePlan& w, const AttnProblem& p, SageAttnParams& s) const {
   const KernelConfig& c = cfg_;
@@ -363,6 +412,7 @@ void AttnKernel::tensor_maps(const WorkspacePlan& w, const AttnProblem& p, SageA
 // is mostly the cuLaunchKernel calls themselves: ~3 us each on the H100's host).
 void AttnKernel::launch_prep(const AttnProblem& p, const WorkspacePlan& w, const SageAttnParams& s,
                              CUstream stream) const {
+  if (!prep_) return;  // native: nothing to prepare
   // Statistics CTAs first (lower block indices: dispatched before any CTA that waits for them).
   const std::int64_t stats = w.has_stats ? std::int64_t(s.stat_splits) * p.batch * p.heads_kv : 0;
   const std::int64_t jobs = std::int64_t(p.batch) * p.heads_q * w.q_tiles +

@@ -4,6 +4,7 @@
 #pragma once
 #include <cuda.h>
 
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -79,6 +80,10 @@ class AttnKernel {
  public:
   AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module);
   const KernelConfig& config() const { return cfg_; }
+  // The unquantized family (qk "native"): reads the caller's FP16/BF16 tensors directly, with
+  // no preparation kernel and no workspace.
+  bool native() const { return cfg_.qk == "native"; }
+  bool has_prep() const { return !native(); }
   WorkspacePlan plan(const AttnProblem& p) const;
   std::size_t workspace_size(const AttnProblem& p) const { return plan(p).total; }
   // Bytes the preparation kernels read and write (the bandwidth benchmark's numerator).
@@ -97,11 +102,14 @@ class AttnKernel {
   // TMA variants: the tensor maps of the workspace's quantized Q, K and prepared V, encoded
   // once per (workspace, shape) and reused while the caller keeps both (the steady state).
   void tensor_maps(const WorkspacePlan& w, const AttnProblem& p, ::SageAttnParams& s) const;
+  // Native variants: maps over the caller's Q, K, V, re-encoded when pointers or shape change.
+  void native_tensor_maps(const AttnProblem& p, ::SageAttnParams& s) const;
   struct TmaCache {
     const void* q = nullptr;
     const void* k = nullptr;
     const void* v = nullptr;
     std::int64_t q_rows = 0, k_rows = 0, v_rows = 0, npad = 0;
+    std::array<std::int64_t, 8> shape = {};  // native: the problem the maps describe
     alignas(64) unsigned char maps[3][128] = {};
   };
   KernelConfig cfg_;

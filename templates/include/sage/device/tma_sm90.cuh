@@ -42,6 +42,15 @@ SAGE_DEV void tma_load_2d(u32 dst, const void* tmap, int x, int y, u32 bar) {
       "l"(tmap), "r"(x), "r"(y), "r"(bar)
       : "memory");
 }
+// Loads the box at element coordinates (x, y, z, w) of a 4-D tensor map (the user's Q/K/V as
+// [B][H][N][D] with any strides); rows past the tensor's extent arrive as zeros.
+SAGE_DEV void tma_load_4d(u32 dst, const void* tmap, int x, int y, int z, int w, u32 bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(
+          dst),
+      "l"(tmap), "r"(x), "r"(y), "r"(z), "r"(w), "r"(bar)
+      : "memory");
+}
 // Named barriers (ids 1..15; 0 is __syncthreads) among `threads` threads, a multiple of 32:
 // sync waits for the barrier to complete, arrive counts this warp in and goes on.
 SAGE_DEV void named_bar_sync(int id, int threads) {

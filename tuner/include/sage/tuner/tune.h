@@ -69,6 +69,7 @@ std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r);
 
 // The architecture's default variant for a problem (configs/defaults.yaml), by name; throws
 // Error(not_found) when the configuration has none or names a variant outside the space.
-std::string default_variant(const std::string& arch, int head_dim, const std::string& policy);
+// `seq_kv` (the call's, or its bucket's) lets entries with `max_seq_kv` match; 0 skips them.
+std::string default_variant(const std::string& arch, int head_dim, const std::string& policy, int seq_kv = 0);
 
 }  // namespace sage::tuner
