@@ -108,7 +108,8 @@ SAGE_DEV void softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2]
       }
     l[hh] = l[hh] * alpha[hh] + (rs[0] + rs[1]);
   }
-  auto pack = [](float lo, float hi) { return BF16 ? pack_bf16x2(lo, hi) : pack_f16x2(lo, hi); };
+  constexpr int dtype = BF16 ? SAGE_DTYPE_BF16 : SAGE_DTYPE_FP16;
+  auto pack = [](float lo, float hi) { return pack_x2(lo, hi, dtype); };
 #pragma unroll
   for (int k = 0; k < Cfg::BN / 16; ++k) {
     pa[k][0] = pack(pf[8 * k + 0], pf[8 * k + 1]);  // row gid,     keys 16k + 2tig, +1
@@ -129,9 +130,8 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
   __shared__ __align__(8) u64 bars[1 + ST];  // [0]: Q, [1 + s]: slot s full
   u8* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   const wgmma_attn::CtaTile<Cfg> c(p, threadIdx.x);
-  const int warp = c.warp, wg = c.wg, h = c.h, b = c.b, row0 = c.row0, n_tiles = c.n_tiles, mask_from = c.mask_from;
-  const int hkv = h / (p.heads_q / p.heads_kv);
-  const int m0 = (p.causal ? p.q_tiles - 1 - int(blockIdx.x) : int(blockIdx.x)) * BM;
+  const int warp = c.warp, wg = c.wg, h = c.h, hkv = c.hkv, b = c.b, m0 = c.m0, row0 = c.row0;
+  const int n_tiles = c.n_tiles, mask_from = c.mask_from;
   const u32 sQ = smem_addr(smem);
   const u32 sK0 = sQ + Cfg::SMEM_Q;
   const u32 sV0 = sK0 + ST * Cfg::SMEM_K_STAGE;
@@ -145,15 +145,7 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
       tma_load_4d(sV0 + slot * Cfg::SMEM_V_STAGE + cc * BN * 128, &p.tma_v, cc * 64, tile * BN, hkv, b, full(slot));
     }
   };
-  if (threadIdx.x == 0) {
-    tma_prefetch_map(&p.tma_q);
-    tma_prefetch_map(&p.tma_k);
-    tma_prefetch_map(&p.tma_v);
-#pragma unroll
-    for (int i = 0; i < 1 + ST; ++i) mbar_init(bar0 + 8u * i, 1);
-    mbar_init_fence();
-  }
-  __syncthreads();
+  wgmma_attn::tma_barriers_init(p, bar0, 1 + ST);
   if (threadIdx.x == 0) {
     mbar_arrive_expect_tx(bar0, Cfg::SMEM_Q);
 #pragma unroll
@@ -164,10 +156,9 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
   }
 
   const float scale = p.sm_scale * kLog2e;
-  float m[2] = {neg_inf(), neg_inf()}, l[2] = {0.f, 0.f};
-  float o[D / 2];
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  float m[1][2], l[1][2], o[1][D / 8][4];
+  wgmma_attn::init_state<D>(m, l, o);
+  float(&of)[D / 2] = reinterpret_cast<float(&)[D / 2]>(o);  // the wgmma accumulator view
 
   const u32 sQw = sQ + wg * 64 * 128;
   mbar_wait(bar0, 0);
@@ -186,29 +177,23 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
     fence_regs(s);
     u32 pa[BN / 16][4];
     float alpha[2];
-    if (t >= mask_from) softmax_tile<Cfg, true, BF16>(p, m, l, s, scale, t * BN, row0, pa, alpha);
-    else softmax_tile<Cfg, false, BF16>(p, m, l, s, scale, t * BN, row0, pa, alpha);
+    if (t >= mask_from) softmax_tile<Cfg, true, BF16>(p, m[0], l[0], s, scale, t * BN, row0, pa, alpha);
+    else softmax_tile<Cfg, false, BF16>(p, m[0], l[0], s, scale, t * BN, row0, pa, alpha);
 #pragma unroll
     for (int j = 0; j < D / 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) o[4 * j + e] *= alpha[e / 2];
+      for (int e = 0; e < 4; ++e) o[0][j][e] *= alpha[e / 2];
     wgmma_fence();
 #pragma unroll
-    for (int k = 0; k < BN / 16; ++k) mma_rs<D, BF16>(o, pa[k], wgmma_desc_mn(sV + k * 16 * 128, BN * 128, 1024, 1), 1);
+    for (int k = 0; k < BN / 16; ++k) mma_rs<D, BF16>(of, pa[k], wgmma_desc_mn(sV + k * 16 * 128, BN * 128, 1024, 1), 1);
     wgmma_commit();
     wgmma_wait<0>();
-    fence_regs(o);
+    fence_regs(of);
     // Every warp's wgmma reads of this slot have completed: refill it.
     __syncthreads();
     if (threadIdx.x == 0 && t + ST < n_tiles) load_kv(t + ST, slot);
   }
-  float mo[1][2] = {{m[0], m[1]}}, lo[1][2] = {{l[0], l[1]}};
-  float oo[1][D / 8][4];
-#pragma unroll
-  for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) oo[0][j][e] = o[4 * j + e];
-  epilogue::store<Cfg, 1>(p, mo, lo, oo, b, h, c.kv_bh, warp, row0, smem);
+  epilogue::store<Cfg, 1>(p, m, l, o, b, h, c.kv_bh, warp, row0, smem);
 }
 
 template <class Cfg>

@@ -184,7 +184,7 @@ SAGE_DEV void plain_tile(const SageAttnParams& p, float (&m)[1][2], float (&l)[1
 // both loaders' kernels. Causal grids run the longest query tiles first.
 template <class Cfg>
 struct CtaTile {
-  int warp, gid, tig, wg, h, b, row0, n_tiles, mask_from;
+  int warp, gid, tig, wg, h, hkv, b, m0, row0, n_tiles, mask_from;
   i64 q_tile_id, kv_bh;
   // `tid`: the thread's index among the CTA's consumer threads.
   SAGE_DEV CtaTile(const SageAttnParams& p, unsigned tid) {
@@ -196,8 +196,8 @@ struct CtaTile {
     const int q_tile = p.causal ? p.q_tiles - 1 - int(blockIdx.x) : int(blockIdx.x);
     h = blockIdx.y;
     b = blockIdx.z;
-    const int hkv = h / (p.heads_q / p.heads_kv);
-    const int m0 = q_tile * Cfg::BM;
+    hkv = h / (p.heads_q / p.heads_kv);
+    m0 = q_tile * Cfg::BM;
     row0 = m0 + warp * 16;
     mma_attn::kv_range(p, m0, Cfg::BM, Cfg::BN, &n_tiles, &mask_from);
     q_tile_id = (i64(b) * p.heads_q + h) * p.q_tiles + q_tile;
@@ -214,6 +214,19 @@ struct CtaTile {
     return p.k_scale + kv_bh * p.k_tiles * Cfg::K_GROUPS + (Cfg::GRAN == Gran::per_thread ? tig : 0);
   }
 };
+
+// Thread 0 prefetches the three tensor maps and initializes `count` mbarriers from bar0 (one
+// arrival each); then the CTA synchronizes. The TMA kernels' set-up, before any load.
+SAGE_DEV void tma_barriers_init(const SageAttnParams& p, u32 bar0, int count) {
+  if (threadIdx.x == 0) {
+    tma_prefetch_map(&p.tma_q);
+    tma_prefetch_map(&p.tma_k);
+    tma_prefetch_map(&p.tma_v);
+    for (int i = 0; i < count; ++i) mbar_init(bar0 + 8u * i, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+}
 
 // The running softmax state of a warp's 16 rows: max -inf, sum 0, O 0.
 template <int D>
@@ -255,15 +268,7 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
     tma_load_2d(sK0 + slot * Cfg::SMEM_K_STAGE, &p.tma_k, 0, k_row0 + tile * BN, full(slot));
     tma_load_2d(sV0 + slot * Cfg::SMEM_V_STAGE, &p.tma_v, tile * BN, v_row0, full(slot));
   };
-  if (threadIdx.x == 0) {
-    tma_prefetch_map(&p.tma_q);
-    tma_prefetch_map(&p.tma_k);
-    tma_prefetch_map(&p.tma_v);
-#pragma unroll
-    for (int i = 0; i < 1 + ST; ++i) mbar_init(bar0 + 8u * i, 1);
-    mbar_init_fence();
-  }
-  __syncthreads();
+  tma_barriers_init(p, bar0, 1 + ST);
   if (threadIdx.x == 0) {
     mbar_arrive_expect_tx(bar0, Cfg::SMEM_Q);
     tma_load_2d(sQ, &p.tma_q, 0, int(q_tile_id * BM), bar0);
