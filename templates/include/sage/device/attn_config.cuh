@@ -20,7 +20,10 @@ enum class Schedule { plain,      // per tile: S = QK^T, softmax, O += PV
                                          // while its P V of tile t-1 does
                       ws,                // the warp-specialized kernel without turns: the two
                                          // consumers issue their GEMMs whenever they are ready
-                      ws_overlap };      // ws with the intra-warpgroup overlap
+                      ws_overlap,        // ws with the intra-warpgroup overlap
+                      turns };           // wgmma, TMA, 2-3 warpgroups sharing one K/V ring (no
+                                         // producer): their GEMMs go to the tensor cores in a
+                                         // fixed rotation (named barriers)
 // The schedules of the warp-specialized wgmma kernel, and their two ingredients.
 __host__ __device__ constexpr bool is_ws(Schedule s) {
   return s == Schedule::pingpong || s == Schedule::pingpong_overlap || s == Schedule::ws || s == Schedule::ws_overlap;
@@ -46,6 +49,9 @@ struct MmaAttnConfig {
   static constexpr Schedule SCHED = SCHED_;
   static constexpr int MIN_CTAS = MIN_CTAS_;  // __launch_bounds__ occupancy target (caps registers)
   static constexpr bool HALF_EXP = HALF_EXP_;  // softmax exponentials as ex2.approx.f16x2 (softmax::online_h)
+  // Whether each lane's running row sum l is its row's whole sum (the wgmma sum_mma variants)
+  // rather than the part over its own columns, which the epilogue adds up across the quad.
+  static constexpr bool ROW_SUMS_COMPLETE = false;
 
   static constexpr int THREADS = WARPS * 32;
   static constexpr int WARP_Q = BM / WARPS;   // query rows per warp

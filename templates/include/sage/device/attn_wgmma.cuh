@@ -16,7 +16,8 @@ namespace sage {
 // One to three consumer warpgroups (64 rows each); the preparation kernels see it as an
 // mma-style config with 16 query rows per warp, which is the wgmma accumulator's layout.
 template <int HEAD_DIM, int BLOCK_N, int WARPGROUPS, int STAGES_, Gran GRAN_, bool SMOOTH_K_, bool SMOOTH_V_,
-          Schedule SCHED_ = Schedule::plain, int MIN_CTAS_ = 1, bool HALF_EXP_ = false, bool TMA_ = false>
+          Schedule SCHED_ = Schedule::plain, int MIN_CTAS_ = 1, bool HALF_EXP_ = false, bool TMA_ = false,
+          bool SUM_MMA_ = false>
 struct WgmmaAttnConfig
     : MmaAttnConfig<HEAD_DIM, 64 * WARPGROUPS, BLOCK_N, 4 * WARPGROUPS, STAGES_, QkType::int8, PvType::fp8, GRAN_,
                     SMOOTH_K_, /*smooth_q=*/false, SMOOTH_V_, SCHED_, MIN_CTAS_, HALF_EXP_> {
@@ -29,12 +30,24 @@ struct WgmmaAttnConfig
   // registers to the two consumer warpgroups, which own the query rows.
   static constexpr bool WS = is_ws(SCHED_);
   static constexpr int THREADS = Base::THREADS + (WS ? 128 : 0);
+  // Row sums of P on the tensor cores: with every k-step of P V, one more wgmma m64n8k32
+  // multiplies the same P fragment by 8 columns of FP8 ones (a 512-byte block after the ring,
+  // written once), so each lane gets its rows' whole sums of exactly the FP8 P that was
+  // multiplied. The softmax then adds nothing up (64 FADDs per lane and 64x128 tile fewer).
+  static constexpr bool SUM_MMA = SUM_MMA_;
+  static constexpr bool ROW_SUMS_COMPLETE = SUM_MMA;
+  static constexpr int ONES_BYTES = SUM_MMA ? 512 : 0;
+  static constexpr int SMEM_MAIN = Base::SMEM_MAIN + ONES_BYTES;
+  static_assert(!SUM_MMA || (TMA && !WS), "sum_mma: the TMA kernel of the plain and turns schedules");
+  static_assert(!SUM_MMA || !HALF_EXP_, "sum_mma takes the FP32 exponentials");
   static_assert(!TMA || SCHED_ != Schedule::overlap, "the TMA loader serves the plain and pingpong schedules");
+  static_assert(SCHED_ != Schedule::turns || (TMA && WARPGROUPS >= 2),
+                "turns: two or three warpgroups taking turns at a shared TMA ring");
   static_assert(!WS || (TMA && WARPGROUPS == 2 && MIN_CTAS_ == 1),
                 "warp-specialized schedules: TMA loads, two consumer warpgroups, one CTA per SM");
   // The swizzle atoms need 1024-byte aligned tiles: the kernel aligns the dynamic shared
   // memory's base itself, with up to 1 KiB of slack.
-  static constexpr int SMEM_BYTES = Base::SMEM_BYTES + 1024;
+  static constexpr int SMEM_BYTES = (SMEM_MAIN > Base::SMEM_EPI ? SMEM_MAIN : Base::SMEM_EPI) + 1024;
   static_assert(BLOCK_N == 64 || BLOCK_N == 128, "wgmma n = BLOCK_N is instantiated for 64 and 128");
   static_assert(Base::SMEM_Q % 1024 == 0 && Base::SMEM_K_STAGE % 1024 == 0 && Base::SMEM_V_STAGE % 1024 == 0,
                 "tiles must keep 1024-byte alignment");
@@ -90,15 +103,34 @@ SAGE_DEV void qk_issue_rs(i32 (&s)[1][Cfg::BN / 8][4], const u32 (&qa)[KS][4], u
     qk_mma_rs<Cfg::BN>(sf, qa[k], wgmma_desc(sK + 32 * k, 8 * QROW, QSW), k > 0);
 }
 
-// Issues S = Q K^T for one tile (asynchronous: the caller commits and waits).
+// The shared-memory descriptors of Q/K tiles (K-major rows of QROW bytes) and of V^T tiles
+// (rows of BLOCK_N bytes). The high word (stride offset, swizzle) is a constant of the tile
+// shape; the low word is the address / 16 (14 bits: shared addresses are below 256 KiB) and
+// the leading offset, so the low word of an address `off` bytes further is the base's +
+// off / 16: the kernels keep one 32-bit low word per operand and add offsets (k-steps, slots).
+SAGE_DEV u32 desc_lo(u32 addr) { return ((addr & 0x3FFFF) >> 4) | (1u << 16); }
 template <class Cfg>
-SAGE_DEV void qk_issue(i32 (&s)[1][Cfg::BN / 8][4], u32 sQw, u32 sK) {
-  constexpr int QROW = Cfg::QROW, QSW = wgmma_swizzle_mode(QROW);
+SAGE_DEV u64 qk_desc(u32 lo) {
+  return u64(lo) | (u64((8 * Cfg::QROW) >> 4) << 32) | (u64(wgmma_swizzle_mode(Cfg::QROW)) << 62);
+}
+template <class Cfg>
+SAGE_DEV u64 v_desc(u32 lo) {
+  return u64(lo) | (u64((8 * Cfg::BN) >> 4) << 32) | (u64(wgmma_swizzle_mode(Cfg::BN)) << 62);
+}
+
+// Issues S = Q K^T for one tile from Q's and K's descriptor low words (asynchronous: the
+// caller commits and waits).
+template <class Cfg>
+SAGE_DEV void qk_issue_d(i32 (&s)[1][Cfg::BN / 8][4], u32 dQ, u32 dK) {
   i32(&sf)[Cfg::BN / 2] = reinterpret_cast<i32(&)[Cfg::BN / 2]>(s);
   wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < Cfg::QK_KSTEPS; ++k)
-    qk_mma<Cfg::BN>(sf, wgmma_desc(sQw + 32 * k, 8 * QROW, QSW), wgmma_desc(sK + 32 * k, 8 * QROW, QSW), k > 0);
+  for (int k = 0; k < Cfg::QK_KSTEPS; ++k)  // 32 bytes per k-step
+    qk_mma<Cfg::BN>(sf, qk_desc<Cfg>(dQ + 2 * k), qk_desc<Cfg>(dK + 2 * k), k > 0);
+}
+template <class Cfg>
+SAGE_DEV void qk_issue(i32 (&s)[1][Cfg::BN / 8][4], u32 sQw, u32 sK) {
+  qk_issue_d<Cfg>(s, desc_lo(sQw), desc_lo(sK));
 }
 
 // Softmax of a tile's scores into the FP8 A fragments of P V (`pa`, in the token order the
@@ -121,8 +153,8 @@ SAGE_DEV void softmax_p(const SageAttnParams& p, float (&m)[1][2], float (&l)[1]
   } else {
     float pf[1][NT][4];
     // The warp-specialized kernel runs one softmax warp per scheduler: split its chains.
-    softmax::online<1, NT, false, MASK, true, Cfg::WS ? 4 : 1>(p, m, l, s, no_ds, dq, 0.f, tile * BN, row0, pf,
-                                                                  alpha);
+    softmax::online<1, NT, false, MASK, true, Cfg::WS ? 4 : 1, !Cfg::SUM_MMA>(
+        p, m, l, s, no_ds, dq, 0.f, tile * BN, row0, pf, alpha);
 #pragma unroll
     for (int k = 0; k < KK; ++k) {
       pa[k][0] = pack_e4m3x4(pf[0][4 * k][0], pf[0][4 * k][1], pf[0][4 * k + 1][0], pf[0][4 * k + 1][1]);
@@ -133,51 +165,76 @@ SAGE_DEV void softmax_p(const SageAttnParams& p, float (&m)[1][2], float (&l)[1]
   }
 }
 
-// Issues acc = P V for one tile into a fresh accumulator (asynchronous: the caller commits).
-template <class Cfg>
-SAGE_DEV void pv_issue(float (&acc)[Cfg::D / 2], const u32 (&pa)[Cfg::BN / 32][4], u32 sV) {
-  constexpr int KK = Cfg::BN / 32, VSW = wgmma_swizzle_mode(Cfg::BN);
-  wgmma_fence();
-#pragma unroll
-  for (int k = 0; k < KK; ++k) pv_mma<Cfg::D>(acc, pa[k], wgmma_desc(sV + 32 * k, 8 * Cfg::BN, VSW), k > 0);
+// The descriptor of the sum_mma ones block (no swizzle: 8-row x 16-byte core matrices,
+// leading offset 128 bytes between the two along K, stride offset 256; every byte read is a
+// one whichever way the offsets are taken, since both stay inside the 512-byte block).
+SAGE_DEV u64 ones_desc(u32 addr) {
+  return u64((addr & 0x3FFFF) >> 4) | (u64(128 >> 4) << 16) | (u64(256 >> 4) << 32);
 }
 
-// The second accumulation level: O = O * alpha + acc, one FFMA per element.
-template <int D>
-SAGE_DEV void fold(float (&o)[1][D / 8][4], const float (&acc)[D / 2], const float (&alpha)[1][2]) {
+// Issues acc = P V for one tile into a fresh accumulator (asynchronous: the caller commits),
+// from V^T's descriptor; with SUM_MMA also rs = the row sums of P (dOnes: the ones block).
+template <class Cfg>
+SAGE_DEV void pv_issue_d(float (&acc)[Cfg::D / 2], float (&rs)[4], const u32 (&pa)[Cfg::BN / 32][4], u32 dV,
+                         u64 dOnes) {
+  wgmma_fence();
 #pragma unroll
-  for (int j = 0; j < D / 8; ++j)
+  for (int k = 0; k < Cfg::BN / 32; ++k) {
+    pv_mma<Cfg::D>(acc, pa[k], v_desc<Cfg>(dV + 2 * k), k > 0);  // 32 bytes per k-step
+    if constexpr (Cfg::SUM_MMA) wgmma_e4m3_m64n8k32(rs, pa[k], dOnes, k > 0);
+  }
+}
+template <class Cfg>
+SAGE_DEV void pv_issue(float (&acc)[Cfg::D / 2], const u32 (&pa)[Cfg::BN / 32][4], u32 sV) {
+  static_assert(!Cfg::SUM_MMA, "sum_mma variants issue P V with the ones block (pv_issue_d)");
+  float rs[4];
+  pv_issue_d<Cfg>(acc, rs, pa, desc_lo(sV), 0);
+}
+
+// The second accumulation level: O = O * alpha + acc, one FFMA per element; with SUM_MMA also
+// l = l * alpha + the tile's row sums (rs[0]: row gid, rs[2]: row gid + 8 of this lane).
+template <class Cfg>
+SAGE_DEV void fold(float (&o)[1][Cfg::D / 8][4], float (&l)[1][2], const float (&acc)[Cfg::D / 2],
+                   const float (&rs)[4], const float (&alpha)[1][2]) {
+#pragma unroll
+  for (int j = 0; j < Cfg::D / 8; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[0][j][e] = fmaf(o[0][j][e], alpha[0][e / 2], acc[4 * j + e]);
+  if constexpr (Cfg::SUM_MMA) {
+    l[0][0] = fmaf(l[0][0], alpha[0][0], rs[0]);
+    l[0][1] = fmaf(l[0][1], alpha[0][1], rs[2]);
+  }
 }
 
 // Softmax of a tile's scores and O += P V, waiting for the P V.
 template <class Cfg, bool MASK>
 SAGE_DEV void softmax_pv(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], float (&o)[1][Cfg::D / 8][4],
-                         i32 (&s)[1][Cfg::BN / 8][4], u32 sV, float dq, int tile, int row0) {
+                         i32 (&s)[1][Cfg::BN / 8][4], u32 dV, u64 dOnes, float dq, int tile, int row0) {
   float alpha[1][2];
   u32 pa[Cfg::BN / 32][4];
   softmax_p<Cfg, MASK>(p, m, l, s, dq, tile, row0, pa, alpha);
-  float acc[Cfg::D / 2];
-  pv_issue<Cfg>(acc, pa, sV);
+  float acc[Cfg::D / 2], rs[4];
+  pv_issue_d<Cfg>(acc, rs, pa, dV, dOnes);
   wgmma_commit();
   wgmma_wait<0>();
   fence_regs(acc);
-  fold<Cfg::D>(o, acc, alpha);
+  fence_regs(rs);
+  fold<Cfg>(o, l, acc, rs, alpha);
 }
 
 // One tile of the plain schedule, both loaders: S = Q K^T (waited), then softmax_pv; `masked`
-// picks the diagonal/tail path.
+// picks the diagonal/tail path. dQ, dK, dV: the descriptors of this warpgroup's Q rows, of
+// the K tile and of the V^T tile.
 template <class Cfg>
 SAGE_DEV void plain_tile(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], float (&o)[1][Cfg::D / 8][4],
-                         u32 sQw, u32 sK, u32 sV, float dq, int tile, bool masked, int row0) {
+                         u32 dQ, u32 dK, u32 dV, u64 dOnes, float dq, int tile, bool masked, int row0) {
   i32 s[1][Cfg::BN / 8][4];
-  qk_issue<Cfg>(s, sQw, sK);
+  qk_issue_d<Cfg>(s, dQ, dK);
   wgmma_commit();
   wgmma_wait<0>();
   fence_regs(reinterpret_cast<i32(&)[Cfg::BN / 2]>(s));
-  if (masked) softmax_pv<Cfg, true>(p, m, l, o, s, sV, dq, tile, row0);
-  else softmax_pv<Cfg, false>(p, m, l, o, s, sV, dq, tile, row0);
+  if (masked) softmax_pv<Cfg, true>(p, m, l, o, s, dV, dOnes, dq, tile, row0);
+  else softmax_pv<Cfg, false>(p, m, l, o, s, dV, dOnes, dq, tile, row0);
 }
 
 // Where a CTA of the grid (q_tiles, Hq, B) works, and its lane's fixed quantities: shared by
@@ -241,16 +298,29 @@ SAGE_DEV void init_state(float (&m)[1][2], float (&l)[1][2], float (&o)[1][D / 8
 
 // The TMA loader: thread 0 issues one cp.async.bulk.tensor per operand and tile into a ring of
 // STAGES slots, each with a "full" mbarrier whose transaction count the copies complete. The
-// consumers wait on the barrier's phase; once every warp is done with a slot (one CTA barrier
-// per tile, after P V has completed), thread 0 refills it with the tile STAGES ahead. No
-// thread computes a global address per chunk, and no generic-proxy fence is needed.
+// consumers wait on the barrier's phase. No thread computes a global address per chunk, and
+// no generic-proxy fence is needed.
+// One warpgroup: once every warp is done with a slot (one CTA barrier per tile, after P V has
+// completed), thread 0 refills it with the tile STAGES ahead.
+// Several warpgroups (BM = 64 x WGS rows share each K/V tile, so the L2 -> SM traffic per
+// query row drops by WGS): each warp counts itself out of a slot once its P V of the slot has
+// completed (a shared-memory atomic), and the last of the CTA's warps refills it, so the
+// warpgroups never wait for each other at a CTA barrier. With the `turns` schedule their
+// GEMMs go to the tensor cores in a fixed rotation: Q K^T of warpgroup 0, 1, 2, then their
+// P V, and so on (named barrier w is warpgroup w's turn: it syncs there, its predecessor
+// arrives), so one warpgroup's softmax runs while the others' GEMMs do, instead of all of them
+// running their softmax (and then their GEMMs) at the same time.
 template <class Cfg>
 SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
   using L = Layout<Cfg>;
-  constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES;
+  constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES, WGS = Cfg::WGS;
   constexpr u32 KV_BYTES = Cfg::SMEM_K_STAGE + Cfg::SMEM_V_STAGE;
+  constexpr bool SHARED = WGS > 1;
+  constexpr bool TURNS = Cfg::SCHED == Schedule::turns;
+  constexpr int NWARPS = 4 * WGS, kBarTurn = 1;
   extern __shared__ __align__(1024) u8 smem_raw[];
   __shared__ __align__(8) u64 bars[1 + ST];  // [0]: Q, [1 + s]: slot s full
+  __shared__ u32 released[ST];               // SHARED: warps done with slot s, cumulative
   u8* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   const CtaTile<Cfg> c(p, threadIdx.x);
   const int warp = c.warp, wg = c.wg, h = c.h, b = c.b, row0 = c.row0, n_tiles = c.n_tiles, mask_from = c.mask_from;
@@ -268,6 +338,15 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
     tma_load_2d(sK0 + slot * Cfg::SMEM_K_STAGE, &p.tma_k, 0, k_row0 + tile * BN, full(slot));
     tma_load_2d(sV0 + slot * Cfg::SMEM_V_STAGE, &p.tma_v, tile * BN, v_row0, full(slot));
   };
+  if (SHARED && threadIdx.x < ST) released[threadIdx.x] = 0u;
+  // sum_mma: the ones block after the ring (E4M3 1.0 = 0x38), for the tensor cores' async proxy.
+  const u32 sOnes = sV0 + ST * Cfg::SMEM_V_STAGE;
+  if constexpr (Cfg::SUM_MMA) {
+    if (threadIdx.x < Cfg::ONES_BYTES / 16)
+      *reinterpret_cast<u32x4*>(smem + L::V + ST * Cfg::SMEM_V_STAGE + 16 * threadIdx.x) =
+          u32x4{0x38383838u, 0x38383838u, 0x38383838u, 0x38383838u};
+    fence_proxy_async();
+  }
   tma_barriers_init(p, bar0, 1 + ST);
   if (threadIdx.x == 0) {
     mbar_arrive_expect_tx(bar0, Cfg::SMEM_Q);
@@ -280,23 +359,79 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
   const float qs = c.q_scale(p);
   const float* kscale = c.k_scales(p);
   const u32 sQw = sQ + wg * 64 * Cfg::QROW;
+  const u32 dQ = desc_lo(sQw), dK0 = desc_lo(sK0), dV0 = desc_lo(sV0);
+  const u64 dOnes = ones_desc(sOnes);
+
+  // Turns: every warpgroup takes 2 per tile; the last warpgroup's arrival opens warpgroup 0's
+  // first turn, and its very last arrival is left out, so that every barrier phase completes.
+  const int turns = 2 * n_tiles;
+  int taken = 0;
+  if (TURNS && wg == WGS - 1 && turns > 0) named_bar_arrive(kBarTurn, 256);
+  auto turn_begin = [&] {
+    if constexpr (TURNS) named_bar_sync(kBarTurn + wg, 256);
+  };
+  auto turn_end = [&] {
+    if constexpr (TURNS) {
+      ++taken;
+      if (wg != WGS - 1 || taken < turns) named_bar_arrive(kBarTurn + (wg + 1) % WGS, 256);
+    }
+  };
 
   float m[1][2], l[1][2], o[1][D / 8][4];
   init_state<D>(m, l, o);
 
   mbar_wait(bar0, 0);
+  // Tile t's K scale is loaded during tile t-1.
+  float ks = n_tiles > 0 ? kscale[0] : 0.f;
   for (int t = 0; t < n_tiles; ++t) {
     const int slot = t % ST;
-    const float dq = qs * kscale[t * Cfg::K_GROUPS];
+    const float dq = qs * ks;
+    if (t + 1 < n_tiles) ks = kscale[(t + 1) * Cfg::K_GROUPS];
     mbar_wait(full(slot), (t / ST) & 1);
-    plain_tile<Cfg>(p, m, l, o, sQw, sK0 + slot * Cfg::SMEM_K_STAGE, sV0 + slot * Cfg::SMEM_V_STAGE, dq, t,
-                    t >= mask_from, row0);
-    // Every warp's wgmma reads of this slot have completed (P V waited): refill it.
-    __syncthreads();
-    if (threadIdx.x == 0 && t + ST < n_tiles) load_kv(t + ST, slot);
+    const u32 dK = dK0 + slot * (Cfg::SMEM_K_STAGE / 16), dV = dV0 + slot * (Cfg::SMEM_V_STAGE / 16);
+    if constexpr (!TURNS) {
+      plain_tile<Cfg>(p, m, l, o, dQ, dK, dV, dOnes, dq, t, t >= mask_from, row0);
+    } else {
+      i32 s[1][BN / 8][4];
+      turn_begin();
+      qk_issue_d<Cfg>(s, dQ, dK);
+      wgmma_commit();
+      turn_end();
+      wgmma_wait<0>();
+      fence_regs(reinterpret_cast<i32(&)[BN / 2]>(s));
+      float alpha[1][2];
+      u32 pa[BN / 32][4];
+      if (t >= mask_from) softmax_p<Cfg, true>(p, m, l, s, dq, t, row0, pa, alpha);
+      else softmax_p<Cfg, false>(p, m, l, s, dq, t, row0, pa, alpha);
+      float acc[Cfg::D / 2], rs[4];
+      turn_begin();
+      pv_issue_d<Cfg>(acc, rs, pa, dV, dOnes);
+      wgmma_commit();
+      turn_end();
+      wgmma_wait<0>();
+      fence_regs(acc);
+      fence_regs(rs);
+      fold<Cfg>(o, l, acc, rs, alpha);
+    }
+    if constexpr (SHARED) {
+      // This warp's wgmma reads of the slot have completed (P V waited): count it out; the
+      // CTA's last warp refills the slot.
+      if (threadIdx.x % 32 == 0) {
+        const u32 done = atomicAdd(&released[slot], 1u) + 1u;
+        if (done % NWARPS == 0 && t + ST < n_tiles) load_kv(t + ST, slot);
+      }
+    } else {
+      // Every warp's wgmma reads of this slot have completed (P V waited): refill it.
+      __syncthreads();
+      if (threadIdx.x == 0 && t + ST < n_tiles) load_kv(t + ST, slot);
+    }
   }
-  // All issued copies were waited for: the epilogue may reuse the ring.
-  epilogue::store<Cfg, 1>(p, m, l, o, b, h, kv_bh, warp, row0, smem);
+  // All issued copies were waited for: the epilogue may reuse the ring (once every warpgroup
+  // is past its last tile).
+  if constexpr (SHARED) __syncthreads();
+  // The CTA's coordinates again (cheaper than keeping them live through the mainloop).
+  const CtaTile<Cfg> ce(p, threadIdx.x);
+  epilogue::store<Cfg, 1>(p, m, l, o, ce.b, ce.h, ce.kv_bh, ce.warp, ce.row0, smem);
 }
 
 // The warp-specialized pingpong kernel: warpgroup 0 is the producer, whose one elected thread
@@ -384,7 +519,7 @@ SAGE_DEV void attn_kernel_ws(const SageAttnParams& p) {
 
   u32 pa[KK][4];
   float alpha[1][2];
-  float acc[D / 2];
+  float acc[Cfg::D / 2], rs[4];
   // `dq`: the lane's Q scale times tile t's K scale (loaded before the tile's turn, so that
   // its latency hides behind the GEMMs).
   auto softmax = [&](i32(&s)[1][BN / 8][4], int t, float dq, u32(&pa_)[KK][4], float(&alpha_)[1][2]) {
@@ -435,14 +570,14 @@ SAGE_DEV void attn_kernel_ws(const SageAttnParams& p) {
       fence_regs(acc);
       // P of tile t-1 stays live until its P V has completed, so pn cannot take its registers.
       fence_regs(reinterpret_cast<i32(&)[KK * 4]>(pv));
-      fold<D>(o, acc, an);
+      fold<Cfg>(o, l, acc, rs, an);
       an[0][0] = a2[0][0];
       an[0][1] = a2[0][1];
     } else {
       wgmma_wait<0>();
       fence_regs(reinterpret_cast<i32(&)[BN / 2]>(s));
       fence_regs(acc);
-      fold<D>(o, acc, an);
+      fold<Cfg>(o, l, acc, rs, an);
       softmax(s, t, dq, pn, an);
     }
     release(t - 1);
@@ -455,7 +590,7 @@ SAGE_DEV void attn_kernel_ws(const SageAttnParams& p) {
     turn_end(n_tiles);
     wgmma_wait<0>();
     fence_regs(acc);
-    fold<D>(o, acc, alpha);
+    fold<Cfg>(o, l, acc, rs, alpha);
   };
   if constexpr (INTRA) {
     // Two P buffers alternate (a register copy between them would define a wgmma input while
@@ -548,8 +683,8 @@ SAGE_DEV void attn_kernel_cp(const SageAttnParams& p) {
         slot = t % ST;
       }
       const float dq = qs * kscale[t * Cfg::K_GROUPS];
-      plain_tile<Cfg>(p, m, l, o, sQw, sK0 + slot * Cfg::SMEM_K_STAGE, sV0 + slot * Cfg::SMEM_V_STAGE, dq, t,
-                      t >= mask_from, row0);
+      plain_tile<Cfg>(p, m, l, o, desc_lo(sQw), desc_lo(sK0 + slot * Cfg::SMEM_K_STAGE),
+                      desc_lo(sV0 + slot * Cfg::SMEM_V_STAGE), 0, dq, t, t >= mask_from, row0);
     }
   } else {
     // Overlap: tiles t and t+1 are resident; iteration t issues Q K^T of t+1, runs the softmax
@@ -582,8 +717,8 @@ SAGE_DEV void attn_kernel_cp(const SageAttnParams& p) {
       }
       const float dq = qs * kscale[t * Cfg::K_GROUPS];
       const u32 sV = sV0 + (t % ST) * Cfg::SMEM_V_STAGE;
-      if (t >= mask_from) softmax_pv<Cfg, true>(p, m, l, o, cur, sV, dq, t, row0);
-      else softmax_pv<Cfg, false>(p, m, l, o, cur, sV, dq, t, row0);
+      if (t >= mask_from) softmax_pv<Cfg, true>(p, m, l, o, cur, desc_lo(sV), 0, dq, t, row0);
+      else softmax_pv<Cfg, false>(p, m, l, o, cur, desc_lo(sV), 0, dq, t, row0);
       if (more) {
         fence_regs(reinterpret_cast<i32(&)[BN / 2]>(next));
 #pragma unroll

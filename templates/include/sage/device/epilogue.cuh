@@ -22,7 +22,7 @@ SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const floa
   for (int a = 0; a < SL; ++a)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const float lt = quad_sum(l[a][hh]);
+      const float lt = Cfg::ROW_SUMS_COMPLETE ? l[a][hh] : quad_sum(l[a][hh]);
       inv_l[a][hh] = lt > 0.f ? 1.0f / lt : 0.f;
       const int row = row0 + 16 * a + gid + 8 * hh;
       if (p.lse && tig == 0 && row < p.seq_q) {

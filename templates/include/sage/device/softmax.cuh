@@ -87,7 +87,9 @@ SAGE_DEV float row_max(const i32 (&s)[NT][4], int hh, const float (&dsf)[SMOOTH_
 // q_mean . K^T correction of the lane's columns and `ds_scale` its scale. MASK applies the
 // sequence end and the causal diagonal (bottom-right aligned) to columns from `col_base`.
 // CHAINS (a power of two) splits the row max and sum into independent dependency chains.
-template <int SL, int NT, bool SMOOTH_Q, bool MASK, bool FP8_P, int CHAINS = 1>
+// Without ROW_SUM the caller takes the row sums elsewhere (the sum_mma variants: on the tensor
+// cores) and `l` is left alone.
+template <int SL, int NT, bool SMOOTH_Q, bool MASK, bool FP8_P, int CHAINS = 1, bool ROW_SUM = true>
 SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][2], const i32 (&s)[SL][NT][4],
                      const i32 (&ds)[SMOOTH_Q ? NT : 1][4], float dq, float ds_scale, int col_base, int row0,
                      float (&pf)[SL][NT][4], float (&alpha)[SL][2]) {
@@ -128,14 +130,16 @@ SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][
             float v = ex2(fmaf(magic_i2f(s[a][n][2 * hh + e]), dq, -c));
             if (MASK && !visible(n, e)) v = 0.f;
             pf[a][n][2 * hh + e] = v;
-            rs[(2 * n + e) % CHAINS] += v;
+            if (ROW_SUM) rs[(2 * n + e) % CHAINS] += v;
           }
       }
+      if constexpr (ROW_SUM) {
 #pragma unroll
-      for (int w = CHAINS / 2; w > 0; w /= 2)
+        for (int w = CHAINS / 2; w > 0; w /= 2)
 #pragma unroll
-        for (int c = 0; c < w; ++c) rs[c] += rs[c + w];
-      l[a][hh] = l[a][hh] * alpha[a][hh] + rs[0];
+          for (int c = 0; c < w; ++c) rs[c] += rs[c + w];
+        l[a][hh] = l[a][hh] * alpha[a][hh] + rs[0];
+      }
     }
   }
 

@@ -102,6 +102,16 @@ SAGE_DEV void wgmma_e4m3_m64n128k32(float (&d)[64], const u32 (&a)[4], u64 desc_
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 }
 
+// D(64x8 f32) (+)= A(64x32 e4m3, registers) * B(32x8 e4m3, smem, K-major): the row sums of
+// the sum_mma variants (B is all ones).
+SAGE_DEV void wgmma_e4m3_m64n8k32(float (&d)[4], const u32 (&a)[4], u64 desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}
+
 // Shared-memory descriptor with an explicit leading byte offset: the MN-major operands (V as
 // the B of P V, N = D contiguous). For MN-major 128B-swizzled tiles the leading offset is the
 // distance between 64-element (128-byte) column blocks and the stride offset the distance
