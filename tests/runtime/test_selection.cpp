@@ -50,7 +50,7 @@ class RuntimeSelection : public ::testing::Test {
     user_ = dir_.file("user.db");
     system_ = dir_.file("system.db");
     key_ = {test::fake_h100(), test::bucket(128, false, 4096, 128), tuner::generator_hash(), tuner::nvrtc_version()};
-    dflt_ = tuner::default_variant(kArch, 128, "balanced");
+    dflt_ = tuner::default_variant(kArch, 128, "balanced", key_.problem.seq_kv_bucket);
     // Two non-default variants, so that every source names a different one.
     for (const auto& v : test::attention_variants(kArch, 128))
       if (v.name != dflt_ && others_.size() < 2) others_.push_back(v.name);

@@ -46,6 +46,26 @@ TEST(Defaults, HopperPicksTheNativeFamilyForShortSequencesOnly) {
   EXPECT_NE(qk(128, "accurate", 16384), "native");
 }
 
+// Between the native family's range and 16K keys the quantized default quantizes Q in the
+// attention kernel (fuse_q: a preparation of K and V only); longer sequences keep the
+// preparation's Q.
+TEST(Defaults, HopperFusesQQuantizationBelowLongSequences) {
+  auto fused = [](int d, const std::string& policy, int seq_kv) {
+    const std::string v = tuner::default_variant("sm_90a", d, policy, seq_kv);
+    const auto var = gen::SearchSpace::builtin().find(v);
+    return var->params.count("fuse_q") && var->get_bool("fuse_q");
+  };
+  for (const char* policy : {"balanced", "fast"}) {
+    EXPECT_TRUE(fused(128, policy, 4096)) << policy;
+    EXPECT_TRUE(fused(64, policy, 8192)) << policy;
+    EXPECT_FALSE(fused(128, policy, 8192)) << policy;
+    EXPECT_FALSE(fused(128, policy, 16384)) << policy;
+    EXPECT_FALSE(fused(64, policy, 16384)) << policy;
+    EXPECT_FALSE(fused(128, policy, 0)) << policy;
+  }
+  EXPECT_FALSE(fused(128, "accurate", 4096));  // FP16 P.V: the mma pipeline, which has no fuse_q
+}
+
 TEST(Defaults, UnknownArchitectureIsNotFound) {
   try {
     tuner::default_variant("sm_70", 128, "balanced");

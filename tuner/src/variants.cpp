@@ -30,6 +30,7 @@ KernelConfig kernel_config(const gen::Variant& v) {
   c.schedule = v.get_string("schedule");
   c.min_ctas = int(v.get_int("min_ctas"));
   c.tma = v.params.count("tma") ? v.get_bool("tma") : false;
+  c.fuse_q = v.params.count("fuse_q") ? v.get_bool("fuse_q") : false;
   c.threads = int(v.get_int("threads"));
   c.smem_bytes = int(v.get_int("smem_bytes"));
   return c;

@@ -113,6 +113,7 @@ KernelConfig KernelConfig::parse(const std::string& text) {
     else if (k == "schedule") c.schedule = v;
     else if (k == "min_ctas") c.min_ctas = as_int();
     else if (k == "tma") c.tma = as_bool();
+    else if (k == "fuse_q") c.fuse_q = as_bool();
     else if (k == "threads") c.threads = as_int();
     else if (k == "smem_bytes") c.smem_bytes = as_int();
     else throw Error(Errc::parse_error, "unknown kernel config key '" + k + "'");
@@ -126,7 +127,7 @@ std::string KernelConfig::str() const {
   return cat("pipeline=", pipeline, ";name=", name, ";head_dim=", head_dim, ";block_m=", block_m, ";block_n=", block_n,
              ";warps=", warps, ";stages=", stages, ";qk=", qk, ";pv=", pv, ";granularity=", granularity,
              ";smooth_k=", b(smooth_k), ";smooth_q=", b(smooth_q), ";smooth_v=", b(smooth_v), ";schedule=", schedule,
-             ";min_ctas=", min_ctas, tma ? ";tma=true" : "", ";threads=", threads,
+             ";min_ctas=", min_ctas, tma ? ";tma=true" : "", fuse_q ? ";fuse_q=true" : "", ";threads=", threads,
              ";smem_bytes=", smem_bytes);
 }
 
@@ -244,8 +245,11 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
     w.stats = take(sizeof(float) * w.stat_splits * bhk * 4 * c.head_dim);
     w.sync = take(sizeof(std::uint64_t) * bhk);
   }
-  w.q_quant = take(std::size_t(bhq) * w.q_tiles * c.block_m * qrow_bytes(c));
-  w.q_scale = take(sizeof(float) * bhq * w.q_tiles * q_groups(c));
+  // fuse_q: the attention kernel quantizes Q itself (no Q in the workspace).
+  if (!c.fuse_q) {
+    w.q_quant = take(std::size_t(bhq) * w.q_tiles * c.block_m * qrow_bytes(c));
+    w.q_scale = take(sizeof(float) * bhq * w.q_tiles * q_groups(c));
+  }
   if (w.has_q_mean) {
     w.q_mean_quant = take(std::size_t(bhq) * w.q_tiles * qrow_bytes(c));
     w.q_mean_scale = take(sizeof(float) * bhq * w.q_tiles);
@@ -272,10 +276,14 @@ double AttnKernel::prep_bytes(const AttnProblem& p) const {
     bytes += (cfg_.smooth_k ? kv * 2 : 0) + ((cfg_.smooth_v || fp8) ? kv * 2 : 0);
     bytes += 4.0 * w.stat_splits * bhk * 4 * cfg_.head_dim + 8.0 * bhk;
   }
-  // quant: reads Q, K (and V when prepared); writes them quantized (padded tiles) + scales
-  bytes += q * 2 + kv * 2;
-  bytes += bhq * w.q_tiles * cfg_.block_m * cfg_.head_dim * qrow + bhk * w.k_tiles * cfg_.block_n * cfg_.head_dim * qrow;
-  bytes += 4.0 * (bhq * w.q_tiles * q_groups(cfg_) + bhk * w.k_tiles * k_groups(cfg_));
+  // quant: reads Q, K (and V when prepared); writes them quantized (padded tiles) + scales.
+  // fuse_q: Q is read only for the LSE correction, and nothing of it is written.
+  if (!cfg_.fuse_q) {
+    bytes += q * 2 + bhq * w.q_tiles * cfg_.block_m * cfg_.head_dim * qrow + 4.0 * bhq * w.q_tiles * q_groups(cfg_);
+  } else if (w.has_q_kmean) {
+    bytes += q * 2;
+  }
+  bytes += kv * 2 + bhk * w.k_tiles * cfg_.block_n * cfg_.head_dim * qrow + 4.0 * bhk * w.k_tiles * k_groups(cfg_);
   if (w.has_v_prep) bytes += kv * 2 + bhk * w.k_tiles * cfg_.block_n * cfg_.head_dim * (fp8 ? 1 : 2);
   if (w.has_q_kmean) bytes += 4.0 * bhq * p.seq_q;
   return bytes;
@@ -306,8 +314,8 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
   s.stats = reinterpret_cast<float*>(at(w.has_stats, w.stats));
   s.sync = reinterpret_cast<unsigned long long*>(at(w.has_stats, w.sync));
   s.generation = next_generation();
-  s.q_quant = reinterpret_cast<sage_i8*>(base + w.q_quant);
-  s.q_scale = reinterpret_cast<float*>(base + w.q_scale);
+  s.q_quant = reinterpret_cast<sage_i8*>(at(!cfg_.fuse_q, w.q_quant));
+  s.q_scale = reinterpret_cast<float*>(at(!cfg_.fuse_q, w.q_scale));
   s.q_mean_quant = reinterpret_cast<sage_i8*>(at(w.has_q_mean, w.q_mean_quant));
   s.q_mean_scale = reinterpret_cast<float*>(at(w.has_q_mean, w.q_mean_scale));
   s.q_kmean = reinterpret_cast<float*>(at(w.has_q_kmean, w.q_kmean));
@@ -339,6 +347,28 @@ void encode_rows(void* map, const void* base, std::int64_t inner, std::int64_t r
 }
 }  // namespace
 
+namespace {
+// A 4-D tensor map (D, N, H, B) over one of the caller's tensors in its own dtype, boxes of
+// 64 columns (128-byte rows, 128B swizzle) by `box_rows` rows; rows past the sequence's end
+// read as zeros.
+void encode_user(void* map, const SageTensor& x, const AttnProblem& p, int heads, int seq, int box_rows) {
+  const CUtensorMapDataType type =
+      p.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const cuuint64_t dims[4] = {cuuint64_t(p.head_dim), cuuint64_t(seq), cuuint64_t(heads), cuuint64_t(p.batch)};
+  const cuuint64_t strides[3] = {cuuint64_t(x.stride_n) * 2, cuuint64_t(x.stride_h) * 2, cuuint64_t(x.stride_b) * 2};
+  const cuuint32_t box[4] = {64, cuuint32_t(box_rows), 1, 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  SAGE_CU(cuTensorMapEncodeTiled(static_cast<CUtensorMap*>(map), type, 4, const_cast<void*>(x.ptr), dims, strides, box,
+                                 elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+}
+
+// The maps of the caller's tensors are re-encoded only when the pointers or this changes.
+std::array<std::int64_t, 8> user_shape(const AttnProblem& p) {
+  return {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.head_dim, int(p.layout), int(p.dtype)};
+}
+}  // namespace
+
 // The native family's maps: 4-D (D, N, H, B) over the caller's Q, K and V in their own
 // dtype, boxes of 64 columns (128-byte rows, 128B swizzle) by BLOCK_M or BLOCK_N rows; rows
 // past a sequence's end read as zeros. Re-encoded only when the pointers or the shape change.
@@ -347,26 +377,14 @@ void AttnKernel::native_tensor_maps(const AttnProblem& p, SageAttnParams& s) con
   for (const SageTensor* t : {&s.q, &s.k, &s.v})
     if (reinterpret_cast<std::uintptr_t>(t->ptr) % 16 != 0)
       throw Error(Errc::invalid_argument, cat(c.name, ": Q, K and V must be 16-byte aligned (read by TMA)"));
-  const std::array<std::int64_t, 8> key = {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.head_dim,
-                                           int(p.layout), int(p.dtype)};
+  const std::array<std::int64_t, 8> key = user_shape(p);
   std::lock_guard<std::mutex> lock(tma_mu_);
   TmaCache& t = tma_cache_;
   if (t.q != s.q.ptr || t.k != s.k.ptr || t.v != s.v.ptr || t.shape != key) {
     t.q = nullptr;  // invalid until all three are encoded
-    const CUtensorMapDataType type =
-        p.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    auto encode = [&](void* map, const SageTensor& x, int heads, int seq, int box_rows) {
-      const cuuint64_t dims[4] = {cuuint64_t(c.head_dim), cuuint64_t(seq), cuuint64_t(heads), cuuint64_t(p.batch)};
-      const cuuint64_t strides[3] = {cuuint64_t(x.stride_n) * 2, cuuint64_t(x.stride_h) * 2, cuuint64_t(x.stride_b) * 2};
-      const cuuint32_t box[4] = {64, cuuint32_t(box_rows), 1, 1};
-      const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
-      SAGE_CU(cuTensorMapEncodeTiled(static_cast<CUtensorMap*>(map), type, 4, const_cast<void*>(x.ptr), dims, strides,
-                                     box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-    };
-    encode(t.maps[0], s.q, p.heads_q, p.seq_q, c.block_m);
-    encode(t.maps[1], s.k, p.heads_kv, p.seq_kv, c.block_n);
-    encode(t.maps[2], s.v, p.heads_kv, p.seq_kv, c.block_n);
+    encode_user(t.maps[0], s.q, p, p.heads_q, p.seq_q, c.block_m);
+    encode_user(t.maps[1], s.k, p, p.heads_kv, p.seq_kv, c.block_n);
+    encode_user(t.maps[2], s.v, p, p.heads_kv, p.seq_kv, c.block_n);
     t.q = s.q.ptr;
     t.k = s.k.ptr;
     t.v = s.v.ptr;
@@ -387,15 +405,22 @@ void AttnKernel::tensor_maps(const WorkspacePlan& w, const AttnProblem& p, SageA
   const std::int64_t k_rows = std::int64_t(p.batch) * p.heads_kv * npad;
   const std::int64_t v_rows = std::int64_t(p.batch) * p.heads_kv * c.head_dim;
   static_assert(sizeof(s.tma_q) == 128 && alignof(decltype(s.tma_q)) == 64, "tensor map slots");
+  // fuse_q: Q is the caller's tensor (4-D map, like the native family's), K and V the workspace's.
+  const void* q_src = c.fuse_q ? s.q.ptr : static_cast<const void*>(s.q_quant);
+  if (c.fuse_q && reinterpret_cast<std::uintptr_t>(q_src) % 16 != 0)
+    throw Error(Errc::invalid_argument, cat(c.name, ": Q must be 16-byte aligned (read by TMA)"));
+  const std::array<std::int64_t, 8> key = c.fuse_q ? user_shape(p) : std::array<std::int64_t, 8>{};
   std::lock_guard<std::mutex> lock(tma_mu_);
   TmaCache& t = tma_cache_;
-  if (t.q != s.q_quant || t.k != s.k_quant || t.v != s.v_prep || t.q_rows != q_rows || t.k_rows != k_rows ||
-      t.v_rows != v_rows || t.npad != npad) {
+  if (t.q != q_src || t.k != s.k_quant || t.v != s.v_prep || t.q_rows != q_rows || t.k_rows != k_rows ||
+      t.v_rows != v_rows || t.npad != npad || t.shape != key) {
     t.q = nullptr;  // invalid until all three are encoded
-    encode_rows(t.maps[0], s.q_quant, qrow, q_rows, int(qrow), c.block_m);
+    if (c.fuse_q) encode_user(t.maps[0], s.q, p, p.heads_q, p.seq_q, c.block_m);
+    else encode_rows(t.maps[0], s.q_quant, qrow, q_rows, int(qrow), c.block_m);
     encode_rows(t.maps[1], s.k_quant, qrow, k_rows, int(qrow), c.block_n);
     encode_rows(t.maps[2], s.v_prep, npad, v_rows, c.block_n, c.head_dim);
-    t.q = s.q_quant;
+    t.shape = key;
+    t.q = q_src;
     t.k = s.k_quant;
     t.v = s.v_prep;
     t.q_rows = q_rows;
@@ -415,7 +440,9 @@ void AttnKernel::launch_prep(const AttnProblem& p, const WorkspacePlan& w, const
   if (!prep_) return;  // native: nothing to prepare
   // Statistics CTAs first (lower block indices: dispatched before any CTA that waits for them).
   const std::int64_t stats = w.has_stats ? std::int64_t(s.stat_splits) * p.batch * p.heads_kv : 0;
-  const std::int64_t jobs = std::int64_t(p.batch) * p.heads_q * w.q_tiles +
+  // fuse_q: Q tiles only for the LSE correction (the kernel's Q_IN_ATTN rule).
+  const bool q_jobs = !cfg_.fuse_q || s.q_kmean;
+  const std::int64_t jobs = (q_jobs ? std::int64_t(p.batch) * p.heads_q * w.q_tiles : 0) +
                             std::int64_t(p.batch) * p.heads_kv * w.k_tiles * (w.has_v_prep ? 2 : 1);
   if (stats + jobs > 0x7fffffff) throw Error(Errc::unsupported, cat(p.str(), ": too many tiles for one launch"));
   launch(prep_, unsigned(stats + jobs), 1, 1, kPrepThreads, 0, stream, s);

@@ -29,6 +29,7 @@ struct KernelConfig {
   std::string schedule = "plain";  // plain | overlap | pingpong | pingpong_overlap | ws | ws_overlap
   int min_ctas = 1;                // occupancy target of __launch_bounds__
   bool tma = false;                // wgmma: tiles loaded by TMA (the launcher encodes tensor maps)
+  bool fuse_q = false;             // wgmma: the attention kernel quantizes Q (read from the caller's tensor)
   int threads = 0, smem_bytes = 0;
 
   // Parses "key=value;key=value" (the form stored in databases and exported tables).

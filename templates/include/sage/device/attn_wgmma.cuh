@@ -17,7 +17,7 @@ namespace sage {
 // mma-style config with 16 query rows per warp, which is the wgmma accumulator's layout.
 template <int HEAD_DIM, int BLOCK_N, int WARPGROUPS, int STAGES_, Gran GRAN_, bool SMOOTH_K_, bool SMOOTH_V_,
           Schedule SCHED_ = Schedule::plain, int MIN_CTAS_ = 1, bool HALF_EXP_ = false, bool TMA_ = false,
-          bool SUM_MMA_ = false>
+          bool SUM_MMA_ = false, bool FUSE_Q_ = false>
 struct WgmmaAttnConfig
     : MmaAttnConfig<HEAD_DIM, 64 * WARPGROUPS, BLOCK_N, 4 * WARPGROUPS, STAGES_, QkType::int8, PvType::fp8, GRAN_,
                     SMOOTH_K_, /*smooth_q=*/false, SMOOTH_V_, SCHED_, MIN_CTAS_, HALF_EXP_> {
@@ -38,6 +38,14 @@ struct WgmmaAttnConfig
   static constexpr bool ROW_SUMS_COMPLETE = SUM_MMA;
   static constexpr int ONES_BYTES = SUM_MMA ? 512 : 0;
   static constexpr int SMEM_MAIN = Base::SMEM_MAIN + ONES_BYTES;
+  // Q quantized by the attention kernel (the preparation leaves Q alone): the CTA loads its
+  // FP16/BF16 Q tile by TMA from the caller's tensor into V slot 1 (64 rows x D x 2 bytes =
+  // one 128-key V^T tile), quantizes it with the per-thread groups its lanes own, and only then
+  // loads V tile 1 there (first needed by P V of tile 1, after tile 0 and Q K^T of tile 1).
+  static constexpr bool FUSE_Q = FUSE_Q_;
+  static_assert(!FUSE_Q || (TMA && !WS && WARPGROUPS == 1 && BLOCK_N == 128 && STAGES_ >= 2 &&
+                            GRAN_ == Gran::per_thread && SCHED_ == Schedule::plain),
+                "fuse_q: one warpgroup, TMA, 128-key tiles, 2+ stages, per-thread groups, plain schedule");
   static_assert(!SUM_MMA || (TMA && !WS), "sum_mma: the TMA kernel of the plain and turns schedules");
   static_assert(!SUM_MMA || !HALF_EXP_, "sum_mma takes the FP32 exponentials");
   static_assert(!TMA || SCHED_ != Schedule::overlap, "the TMA loader serves the plain and pingpong schedules");
@@ -296,6 +304,50 @@ SAGE_DEV void init_state(float (&m)[1][2], float (&l)[1][2], float (&o)[1][D / 8
     for (int e = 0; e < 4; ++e) o[0][j][e] = 0.f;
 }
 
+// fuse_q: quantizes this CTA's Q tile (64 rows, FP16/BF16, as TMA left it: boxes of 64
+// columns, 128-byte rows, 128B swizzle, at `raw`) into the INT8 wgmma tile at `q` and returns
+// the lane's Q scale (sm_scale * log2 e folded in). Warp w owns rows 16w..16w+15; the lanes
+// of a quad (gid) share the group {16w + gid, 16w + gid + 8}, each taking a quarter of its
+// columns, so one quad_max gives the group's max, exactly the groups of the preparation.
+template <class Cfg>
+SAGE_DEV float quantize_q(const SageAttnParams& p, const u8* raw, u8* q, int warp) {
+  constexpr int D = Cfg::D, CPL = D / 32;  // 8-column chunks per lane and row
+  constexpr int QCPR = Cfg::QROW / 16;     // 16-byte chunks of an INT8 row
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  float x[2][CPL][8];
+  float amax = 0.f;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = 16 * warp + gid + 8 * hh;
+#pragma unroll
+    for (int i = 0; i < CPL; ++i) {
+      const int c = tig * CPL + i, box = c / 8, cb = c % 8;
+      const u32x4 v = *reinterpret_cast<const u32x4*>(raw + box * Cfg::BM * 128 + r * 128 + ((cb ^ (r & 7)) * 16));
+      unpack8(v, p.dtype, x[hh][i]);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(x[hh][i][e]));
+    }
+  }
+  amax = quad_max(amax);
+  const float inv = amax > 0.f ? Cfg::QMAX / amax : 0.f;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = 16 * warp + gid + 8 * hh;
+#pragma unroll
+    for (int j = 0; j < CPL / 2; ++j) {  // 16 columns = one 16-byte INT8 chunk
+      u32x4 w;
+      u32* wp = &w.x;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float* f = &x[hh][2 * j + k / 2][4 * (k % 2)];
+        wp[k] = pack_s8x4(quant_s8(f[0] * inv), quant_s8(f[1] * inv), quant_s8(f[2] * inv), quant_s8(f[3] * inv));
+      }
+      *reinterpret_cast<u32x4*>(q + swz<QCPR>(r, (tig * CPL) / 2 + j)) = w;
+    }
+  }
+  return (amax > 0.f ? amax / Cfg::QMAX : 0.f) * p.sm_scale * kLog2e;
+}
+
 // The TMA loader: thread 0 issues one cp.async.bulk.tensor per operand and tile into a ring of
 // STAGES slots, each with a "full" mbarrier whose transaction count the copies complete. The
 // consumers wait on the barrier's phase. No thread computes a global address per chunk, and
@@ -348,15 +400,41 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
     fence_proxy_async();
   }
   tma_barriers_init(p, bar0, 1 + ST);
+  // fuse_q: the caller's Q tile (boxes of 64 columns, 128-byte rows) lands in V slot 1.
+  const u32 sQraw = sV0 + Cfg::SMEM_V_STAGE;
   if (threadIdx.x == 0) {
-    mbar_arrive_expect_tx(bar0, Cfg::SMEM_Q);
-    tma_load_2d(sQ, &p.tma_q, 0, int(q_tile_id * BM), bar0);
+    if constexpr (Cfg::FUSE_Q) {
+      mbar_arrive_expect_tx(bar0, BM * D * 2);
 #pragma unroll
-    for (int s = 0; s < ST; ++s)
-      if (s < n_tiles) load_kv(s, s);
+      for (int box = 0; box < D / 64; ++box) tma_load_4d(sQraw + box * BM * 128, &p.tma_q, 64 * box, c.m0, h, b, bar0);
+      if (n_tiles > 0) load_kv(0, 0);
+      if (n_tiles > 1) {  // K now, V once Q is out of the slot
+        mbar_arrive_expect_tx(full(1), KV_BYTES);
+        tma_load_2d(sK0 + Cfg::SMEM_K_STAGE, &p.tma_k, 0, k_row0 + BN, full(1));
+      }
+#pragma unroll
+      for (int s = 2; s < ST; ++s)
+        if (s < n_tiles) load_kv(s, s);
+    } else {
+      mbar_arrive_expect_tx(bar0, Cfg::SMEM_Q);
+      tma_load_2d(sQ, &p.tma_q, 0, int(q_tile_id * BM), bar0);
+#pragma unroll
+      for (int s = 0; s < ST; ++s)
+        if (s < n_tiles) load_kv(s, s);
+    }
   }
 
-  const float qs = c.q_scale(p);
+  float qs;
+  if constexpr (Cfg::FUSE_Q) {
+    mbar_wait(bar0, 0);
+    qs = quantize_q<Cfg>(p, smem + (sQraw - smem_addr(smem)), smem + L::Q, warp);
+    // The quantized Q for the tensor cores; V slot 1 free for the copy engine.
+    fence_proxy_async();
+    __syncthreads();
+    if (threadIdx.x == 0 && n_tiles > 1) tma_load_2d(sQraw, &p.tma_v, BN, v_row0, full(1));
+  } else {
+    qs = c.q_scale(p);
+  }
   const float* kscale = c.k_scales(p);
   const u32 sQw = sQ + wg * 64 * Cfg::QROW;
   const u32 dQ = desc_lo(sQw), dK0 = desc_lo(sK0), dV0 = desc_lo(sV0);
@@ -380,7 +458,7 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
   float m[1][2], l[1][2], o[1][D / 8][4];
   init_state<D>(m, l, o);
 
-  mbar_wait(bar0, 0);
+  if constexpr (!Cfg::FUSE_Q) mbar_wait(bar0, 0);
   // Tile t's K scale is loaded during tile t-1.
   float ks = n_tiles > 0 ? kscale[0] : 0.f;
   for (int t = 0; t < n_tiles; ++t) {

@@ -143,7 +143,9 @@ SAGE_DEV int scale_group(int row) {
   }
 }
 
-template <class Cfg, bool IS_Q>
+// Without QUANT (Q quantized by the attention kernel itself: fuse_q) a Q tile only gets its
+// LSE correction.
+template <class Cfg, bool IS_Q, bool QUANT = true>
 SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, float* smem_gmax, float* smem_red) {
   constexpr int D = Cfg::D, TPR = D / 8, RPP = kPrepThreads / TPR;
   constexpr int ROWS = IS_Q ? Cfg::BM : Cfg::BN;
@@ -198,6 +200,7 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, flo
       for (int i = 0; i < 8; ++i) sub[i] = kmean[i];
     }
   }
+  if constexpr (!QUANT) return;
   const float qscale = IS_Q ? p.sm_scale * kLog2e : 1.0f;
   const i64 tile_id = (i64(b) * heads + h) * tiles + tile;
   // Q smoothing: subtract the block's channel means; quantize the means separately (the
@@ -416,8 +419,9 @@ SAGE_DEV void convert_v_fp16_tile(const SageAttnParams& p, int b, int h, int til
 
 // The preparation, one launch: grid (statistics CTAs [stat_splits * B*Hkv, when needed],
 // then B*Hq*q_tiles Q tiles, B*Hkv*k_tiles K tiles [, B*Hkv*k_tiles V tiles when V is
-// prepared]), kPrepThreads threads.
-template <class Cfg>
+// prepared]), kPrepThreads threads. Q_IN_ATTN (fuse_q: the attention kernel quantizes Q):
+// Q tiles only when the LSE correction needs them (p.q_kmean), and only for that.
+template <class Cfg, bool Q_IN_ATTN = false>
 SAGE_DEV void prep_kernel(const SageAttnParams& p) {
   constexpr int D = Cfg::D, TPR = D / 8, RPP = kPrepThreads / TPR;
   constexpr int GMAX = Cfg::Q_GROUPS > Cfg::K_GROUPS ? Cfg::Q_GROUPS : Cfg::K_GROUPS;
@@ -440,14 +444,14 @@ SAGE_DEV void prep_kernel(const SageAttnParams& p) {
     return;
   }
   job -= n_stats;
-  const int q_jobs = p.batch * p.heads_q * p.q_tiles;
+  const int q_jobs = Q_IN_ATTN && !p.q_kmean ? 0 : p.batch * p.heads_q * p.q_tiles;
   const int k_jobs = p.batch * p.heads_kv * p.k_tiles;
   if (job < q_jobs) {
     const int tile = job % p.q_tiles, bh = job / p.q_tiles;
     const int b = bh / p.heads_q, h = bh % p.heads_q;
     // Q reads mean(K) only for the LSE correction.
     if (Cfg::SMOOTH_K && p.q_kmean) wait_stats(p, b * p.heads_kv + h / (p.heads_q / p.heads_kv));
-    quant_qk_tile<Cfg, true>(p, b, h, tile, smem_gmax, smem_red);
+    quant_qk_tile<Cfg, true, !Q_IN_ATTN>(p, b, h, tile, smem_gmax, smem_red);
     return;
   }
   job -= q_jobs;
