@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <mutex>
 
@@ -345,9 +346,7 @@ void encode_rows(void* map, const void* base, std::int64_t inner, std::int64_t r
                                  CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
 }
-}  // namespace
 
-namespace {
 // A 4-D tensor map (D, N, H, B) over one of the caller's tensors in its own dtype, boxes of
 // 64 columns (128-byte rows, 128B swizzle) by `box_rows` rows; rows past the sequence's end
 // read as zeros.
@@ -367,6 +366,13 @@ void encode_user(void* map, const SageTensor& x, const AttnProblem& p, int heads
 std::array<std::int64_t, 8> user_shape(const AttnProblem& p) {
   return {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.head_dim, int(p.layout), int(p.dtype)};
 }
+
+// TMA reads the caller's tensors: each must start 16-byte aligned.
+void require_tma_aligned(const std::string& variant, const char* what, std::initializer_list<const void*> ptrs) {
+  for (const void* x : ptrs)
+    if (reinterpret_cast<std::uintptr_t>(x) % 16 != 0)
+      throw Error(Errc::invalid_argument, cat(variant, ": ", what, " must be 16-byte aligned (read by TMA)"));
+}
 }  // namespace
 
 // The native family's maps: 4-D (D, N, H, B) over the caller's Q, K and V in their own
@@ -374,9 +380,7 @@ std::array<std::int64_t, 8> user_shape(const AttnProblem& p) {
 // past a sequence's end read as zeros. Re-encoded only when the pointers or the shape change.
 void AttnKernel::native_tensor_maps(const AttnProblem& p, SageAttnParams& s) const {
   const KernelConfig& c = cfg_;
-  for (const SageTensor* t : {&s.q, &s.k, &s.v})
-    if (reinterpret_cast<std::uintptr_t>(t->ptr) % 16 != 0)
-      throw Error(Errc::invalid_argument, cat(c.name, ": Q, K and V must be 16-byte aligned (read by TMA)"));
+  require_tma_aligned(c.name, "Q, K and V", {s.q.ptr, s.k.ptr, s.v.ptr});
   const std::array<std::int64_t, 8> key = user_shape(p);
   std::lock_guard<std::mutex> lock(tma_mu_);
   TmaCache& t = tma_cache_;
@@ -407,8 +411,7 @@ void AttnKernel::tensor_maps(const WorkspacePlan& w, const AttnProblem& p, SageA
   static_assert(sizeof(s.tma_q) == 128 && alignof(decltype(s.tma_q)) == 64, "tensor map slots");
   // fuse_q: Q is the caller's tensor (4-D map, like the native family's), K and V the workspace's.
   const void* q_src = c.fuse_q ? s.q.ptr : static_cast<const void*>(s.q_quant);
-  if (c.fuse_q && reinterpret_cast<std::uintptr_t>(q_src) % 16 != 0)
-    throw Error(Errc::invalid_argument, cat(c.name, ": Q must be 16-byte aligned (read by TMA)"));
+  if (c.fuse_q) require_tma_aligned(c.name, "Q", {q_src});
   const std::array<std::int64_t, 8> key = c.fuse_q ? user_shape(p) : std::array<std::int64_t, 8>{};
   std::lock_guard<std::mutex> lock(tma_mu_);
   TmaCache& t = tma_cache_;
