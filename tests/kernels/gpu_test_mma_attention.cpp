@@ -98,6 +98,9 @@ TEST_P(Fixture, MatchesFp32Reference) {
   const KernelConfig& cfg = k->config();
   double cos_min = 0.9999, l1_max = 0.02;
   if (cfg.pv == "fp8") cos_min = 0.999, l1_max = 0.04;
+  // u8 P (x255) and INT8 V per channel: about half FP8's error (H100: rel-L1 0.010-0.020 on
+  // Gaussian inputs, cos >= 0.99979).
+  if (cfg.pv == "int8") cos_min = 0.9995, l1_max = 0.025;
   if (cfg.qk == "int4") cos_min = 0.99, l1_max = 0.10;
   // Unquantized (FP16/BF16 operands, FP32 accumulation): only P's rounding to 16 bits.
   if (cfg.qk == "native") cos_min = 0.99999, l1_max = 0.005;

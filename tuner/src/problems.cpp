@@ -115,8 +115,8 @@ ProblemsConfig ProblemsConfig::from_string(const std::string& yaml, const std::s
     p.name = name;
     c.each(c.need(kv.second, key, "pv"), key + ".pv", [&](const YAML::Node& n, const std::string& k) {
       std::string v = c.as<std::string>(n, k, "a string");
-      if (v != "native" && v != "fp16" && v != "fp16acc" && v != "fp8")
-        c.fail(n, k, "unknown pv '" + v + "' (allowed: native, fp16, fp16acc, fp8)");
+      if (v != "native" && v != "fp16" && v != "fp16acc" && v != "fp8" && v != "int8")
+        c.fail(n, k, "unknown pv '" + v + "' (allowed: native, fp16, fp16acc, fp8, int8)");
       p.pv.push_back(v);
     });
     p.gaussian = parse_thresholds(c, c.need(kv.second, key, "gaussian"), key + ".gaussian");

@@ -207,9 +207,12 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   // The native (unquantized) family has no preparation kernel.
   if (!native()) prep_ = module_->function("sage_prep");
   attn_ = module_->function("sage_attn");
+  // int8 P.V: a second entry for calls that return the LSE (it also sums P before rounding).
+  if (cfg_.pv == "int8") attn_lse_ = module_->function("sage_attn_lse");
   const cu::Api& a = cu::api();
   if (cfg_.smem_bytes > 48 * 1024)
-    SAGE_CU(cuFuncSetAttribute(attn_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, cfg_.smem_bytes));
+    for (CUfunction f : {attn_, attn_lse_})
+      if (f) SAGE_CU(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, cfg_.smem_bytes));
   CUdevice dev;
   SAGE_CU(cuCtxGetDevice(&dev));
   SAGE_CU(cuDeviceGetAttribute(&num_sms_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
@@ -227,12 +230,12 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   }
   const std::int64_t bhq = std::int64_t(p.batch) * p.heads_q, bhk = std::int64_t(p.batch) * p.heads_kv;
   const std::int64_t npad = std::int64_t(w.k_tiles) * c.block_n;
-  const bool fp8 = c.pv == "fp8";
-  w.has_stats = c.smooth_k || c.smooth_v || fp8;
+  const bool v8 = c.pv == "fp8" || c.pv == "int8";  // V prepared as 8-bit V^T, per-channel scales
+  w.has_stats = c.smooth_k || c.smooth_v || v8;
   w.has_q_mean = c.smooth_q;
   w.has_q_kmean = p.return_lse && c.smooth_k;
-  w.has_v_prep = fp8 || c.smooth_v || p.dtype == DType::bf16;
-  w.has_v_scale = fp8;
+  w.has_v_prep = v8 || c.smooth_v || p.dtype == DType::bf16;
+  w.has_v_scale = v8;
   w.has_v_mean = c.smooth_v;
   // Enough splits of the sequence for about two CTAs per SM, each of at least 256 rows.
   w.stat_splits = std::max(1, std::min<int>(cdiv(2 * std::int64_t(num_sms_), bhk), cdiv(p.seq_kv, 256)));
@@ -258,7 +261,7 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   if (w.has_q_kmean) w.q_kmean = take(sizeof(float) * bhq * p.seq_q);
   w.k_quant = take(std::size_t(bhk) * npad * qrow_bytes(c));
   w.k_scale = take(sizeof(float) * bhk * w.k_tiles * k_groups(c));
-  if (w.has_v_prep) w.v_prep = take(std::size_t(bhk) * npad * c.head_dim * (fp8 ? 1 : 2));
+  if (w.has_v_prep) w.v_prep = take(std::size_t(bhk) * npad * c.head_dim * (v8 ? 1 : 2));
   if (w.has_v_scale) w.v_scale = take(sizeof(float) * bhk * c.head_dim);
   if (w.has_v_mean) w.v_mean = take(sizeof(float) * bhk * c.head_dim);
   w.total = std::max<std::size_t>(off, 256);
@@ -271,10 +274,10 @@ double AttnKernel::prep_bytes(const AttnProblem& p) const {
   const double q = double(p.q_elems()), kv = double(p.kv_elems());
   const double bhq = double(p.batch) * p.heads_q, bhk = double(p.batch) * p.heads_kv;
   const double qrow = double(qrow_bytes(cfg_)) / cfg_.head_dim;  // bytes per quantized element
-  const bool fp8 = cfg_.pv == "fp8";
+  const bool v8 = cfg_.pv == "fp8" || cfg_.pv == "int8";
   double bytes = 0;
-  if (w.has_stats) {  // stats: reads K (smoothing) and V (FP8 range, smoothing); writes partials
-    bytes += (cfg_.smooth_k ? kv * 2 : 0) + ((cfg_.smooth_v || fp8) ? kv * 2 : 0);
+  if (w.has_stats) {  // stats: reads K (smoothing) and V (8-bit range, smoothing); writes partials
+    bytes += (cfg_.smooth_k ? kv * 2 : 0) + ((cfg_.smooth_v || v8) ? kv * 2 : 0);
     bytes += 4.0 * w.stat_splits * bhk * 4 * cfg_.head_dim + 8.0 * bhk;
   }
   // quant: reads Q, K (and V when prepared); writes them quantized (padded tiles) + scales.
@@ -285,7 +288,7 @@ double AttnKernel::prep_bytes(const AttnProblem& p) const {
     bytes += q * 2;
   }
   bytes += kv * 2 + bhk * w.k_tiles * cfg_.block_n * cfg_.head_dim * qrow + 4.0 * bhk * w.k_tiles * k_groups(cfg_);
-  if (w.has_v_prep) bytes += kv * 2 + bhk * w.k_tiles * cfg_.block_n * cfg_.head_dim * (fp8 ? 1 : 2);
+  if (w.has_v_prep) bytes += kv * 2 + bhk * w.k_tiles * cfg_.block_n * cfg_.head_dim * (v8 ? 1 : 2);
   if (w.has_q_kmean) bytes += 4.0 * bhq * p.seq_q;
   return bytes;
 }
@@ -452,8 +455,8 @@ void AttnKernel::launch_prep(const AttnProblem& p, const WorkspacePlan& w, const
 }
 
 void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUstream stream) const {
-  launch(attn_, unsigned(s.q_tiles), unsigned(p.heads_q), unsigned(p.batch), unsigned(cfg_.threads),
-         unsigned(cfg_.smem_bytes), stream, s);
+  launch(s.lse && attn_lse_ ? attn_lse_ : attn_, unsigned(s.q_tiles), unsigned(p.heads_q), unsigned(p.batch),
+         unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s);
 }
 
 void AttnKernel::run_prep(const AttnProblem& p, const AttnArgs& a, void* ws, CUstream stream) const {

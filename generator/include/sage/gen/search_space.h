@@ -75,7 +75,7 @@ class SearchSpace {
  public:
   // Parses and validates; errors are Error(parse_error) with where() = "file:line:col" and
   // the offending key in the message ("key 'pipelines.mma.sets[0].axes.pv': unknown value
-  // 'fp9' (allowed: fp16, fp16acc, fp8)"). from_file throws Error(not_found) for a missing file.
+  // 'fp9' (allowed: fp16, fp16acc, fp8, int8, native)"). from_file throws Error(not_found) for a missing file.
   static SearchSpace from_file(const std::string& path);
   static SearchSpace from_string(const std::string& yaml, const std::string& display_name);
   // configs/search_space.yaml as embedded in the binary.

@@ -23,7 +23,7 @@ struct KernelConfig {
   std::string name;          // the variant's readable name (for messages)
   int head_dim = 0, block_m = 0, block_n = 0, warps = 0, stages = 0;
   std::string qk = "int8";   // int8 | int4
-  std::string pv = "fp8";    // fp16 | fp16acc | fp8
+  std::string pv = "fp8";    // fp16 | fp16acc | fp8 | int8 | native
   std::string granularity = "per_thread";  // per_thread | per_warp | per_block
   bool smooth_k = true, smooth_q = false, smooth_v = false;
   std::string schedule = "plain";  // plain | overlap | pingpong | pingpong_overlap | ws | ws_overlap
@@ -116,6 +116,7 @@ class AttnKernel {
   KernelConfig cfg_;
   std::shared_ptr<Module> module_;
   CUfunction prep_ = nullptr, attn_ = nullptr;
+  CUfunction attn_lse_ = nullptr;  // the entry for calls with an LSE, where it differs (pv int8)
   int num_sms_ = 0;
   mutable std::mutex tma_mu_;
   mutable TmaCache tma_cache_;

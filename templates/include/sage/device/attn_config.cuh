@@ -7,9 +7,11 @@
 namespace sage {
 
 enum class QkType { int8, int4 };
-enum class PvType { fp16, fp16acc, fp8 };     // fp16: fp32 accumulators; fp16acc: fp16
-                                               // accumulators flushed to fp32 every tile;
-                                               // fp8: e4m3 operands, two-level fp32
+enum class PvType { fp16, fp16acc, fp8, int8 };  // fp16: fp32 accumulators; fp16acc: fp16
+                                                 // accumulators flushed to fp32 every tile;
+                                                 // fp8: e4m3 operands, two-level fp32;
+                                                 // int8: P as u8 (x255), V int8 per channel,
+                                                 // exact int32 per tile added into fp32
 enum class Gran { per_thread, per_warp, per_block };
 enum class Schedule { plain,      // per tile: S = QK^T, softmax, O += PV
                       overlap,    // S of tile t+1 is issued before the softmax of tile t, so the
@@ -51,7 +53,8 @@ struct MmaAttnConfig {
   static constexpr bool HALF_EXP = HALF_EXP_;  // softmax exponentials as ex2.approx.f16x2 (softmax::online_h)
   // Whether each lane's running row sum l is its row's whole sum (the wgmma sum_mma variants)
   // rather than the part over its own columns, which the epilogue adds up across the quad.
-  static constexpr bool ROW_SUMS_COMPLETE = false;
+  // The int8 P.V path sums P on the tensor cores (an IMMA against ones), complete per lane.
+  static constexpr bool ROW_SUMS_COMPLETE = PV_ == PvType::int8;
 
   static constexpr int THREADS = WARPS * 32;
   static constexpr int WARP_Q = BM / WARPS;   // query rows per warp
@@ -64,7 +67,14 @@ struct MmaAttnConfig {
   static constexpr int Q_GROUPS = GRAN == Gran::per_thread ? WARPS * 8 : GRAN == Gran::per_warp ? WARPS : 1;
   static constexpr int K_GROUPS = GRAN == Gran::per_thread ? 4 : 1;
   static constexpr bool V_FP8 = PV == PvType::fp8;
-  static constexpr int V_ELEM = V_FP8 ? 1 : 2;
+  static constexpr bool V_INT8 = PV == PvType::int8;
+  // V prepared as an 8-bit V^T (FP8 or INT8, per-channel scales), tokens permuted for the
+  // 8-bit MMA's A-fragment order of P.
+  static constexpr bool V8 = V_FP8 || V_INT8;
+  static constexpr int V_ELEM = V8 ? 1 : 2;
+  // How P is scaled before it is rounded to its MMA type (exp2 shift; undone by the epilogue).
+  static constexpr dev::PScale P_SCALE = V_FP8 ? dev::PScale::e4m3 : V_INT8 ? dev::PScale::u8 : dev::PScale::one;
+  static constexpr float V_QMAX = V_FP8 ? dev::kFp8Max : 127.0f;  // |V| range of the 8-bit type
 
   static constexpr int SMEM_Q = BM * QROW;
   static constexpr int SMEM_K_STAGE = BN * QROW;

@@ -4,8 +4,10 @@
 //   S = Q K^T        INT8 m16n8k32 (INT4 m16n8k64), int32 accumulators
 //   softmax          one Q scale and one K scale per lane (per-thread groups), dequantization
 //                    folded into the exp2 FMA, online max/sum in FP32
-//   O += P V         FP8 m16n8k32 into a fresh accumulator added into FP32 O (two-level), or
-//                    FP16 m16n8k16 with FP32 (or FP16, flushed every tile) accumulators
+//   O += P V         FP8 m16n8k32 into a fresh accumulator added into FP32 O (two-level),
+//                    u8 x s8 m16n8k32 (P x255, INT8 V) into an exact int32 accumulator per
+//                    tile added into FP32 O, or FP16 m16n8k16 with FP32 (or FP16, flushed
+//                    every tile) accumulators
 // Causal: tiles past the diagonal are skipped, only the diagonal (and the tail) tiles masked.
 #pragma once
 #include "sage/device/attn_config.cuh"
@@ -23,13 +25,13 @@ struct Layout {
   static constexpr int K = Cfg::SMEM_Q;
   static constexpr int V = K + Cfg::STAGES * Cfg::SMEM_K_STAGE;
   static constexpr int QCPR = Cfg::QROW / 16;                       // 16-byte chunks per Q/K row
-  static constexpr int VCPR = Cfg::V_FP8 ? Cfg::BN / 16 : Cfg::D / 8;  // per V^T row / V row
+  static constexpr int VCPR = Cfg::V8 ? Cfg::BN / 16 : Cfg::D / 8;  // per V^T row / V row
 };
 
-// Where this CTA reads V from: prepared FP8 V^T, prepared FP16 V, or the user's FP16 V.
+// Where this CTA reads V from: prepared 8-bit (FP8 or INT8) V^T, prepared FP16 V, or the user's FP16 V.
 struct VSource {
   const u8* base;
-  i64 row_stride;  // bytes between rows (V^T rows for FP8)
+  i64 row_stride;  // bytes between rows (V^T rows for 8-bit V)
   int rows_valid;  // rows past this are zero-filled (user's V only)
 };
 
@@ -59,7 +61,7 @@ struct KvLoader {
   static constexpr int T = Cfg::THREADS;
   static constexpr int K_CHUNKS = Cfg::BN * L::QCPR;
   static constexpr int K_ROWS_PER_PASS = T / L::QCPR;
-  static constexpr int V_ROWS = Cfg::V_FP8 ? Cfg::D : Cfg::BN;
+  static constexpr int V_ROWS = Cfg::V8 ? Cfg::D : Cfg::BN;
   static constexpr int V_CHUNKS = V_ROWS * L::VCPR;
   static constexpr int V_ROWS_PER_PASS = T / L::VCPR;
   static_assert(T % L::QCPR == 0 && T % L::VCPR == 0, "threads must cover whole rows");
@@ -90,7 +92,7 @@ struct KvLoader {
     for (int i = 0; i < cdiv(K_CHUNKS, T); ++i)
       if (K_CHUNKS % T == 0 || threadIdx.x + i * T < K_CHUNKS)
         cp_async16(sK + k_dst + i * T * 16, k + i * K_ROWS_PER_PASS * Cfg::QROW);
-    if constexpr (Cfg::V_FP8) {
+    if constexpr (Cfg::V8) {
       const u8* v = vs.base + i64(tile) * Cfg::BN + v_src;
 #pragma unroll
       for (int i = 0; i < cdiv(V_CHUNKS, T); ++i)
@@ -117,7 +119,7 @@ struct KvLoader {
 template <class Cfg>
 struct LaneOffsets {
   using L = Layout<Cfg>;
-  static constexpr int VK = Cfg::V_FP8 ? Cfg::BN / 32 : (Cfg::D / 16 < 4 ? Cfg::D / 16 : 4);
+  static constexpr int VK = Cfg::V8 ? Cfg::BN / 32 : (Cfg::D / 16 < 4 ? Cfg::D / 16 : 4);
   u32 k[Cfg::QK_KSTEPS];
   u32 v[VK];
   SAGE_DEV void init() {
@@ -125,7 +127,7 @@ struct LaneOffsets {
     const int row = (lane & 7) + 8 * (lane >> 4), b = (lane >> 3) & 1;
 #pragma unroll
     for (int i = 0; i < Cfg::QK_KSTEPS; ++i) k[i] = swz<L::QCPR>(row, 2 * i + b);
-    if constexpr (Cfg::V_FP8) {
+    if constexpr (Cfg::V8) {
 #pragma unroll
       for (int i = 0; i < VK; ++i) v[i] = swz<L::VCPR>(row, 2 * i + b);
     } else {
@@ -142,7 +144,10 @@ template <class Cfg>
 struct WarpState {
   static constexpr int SL = Cfg::SLABS;
   float m[SL][2];             // running max (log2 domain, scaled), rows gid and gid+8 of each slab
-  float l[SL][2];             // running sum, this lane's columns only (reduced at the end)
+  float l[SL][2];             // running sum, this lane's columns only (reduced at the end);
+                              // int8 P.V: the whole row's sum of the u8 P (ROW_SUMS_COMPLETE)
+  float lx[Cfg::V_INT8 ? SL : 1][2];  // int8 P.V: the FP32 sum of P before rounding, this
+                                      // lane's columns (for the LSE only: the LSE_SUMS entry)
   float o[SL][Cfg::D / 8][4]; // output accumulators
 };
 
@@ -203,8 +208,9 @@ SAGE_DEV void qk_tile(TileScores<Cfg>& S, const u32 (&qf)[Cfg::SLABS][Cfg::QK_KS
   }
 }
 
-// Online softmax of one tile's scores, then O += P V.
-template <class Cfg, bool MASK>
+// Online softmax of one tile's scores, then O += P V. LSE_SUMS (int8 P.V): also keep the sums
+// of P before rounding, for the LSE.
+template <class Cfg, bool MASK, bool LSE_SUMS>
 SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores<Cfg>& S, float qs, float qbar_scale,
                          float ks, u32 sV, int tile, int row0, const LaneOffsets<Cfg>& lo) {
   using L = Layout<Cfg>;
@@ -218,15 +224,93 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
   float pf[Cfg::HALF_EXP ? 1 : SL][Cfg::HALF_EXP ? 1 : NT][4];
   u32 ph[Cfg::HALF_EXP ? SL : 1][Cfg::HALF_EXP ? NT : 1][2];
   float alpha[SL][2];
+  static_assert(!(Cfg::HALF_EXP && Cfg::V_INT8), "half_exp has no u8 P path");
   if constexpr (Cfg::HALF_EXP)
-    softmax::online_h<SL, NT, Cfg::SMOOTH_Q, MASK, Cfg::V_FP8>(p, st.m, st.l, s, ds, qs * ks, qbar_scale * ks,
-                                                               tile * BN, row0, ph, alpha);
-  else
-    softmax::online<SL, NT, Cfg::SMOOTH_Q, MASK, Cfg::V_FP8>(p, st.m, st.l, s, ds, qs * ks, qbar_scale * ks, tile * BN,
-                                                            row0, pf, alpha);
+    softmax::online_h<SL, NT, Cfg::SMOOTH_Q, MASK, Cfg::P_SCALE>(p, st.m, st.l, s, ds, qs * ks, qbar_scale * ks,
+                                                                 tile * BN, row0, ph, alpha);
+  else  // int8 P.V: the row sums come from the tensor cores below
+    softmax::online<SL, NT, Cfg::SMOOTH_Q, MASK, Cfg::P_SCALE, 1, !Cfg::V_INT8>(
+        p, st.m, st.l, s, ds, qs * ks, qbar_scale * ks, tile * BN, row0, pf, alpha);
 
   // ---- O += P V --------------------------------------------------------------------------
-  if constexpr (Cfg::V_FP8) {
+  if constexpr (Cfg::V_INT8) {
+    // P (x255, rounded to u8) in the 8-bit A-fragment order (V's tokens are permuted to
+    // match, as for FP8); V int8 per channel. Each d-chunk's products over the tile are exact
+    // in an int32 accumulator started at the magic-number bits, so the sum arrives as
+    // 12582912 + x in float form (|x| <= BN * 255 * 127 < 2^22), and O = O * alpha + x.
+    constexpr int KK = BN / 32;
+    static_assert(BN * 255 * 127 < (1 << 22), "int8 P.V tile sums must stay below 2^22");
+    // O is normalized by the sums of the rounded P (consistent with what was multiplied), but
+    // the LSE needs the sums before rounding: probabilities below 1/510 of the row max round
+    // to 0, which would bias it low for peaked rows. (A separate entry point, so that calls
+    // without an LSE carry neither the sums nor a branch; in it, the run-time test keeps
+    // ptxas from interleaving the sums with the tile, which spills at D=128.)
+    if (LSE_SUMS && p.lse) {
+#pragma unroll
+      for (int a = 0; a < SL; ++a)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          float r = 0.f;
+#pragma unroll
+          for (int n = 0; n < NT; ++n) r += pf[a][n][2 * hh] + pf[a][n][2 * hh + 1];
+          st.lx[a][hh] = st.lx[a][hh] * alpha[a][hh] + r;
+        }
+    }
+    u32 pa[SL][KK][4];
+#pragma unroll
+    for (int a = 0; a < SL; ++a)
+#pragma unroll
+      for (int k = 0; k < KK; ++k) {
+        pa[a][k][0] = pack_u8x4(pf[a][4 * k][0], pf[a][4 * k][1], pf[a][4 * k + 1][0], pf[a][4 * k + 1][1]);
+        pa[a][k][1] = pack_u8x4(pf[a][4 * k][2], pf[a][4 * k][3], pf[a][4 * k + 1][2], pf[a][4 * k + 1][3]);
+        pa[a][k][2] = pack_u8x4(pf[a][4 * k + 2][0], pf[a][4 * k + 2][1], pf[a][4 * k + 3][0], pf[a][4 * k + 3][1]);
+        pa[a][k][3] = pack_u8x4(pf[a][4 * k + 2][2], pf[a][4 * k + 2][3], pf[a][4 * k + 3][2], pf[a][4 * k + 3][3]);
+      }
+    // Row sums of exactly the u8 P that is multiplied: P times a block of ones (every column
+    // of the result is the row's sum over the tile, so each lane has its rows' whole sums).
+    constexpr u32 kOnes = 0x01010101u;
+    constexpr i32 kMagicBits = 0x4B400000;
+#pragma unroll
+    for (int a = 0; a < SL; ++a) {
+      i32 rs[4];
+      mma_u8s8_c(rs, pa[a][0], kOnes, kOnes, kMagicBits);
+#pragma unroll
+      for (int k = 1; k < KK; ++k) mma_u8s8(rs, pa[a][k], kOnes, kOnes);
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+        st.l[a][hh] = fmaf(st.l[a][hh], alpha[a][hh], __int_as_float(rs[2 * hh]) - kMagic);
+    }
+    constexpr int DCH = D / 8 < 8 ? D / 8 : 8;  // d-tiles per accumulator group
+#pragma unroll
+    for (int dc = 0; dc < D / 8 / DCH; ++dc) {
+      i32 acc[SL][DCH][4];
+#pragma unroll
+      for (int k = 0; k < KK; ++k)
+#pragma unroll
+        for (int q = 0; q < DCH / 2; ++q) {
+          u32 vf[4];
+          ldsm_x4(vf, sV + lo.v[k] + (dc * DCH * 8 + 16 * q) * L::VCPR * 16);
+#pragma unroll
+          for (int a = 0; a < SL; ++a) {
+            if (k == 0) {
+              mma_u8s8_c(acc[a][2 * q], pa[a][k], vf[0], vf[1], kMagicBits);
+              mma_u8s8_c(acc[a][2 * q + 1], pa[a][k], vf[2], vf[3], kMagicBits);
+            } else {
+              mma_u8s8(acc[a][2 * q], pa[a][k], vf[0], vf[1]);
+              mma_u8s8(acc[a][2 * q + 1], pa[a][k], vf[2], vf[3]);
+            }
+          }
+        }
+#pragma unroll
+      for (int a = 0; a < SL; ++a)
+#pragma unroll
+        for (int j = 0; j < DCH; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            st.o[a][dc * DCH + j][e] =
+                fmaf(st.o[a][dc * DCH + j][e], alpha[a][e / 2], __int_as_float(acc[a][j][e]) - kMagic);
+    }
+  } else if constexpr (Cfg::V_FP8) {
 #if defined(SAGE_HAS_FP8)
     constexpr int KK = BN / 32;
     u32 pa[SL][KK][4];
@@ -358,8 +442,10 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
 }
 
 // grid (q_tiles, Hq, B), Cfg::THREADS threads, Cfg::SMEM_BYTES dynamic shared memory.
-template <class Cfg>
+// LSE_SUMS: see softmax_pv (int8 P.V only; the launcher picks that entry when p.lse is set).
+template <class Cfg, bool LSE_SUMS = false>
 SAGE_DEV void attn_kernel(const SageAttnParams& p) {
+  static_assert(!LSE_SUMS || Cfg::V_INT8, "separate LSE sums are the int8 P.V path's");
   static_assert(Cfg::SCHED == Schedule::plain || Cfg::SCHED == Schedule::overlap,
                 "the warp-specialized schedules are the wgmma pipeline's");
   using L = Layout<Cfg>;
@@ -382,7 +468,7 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   const u8* gK = reinterpret_cast<const u8*>(p.k_quant) + kv_bh * p.k_tiles * BN * Cfg::QROW;
   VSource vs;
   const i64 npad = i64(p.k_tiles) * BN;
-  if constexpr (Cfg::V_FP8) {
+  if constexpr (Cfg::V8) {
     vs.base = static_cast<const u8*>(p.v_prep) + kv_bh * D * npad;
     vs.row_stride = npad;
     vs.rows_valid = D;
@@ -448,6 +534,7 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   for (int a = 0; a < SL; ++a) {
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) { st.m[a][hh] = neg_inf(); st.l[a][hh] = 0.f; }
+    if constexpr (LSE_SUMS) st.lx[a][0] = st.lx[a][1] = 0.f;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j)
 #pragma unroll
@@ -481,9 +568,9 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
       qk_tile<Cfg>(S, qf, qbar, sK0 + slot * Cfg::SMEM_K_STAGE, lo);
       const u32 sV = sV0 + slot * Cfg::SMEM_V_STAGE;
       if (t >= mask_from)
-        softmax_pv<Cfg, true>(p, st, S, qs, qbar_scale, ks, sV, t, row0, lo);
+        softmax_pv<Cfg, true, LSE_SUMS>(p, st, S, qs, qbar_scale, ks, sV, t, row0, lo);
       else
-        softmax_pv<Cfg, false>(p, st, S, qs, qbar_scale, ks, sV, t, row0, lo);
+        softmax_pv<Cfg, false, LSE_SUMS>(p, st, S, qs, qbar_scale, ks, sV, t, row0, lo);
     }
   } else {
     // Overlap: tiles t and t+1 are resident while iteration t runs QK^T of t+1 and the
@@ -504,9 +591,9 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
       const float ks = kscale[t * Cfg::K_GROUPS];
       const u32 sV = sV0 + (t % ST) * Cfg::SMEM_V_STAGE;
       if (t >= mask_from)
-        softmax_pv<Cfg, true>(p, st, cur, qs, qbar_scale, ks, sV, t, row0, lo);
+        softmax_pv<Cfg, true, LSE_SUMS>(p, st, cur, qs, qbar_scale, ks, sV, t, row0, lo);
       else
-        softmax_pv<Cfg, false>(p, st, cur, qs, qbar_scale, ks, sV, t, row0, lo);
+        softmax_pv<Cfg, false, LSE_SUMS>(p, st, cur, qs, qbar_scale, ks, sV, t, row0, lo);
       cur = next;
     }
   }
@@ -514,7 +601,7 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   // ---- epilogue ----------------------------------------------------------------------------
   cp_async_wait<0>();
   __syncthreads();
-  epilogue::store<Cfg, SL>(p, st.m, st.l, st.o, b, h, kv_bh, warp, row0, smem);
+  epilogue::store<Cfg, SL>(p, st.m, st.l, st.o, b, h, kv_bh, warp, row0, smem, LSE_SUMS ? st.lx : nullptr);
 }
 
 }  // namespace mma_attn

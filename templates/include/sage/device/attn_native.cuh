@@ -27,7 +27,8 @@ struct NativeAttnConfig {
   // What the shared helpers (CtaTile, the epilogue) read: no scales, no FP8, no smoothing.
   static constexpr Gran GRAN = Gran::per_block;
   static constexpr int Q_GROUPS = 1, K_GROUPS = 1;
-  static constexpr bool V_FP8 = false, SMOOTH_V = false, SMOOTH_K = false, ROW_SUMS_COMPLETE = false;
+  static constexpr bool V_FP8 = false, V8 = false, SMOOTH_V = false, SMOOTH_K = false, ROW_SUMS_COMPLETE = false;
+  static constexpr dev::PScale P_SCALE = dev::PScale::one;
 
   static constexpr int COLS = 64;         // elements of one 128-byte swizzled row block
   static constexpr int CHUNKS = D / COLS;  // column blocks of a tile

@@ -150,7 +150,7 @@ SAGE_DEV void softmax_p(const SageAttnParams& p, float (&m)[1][2], float (&l)[1]
   const i32 no_ds[1][4] = {{0, 0, 0, 0}};
   if constexpr (Cfg::HALF_EXP) {
     u32 ph[1][NT][2];
-    softmax::online_h<1, NT, false, MASK, true>(p, m, l, s, no_ds, dq, 0.f, tile * BN, row0, ph, alpha);
+    softmax::online_h<1, NT, false, MASK, PScale::e4m3>(p, m, l, s, no_ds, dq, 0.f, tile * BN, row0, ph, alpha);
 #pragma unroll
     for (int k = 0; k < KK; ++k) {
       pa[k][0] = pack_e4m3x4_h(ph[0][4 * k][0], ph[0][4 * k + 1][0]);
@@ -161,7 +161,7 @@ SAGE_DEV void softmax_p(const SageAttnParams& p, float (&m)[1][2], float (&l)[1]
   } else {
     float pf[1][NT][4];
     // The warp-specialized kernel runs one softmax warp per scheduler: split its chains.
-    softmax::online<1, NT, false, MASK, true, Cfg::WS ? 4 : 1, !Cfg::SUM_MMA>(
+    softmax::online<1, NT, false, MASK, PScale::e4m3, Cfg::WS ? 4 : 1, !Cfg::SUM_MMA>(
         p, m, l, s, no_ds, dq, 0.f, tile * BN, row0, pf, alpha);
 #pragma unroll
     for (int k = 0; k < KK; ++k) {

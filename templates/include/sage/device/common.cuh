@@ -24,6 +24,15 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kFp8Max = 448.0f;
 constexpr float kLog2Fp8Max = 8.807354922057604f;  // log2(448)
+constexpr float kLog2U8Max = 7.994353436858858f;   // log2(255)
+
+// How the probabilities P are scaled before they become MMA operands: not at all (FP16), to
+// fill E4M3's range (x448), or to fill u8 (x255). The softmax adds the log2 of the factor to
+// every exponent; the epilogue takes it out of the LSE (O/l is unaffected).
+enum class PScale { one, e4m3, u8 };
+__host__ __device__ constexpr float p_log2_scale(PScale s) {
+  return s == PScale::e4m3 ? kLog2Fp8Max : s == PScale::u8 ? kLog2U8Max : 0.f;
+}
 
 SAGE_DEV float neg_inf() { return __int_as_float(0xff800000); }
 
@@ -78,11 +87,30 @@ SAGE_DEV i32 quant_s8(float x) {
 SAGE_DEV u32 pack_s8x4(i32 a, i32 b, i32 c, i32 d) {
   return (u32(a) & 0xffu) | ((u32(b) & 0xffu) << 8) | ((u32(c) & 0xffu) << 16) | (u32(d) << 24);
 }
+// Four floats already within [-127, 127] -> four s8 (round to nearest even), a in the low
+// byte: adding 1.5 * 2^23 leaves round(x) in the low bits of the float (two's complement for
+// negative x), and three byte permutes gather the low bytes.
+SAGE_DEV u32 pack_s8x4_rn(float a, float b, float c, float d) {
+  const u32 ia = __float_as_uint(a + 12582912.0f), ib = __float_as_uint(b + 12582912.0f);
+  const u32 ic = __float_as_uint(c + 12582912.0f), id = __float_as_uint(d + 12582912.0f);
+  return __byte_perm(__byte_perm(ia, ib, 0x0040), __byte_perm(ic, id, 0x0040), 0x5410);
+}
 // INT4: round to nearest even, clamp to [-7, 7]; element 0 in the low nibble.
 SAGE_DEV i32 quant_s4(float x) {
   i32 r;
   asm("cvt.rni.s32.f32 %0, %1;" : "=r"(r) : "f"(x));
   return max_(-7, min_(7, r));
+}
+// Four floats in [0, 255.5) -> four u8 (round to nearest even), a in the low byte: each pair
+// goes to f16x2 (exact to 1/8 below 256), then 1024 is added in f16, whose spacing there is
+// 1, so every half becomes 0x6400 + round(x) and its low byte is the integer.
+SAGE_DEV u32 pack_u8x4(float a, float b, float c, float d) {
+  u32 lo, hi;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(lo) : "f"(b), "f"(a));
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(hi) : "f"(d), "f"(c));
+  asm("add.rn.f16x2 %0, %0, %1;" : "+r"(lo) : "r"(0x64006400u));
+  asm("add.rn.f16x2 %0, %0, %1;" : "+r"(hi) : "r"(0x64006400u));
+  return __byte_perm(lo, hi, 0x6420);
 }
 #if defined(SAGE_HAS_FP8)
 // Two floats -> packed e4m3x2 (round to nearest even, saturating to +-448); `lo` in the low byte.

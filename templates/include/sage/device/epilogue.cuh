@@ -1,4 +1,4 @@
-// Epilogue shared by the attention pipelines: normalize O by the row sums, undo V's FP8
+// Epilogue shared by the attention pipelines: normalize O by the row sums, undo V's 8-bit
 // scale and mean, write LSE (natural log, K smoothing undone), and store O through shared
 // memory as 16-byte rows. Called by every warp after the mainloop with the CTA synchronized
 // (the shared memory is free).
@@ -10,13 +10,14 @@ namespace epilogue {
 using namespace dev;
 
 // One warp's SL x 16 rows starting at row0 (global query index); `warp` is its index in the CTA
-// (its rows are staged at warp * 16 * SL rows of `smem`). D, V_FP8, SMOOTH_V, O_ROW_BYTES from Cfg.
+// (its rows are staged at warp * 16 * SL rows of `smem`). D, V8, P_SCALE, SMOOTH_V, O_ROW_BYTES from Cfg.
 template <class Cfg, int SL>
 SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const float (&l)[SL][2],
-                    const float (&o)[SL][Cfg::D / 8][4], int b, int h, i64 kv_bh, int warp, int row0, u8* smem) {
+                    const float (&o)[SL][Cfg::D / 8][4], int b, int h, i64 kv_bh, int warp, int row0, u8* smem,
+                    const float (*l_lse)[2] = nullptr) {
   constexpr int D = Cfg::D, WARP_Q = 16 * SL;
   const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  const float shift = Cfg::V_FP8 ? kLog2Fp8Max : 0.f;
+  const float shift = p_log2_scale(Cfg::P_SCALE);
   float inv_l[SL][2];
 #pragma unroll
   for (int a = 0; a < SL; ++a)
@@ -25,24 +26,27 @@ SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const floa
       const float lt = Cfg::ROW_SUMS_COMPLETE ? l[a][hh] : quad_sum(l[a][hh]);
       inv_l[a][hh] = lt > 0.f ? 1.0f / lt : 0.f;
       const int row = row0 + 16 * a + gid + 8 * hh;
+      // l_lse: the row sums the LSE is taken from when they differ from O's normalizer
+      // (this lane's columns; the int8 P.V path's sums of P before rounding).
+      const float ls = p.lse && l_lse ? quad_sum(l_lse[a][hh]) : lt;
       if (p.lse && tig == 0 && row < p.seq_q) {
         const i64 idx = (i64(b) * p.heads_q + h) * p.seq_q + row;
         float lse = neg_inf();
-        if (lt > 0.f) {
-          lse = (m[a][hh] + lg2(lt) - shift) * kLn2;
+        if (ls > 0.f) {
+          lse = (m[a][hh] + lg2(ls) - shift) * kLn2;
           if (p.q_kmean) lse += p.q_kmean[idx];
         }
         p.lse[idx] = lse;
       }
     }
-  const float* vscale = Cfg::V_FP8 ? p.v_scale + kv_bh * D : nullptr;
+  const float* vscale = Cfg::V8 ? p.v_scale + kv_bh * D : nullptr;
   const float* vmean = Cfg::SMOOTH_V ? p.v_mean + kv_bh * D : nullptr;
   u8* so = smem + warp * WARP_Q * Cfg::O_ROW_BYTES;
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) {
     const int d = 8 * j + 2 * tig;
     float f0 = 1.f, f1 = 1.f, a0 = 0.f, a1 = 0.f;
-    if constexpr (Cfg::V_FP8) { f0 = vscale[d]; f1 = vscale[d + 1]; }
+    if constexpr (Cfg::V8) { f0 = vscale[d]; f1 = vscale[d + 1]; }
     if constexpr (Cfg::SMOOTH_V) { a0 = vmean[d]; a1 = vmean[d + 1]; }
 #pragma unroll
     for (int a = 0; a < SL; ++a)

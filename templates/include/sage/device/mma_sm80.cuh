@@ -15,6 +15,23 @@ SAGE_DEV void mma_s8(i32 (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
       : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+// D = A(16x32 u8, row) * B(32x8 s8, col) + C, int32 (the P.V of the int8 path: P >= 0 as u8).
+// C is one register for all four elements (a constant: the start of a fresh accumulator).
+SAGE_DEV void mma_u8s8_c(i32 (&d)[4], const u32 (&a)[4], u32 b0, u32 b1, i32 c) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%10,%10};\n"
+      : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c));
+}
+// D += A(16x32 u8) * B(32x8 s8), int32 accumulate.
+SAGE_DEV void mma_u8s8(i32 (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 // D += A(16x64 s4) * B(64x8 s4), int32 accumulate. Same register shapes as mma_s8.
 SAGE_DEV void mma_s4(i32 (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
   asm volatile(

@@ -1,11 +1,11 @@
 // Preparation kernel of the attention pipelines, one launch of two kinds of CTAs:
 //   1. statistics: per (batch, kv head, channel) partial sums over sequence splits of K
-//      (for the K mean) and of V (sum, max, min: V's mean and its per-channel FP8 range),
-//      published through a per-head counter. Only when smoothing or FP8 V needs them.
+//      (for the K mean) and of V (sum, max, min: V's mean and its per-channel 8-bit range),
+//      published through a per-head counter. Only when smoothing or 8-bit V needs them.
 //   2. quantization: one CTA per tile of Q, K or V (waiting for its head's statistics). Q and K are smoothed and quantized to
 //      INT8/INT4 with the scale groups of the attention kernel's fragments; V is quantized
-//      to FP8 E4M3 per channel and written transposed with tokens permuted to the order the
-//      FP8 MMA's A fragment takes P in, or converted to FP16. Tails are zero-filled, so the
+//      to FP8 E4M3 or INT8 per channel and written transposed with tokens permuted to the
+//      order the 8-bit MMA's A fragment takes P in, or converted to FP16. Tails are zero-filled, so the
 //      attention kernel reads whole tiles without bounds checks.
 // After the stats, Q, K and V are each read exactly once.
 #pragma once
@@ -24,12 +24,12 @@ SAGE_DEV const u32x4* row_ptr(const SageTensor& t, int b, int h, int n, int c0) 
 
 template <class Cfg>
 SAGE_DEV bool needs_stats() {
-  return Cfg::SMOOTH_K || Cfg::SMOOTH_V || Cfg::V_FP8;
+  return Cfg::SMOOTH_K || Cfg::SMOOTH_V || Cfg::V8;
 }
-// V is rewritten by the preparation (FP8, smoothed, or converted from BF16 to FP16).
+// V is rewritten by the preparation (8-bit, smoothed, or converted from BF16 to FP16).
 template <class Cfg>
 SAGE_DEV bool v_prepared(int dtype) {
-  return Cfg::V_FP8 || Cfg::SMOOTH_V || dtype == SAGE_DTYPE_BF16;
+  return Cfg::V8 || Cfg::SMOOTH_V || dtype == SAGE_DTYPE_BF16;
 }
 
 // ---- statistics -----------------------------------------------------------------------------
@@ -39,7 +39,7 @@ template <class Cfg>
 SAGE_DEV void stats_job(const SageAttnParams& p, int split, int bh, float* red_raw) {
   constexpr int D = Cfg::D, TPR = D / 8, RPP = kPrepThreads / TPR;
   constexpr bool NEED_K = Cfg::SMOOTH_K;
-  constexpr bool NEED_V = Cfg::SMOOTH_V || Cfg::V_FP8;
+  constexpr bool NEED_V = Cfg::SMOOTH_V || Cfg::V8;
   float(*red)[D + 1] = reinterpret_cast<float(*)[D + 1]>(red_raw);
   const int b = bh / p.heads_kv, h = bh % p.heads_kv;
   const int chunk = cdiv(p.seq_kv, p.stat_splits);
@@ -295,7 +295,8 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, flo
   }
 }
 
-// V's mean and per-channel FP8 scale for 8 channels (scale = max |V - mean| / 448).
+// V's mean and per-channel 8-bit scale for 8 channels (scale = max |V - mean| / V_QMAX:
+// 448 for FP8, 127 for INT8).
 template <class Cfg>
 SAGE_DEV void v_channel_stats(const SageAttnParams& p, int bh, int c0, float (&mean)[8], float (&inv_scale)[8], float (&scale)[8]) {
   constexpr int D = Cfg::D;
@@ -306,15 +307,15 @@ SAGE_DEV void v_channel_stats(const SageAttnParams& p, int bh, int c0, float (&m
 #pragma unroll
     for (int i = 0; i < 8; ++i) mean[i] *= 1.0f / float(p.seq_kv);
   }
-  if constexpr (Cfg::V_FP8) {
+  if constexpr (Cfg::V8) {
     float mx[8], mn[8];
     load_stat8(p, D, bh, kVMax, c0, mx);
     load_stat8(p, D, bh, kVMin, c0, mn);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const float a = fmaxf(mx[i] - mean[i], mean[i] - mn[i]);
-      scale[i] = a > 0.f ? a / kFp8Max : 1.0f;
-      inv_scale[i] = a > 0.f ? kFp8Max / a : 0.f;
+      scale[i] = a > 0.f ? a / Cfg::V_QMAX : 1.0f;
+      inv_scale[i] = a > 0.f ? Cfg::V_QMAX / a : 0.f;
     }
   } else {
 #pragma unroll
@@ -322,14 +323,14 @@ SAGE_DEV void v_channel_stats(const SageAttnParams& p, int bh, int c0, float (&m
   }
 }
 
-#if defined(SAGE_HAS_FP8)
-// FP8 V tile: V^T [D][BN] per (b, kv head), tokens permuted within each group of 16 so that
-// MMA k position 4t+e of a group holds token 2t + (e&1) + 8*(e>>1): the order in which a
-// lane's P values (columns 2t, 2t+1 of two adjacent n8 accumulator tiles) fill the A
-// fragment of m16n8k32. Thread (cc, t, g) owns tokens {2t, 2t+1, 8+2t, 9+2t} of group g and
-// channels 8cc..8cc+7, i.e. exactly one 32-bit word of each of its 8 V^T rows.
+// 8-bit V tile (FP8 E4M3 or INT8): V^T [D][BN] per (b, kv head), tokens permuted within each
+// group of 16 so that MMA k position 4t+e of a group holds token 2t + (e&1) + 8*(e>>1): the
+// order in which a lane's P values (columns 2t, 2t+1 of two adjacent n8 accumulator tiles)
+// fill the A fragment of m16n8k32 (e4m3 and u8 alike). Thread (cc, t, g) owns tokens {2t,
+// 2t+1, 8+2t, 9+2t} of group g and channels 8cc..8cc+7, i.e. exactly one 32-bit word of each
+// of its 8 V^T rows.
 template <class Cfg>
-SAGE_DEV void quant_v_fp8_tile(const SageAttnParams& p, int b, int h, int tile, u32* smem_t) {
+SAGE_DEV void quant_v8_tile(const SageAttnParams& p, int b, int h, int tile, u32* smem_t) {
   constexpr int D = Cfg::D, BN = Cfg::BN, CC = D / 8, WPR = BN / 4;  // words per V^T row
   constexpr int SLOTS = (BN / 16) * 4 * CC;
   const int bh = b * p.heads_kv + h;
@@ -364,7 +365,15 @@ SAGE_DEV void quant_v_fp8_tile(const SageAttnParams& p, int b, int h, int tile, 
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const int row = cc * 8 + i;
-      smem_t[row * WPR + (w ^ (cc % WPR))] = pack_e4m3x4(x[0][i], x[1][i], x[2][i], x[3][i]);
+      u32 packed = 0;
+      if constexpr (Cfg::V_INT8) {
+        packed = pack_s8x4_rn(x[0][i], x[1][i], x[2][i], x[3][i]);  // |x| <= 127 by the scale
+      } else {
+#if defined(SAGE_HAS_FP8)
+        packed = pack_e4m3x4(x[0][i], x[1][i], x[2][i], x[3][i]);
+#endif
+      }
+      smem_t[row * WPR + (w ^ (cc % WPR))] = packed;
     }
   }
   __syncthreads();
@@ -381,7 +390,6 @@ SAGE_DEV void quant_v_fp8_tile(const SageAttnParams& p, int b, int h, int tile, 
     *reinterpret_cast<u32x4*>(out + row * npad + j * 16) = v;
   }
 }
-#endif
 
 // FP16 V tile [BN][D] (smoothed and/or converted from BF16), zero tail.
 template <class Cfg>
@@ -426,7 +434,7 @@ SAGE_DEV void prep_kernel(const SageAttnParams& p) {
   constexpr int D = Cfg::D, TPR = D / 8, RPP = kPrepThreads / TPR;
   constexpr int GMAX = Cfg::Q_GROUPS > Cfg::K_GROUPS ? Cfg::Q_GROUPS : Cfg::K_GROUPS;
   constexpr int RED = Cfg::SMOOTH_Q ? (RPP + 1) * (D + 1) : 1;
-  constexpr int VT = Cfg::V_FP8 ? D * Cfg::BN / 4 : 1;
+  constexpr int VT = Cfg::V8 ? D * Cfg::BN / 4 : 1;
   constexpr int GMAX_WORDS = (GMAX + 3) / 4 * 4, RED_WORDS = (RED + 3) / 4 * 4;
   constexpr int QUANT_WORDS = GMAX_WORDS + RED_WORDS + VT;
   constexpr int STATS_WORDS = RPP * (D + 1);
@@ -436,7 +444,7 @@ SAGE_DEV void prep_kernel(const SageAttnParams& p) {
   float* smem_red = reinterpret_cast<float*>(smem + GMAX_WORDS);
   u32* smem_t = smem + GMAX_WORDS + RED_WORDS;
   (void)smem_t;
-  constexpr bool STATS = Cfg::SMOOTH_K || Cfg::SMOOTH_V || Cfg::V_FP8;
+  constexpr bool STATS = Cfg::SMOOTH_K || Cfg::SMOOTH_V || Cfg::V8;
   const int n_stats = STATS ? p.stat_splits * p.batch * p.heads_kv : 0;
   int job = blockIdx.x;
   if (job < n_stats) {
@@ -463,11 +471,9 @@ SAGE_DEV void prep_kernel(const SageAttnParams& p) {
   }
   job -= k_jobs;
   const int tile = job % p.k_tiles, bh = job / p.k_tiles;
-  if (Cfg::V_FP8 || Cfg::SMOOTH_V) wait_stats(p, bh);
-  if constexpr (Cfg::V_FP8) {
-#if defined(SAGE_HAS_FP8)
-    quant_v_fp8_tile<Cfg>(p, bh / p.heads_kv, bh % p.heads_kv, tile, smem_t);
-#endif
+  if (Cfg::V8 || Cfg::SMOOTH_V) wait_stats(p, bh);
+  if constexpr (Cfg::V8) {
+    quant_v8_tile<Cfg>(p, bh / p.heads_kv, bh % p.heads_kv, tile, smem_t);
   } else {
     convert_v_fp16_tile<Cfg>(p, bh / p.heads_kv, bh % p.heads_kv, tile);
   }

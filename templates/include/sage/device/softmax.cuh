@@ -81,7 +81,7 @@ SAGE_DEV float row_max(const i32 (&s)[NT][4], int hh, const float (&dsf)[SMOOTH_
 }
 
 // Turns one tile's int32 scores `s` into probabilities `pf` (times 448 when P is stored as
-// FP8, so that it fills E4M3's range) and updates the running row max `m` and this lane's
+// FP8, 255 as u8, so that it fills the type's range: PS) and updates the running row max `m` and this lane's
 // partial row sum `l`; `alpha` is the factor O must be rescaled by. `dq` is the lane's Q
 // scale times its K scale (sm_scale * log2 e folded in); with SMOOTH_Q, `ds` holds the
 // q_mean . K^T correction of the lane's columns and `ds_scale` its scale. MASK applies the
@@ -89,12 +89,12 @@ SAGE_DEV float row_max(const i32 (&s)[NT][4], int hh, const float (&dsf)[SMOOTH_
 // CHAINS (a power of two) splits the row max and sum into independent dependency chains.
 // Without ROW_SUM the caller takes the row sums elsewhere (the sum_mma variants: on the tensor
 // cores) and `l` is left alone.
-template <int SL, int NT, bool SMOOTH_Q, bool MASK, bool FP8_P, int CHAINS = 1, bool ROW_SUM = true>
+template <int SL, int NT, bool SMOOTH_Q, bool MASK, PScale PS, int CHAINS = 1, bool ROW_SUM = true>
 SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][2], const i32 (&s)[SL][NT][4],
                      const i32 (&ds)[SMOOTH_Q ? NT : 1][4], float dq, float ds_scale, int col_base, int row0,
                      float (&pf)[SL][NT][4], float (&alpha)[SL][2]) {
   const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  const float shift = FP8_P ? kLog2Fp8Max : 0.f;  // P scaled to fill E4M3's range
+  const float shift = p_log2_scale(PS);  // P scaled to fill its MMA type's range
   const int col0 = col_base + 2 * tig;
   const int causal_off = p.seq_kv - p.seq_q;
   float dsf[SMOOTH_Q ? NT : 1][2];
@@ -152,13 +152,13 @@ SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][
 // gid + 8hh of slab a (exactly the FP16 A-fragment register, or two bytes of the FP8 one).
 // The row sum adds the pairs in f16x2 (pairwise; a half sums at most NT values <= 448, far
 // below 65504) and the two halves in FP32.
-template <int SL, int NT, bool SMOOTH_Q, bool MASK, bool FP8_P>
+template <int SL, int NT, bool SMOOTH_Q, bool MASK, PScale PS>
 SAGE_DEV void online_h(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][2], const i32 (&s)[SL][NT][4],
                        const i32 (&ds)[SMOOTH_Q ? NT : 1][4], float dq, float ds_scale, int col_base, int row0,
                        u32 (&ph)[SL][NT][2], float (&alpha)[SL][2]) {
   static_assert(NT % 2 == 0, "pairwise f16 row sums need an even number of 8-column chunks");
   const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  const float shift = FP8_P ? kLog2Fp8Max : 0.f;
+  const float shift = p_log2_scale(PS);
   const int col0 = col_base + 2 * tig;
   const int causal_off = p.seq_kv - p.seq_q;
   float dsf[SMOOTH_Q ? NT : 1][2];
