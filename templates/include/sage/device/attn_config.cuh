@@ -85,6 +85,15 @@ struct MmaAttnConfig {
   static constexpr int O_ROW_BYTES = D * 2 + 16;
   static constexpr int SMEM_EPI = BM * O_ROW_BYTES;
   static constexpr int SMEM_BYTES = SMEM_MAIN > SMEM_EPI ? SMEM_MAIN : SMEM_EPI;
+  // Occupancy target of the preparation kernel (CTAs of kPrepThreads per SM): its tile jobs
+  // move 8-48 KB each, so at short sequences their latency sets the pace and more of them in
+  // flight help. At D=64 four fit in 64 registers; at D=128 the packed tile needs ~80 (three).
+  static constexpr int PREP_MIN_BLOCKS = D == 64 ? 4 : 3;
+  // Q tiles one preparation job quantizes (at least 128 rows, as a K job): small jobs are
+  // latency-bound. Consecutive tiles' outputs and scales are contiguous, and the per-thread and
+  // per-warp scale-group formulas run on across them; a block mean (smooth_q) or one scale per
+  // tile (per_block) needs one tile per job. runtime/src/launch/launch.cpp: q_tiles_per_job.
+  static constexpr int Q_TILES_PER_JOB = (BM < 128 && 128 % BM == 0 && !SMOOTH_Q && GRAN != Gran::per_block) ? 128 / BM : 1;
 
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   static_assert(WARP_Q == 16 || WARP_Q == 32, "16 or 32 query rows per warp");

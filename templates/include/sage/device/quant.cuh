@@ -144,20 +144,25 @@ SAGE_DEV int scale_group(int row) {
 }
 
 // Without QUANT (Q quantized by the attention kernel itself: fuse_q) a Q tile only gets its
-// LSE correction.
-template <class Cfg, bool IS_Q, bool QUANT = true>
+// LSE correction. A Q job covers JT consecutive tiles from `tile` (Cfg::Q_TILES_PER_JOB, or 1
+// without QUANT; rows of a tile past the last one are neither written nor given scales).
+template <class Cfg, bool IS_Q, bool QUANT = true, int JT = 1>
 SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, float* smem_gmax, float* smem_red) {
   constexpr int D = Cfg::D, TPR = D / 8, RPP = kPrepThreads / TPR;
-  constexpr int ROWS = IS_Q ? Cfg::BM : Cfg::BN;
+  constexpr int TILE_ROWS = IS_Q ? Cfg::BM : Cfg::BN;
+  constexpr int ROWS = TILE_ROWS * JT;
   constexpr int PASSES = ROWS / RPP;
-  constexpr int GROUPS = IS_Q ? Cfg::Q_GROUPS : Cfg::K_GROUPS;
+  constexpr int TILE_GROUPS = IS_Q ? Cfg::Q_GROUPS : Cfg::K_GROUPS;
+  constexpr int GROUPS = TILE_GROUPS * JT;
   static_assert(ROWS % RPP == 0, "tile rows must be a multiple of the rows per pass");
+  static_assert(JT == 1 || (IS_Q && !Cfg::SMOOTH_Q && Cfg::GRAN != Gran::per_block), "one block mean / scale per tile");
   const int heads = IS_Q ? p.heads_q : p.heads_kv;
   const int seq = IS_Q ? p.seq_q : p.seq_kv;
   const int tiles = IS_Q ? p.q_tiles : p.k_tiles;
+  const int rows_out = (tiles - tile) * TILE_ROWS;  // rows of this job that belong to a tile
   const SageTensor& t = IS_Q ? p.q : p.k;
   const int c0 = (threadIdx.x % TPR) * 8, r = threadIdx.x / TPR;
-  const int n0 = tile * ROWS;
+  const int n0 = tile * TILE_ROWS;
   const int hkv = IS_Q ? h / (p.heads_q / p.heads_kv) : h;
   const int dtype = p.dtype;
 
@@ -266,14 +271,16 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, flo
       atomicMax(reinterpret_cast<int*>(smem_gmax) + scale_group<Cfg, IS_Q>(row), __float_as_int(am));
   }
   __syncthreads();
-  for (int g = threadIdx.x; g < GROUPS; g += kPrepThreads) {
+  const int groups_out = JT == 1 ? GROUPS : min_(GROUPS, (tiles - tile) * TILE_GROUPS);
+  for (int g = threadIdx.x; g < groups_out; g += kPrepThreads) {
     const float m = smem_gmax[g];
-    (IS_Q ? p.q_scale : p.k_scale)[tile_id * GROUPS + g] = (m > 0.f ? m / Cfg::QMAX : 0.f) * qscale;
+    (IS_Q ? p.q_scale : p.k_scale)[tile_id * TILE_GROUPS + g] = (m > 0.f ? m / Cfg::QMAX : 0.f) * qscale;
   }
-  sage_i8* out = (IS_Q ? p.q_quant : p.k_quant) + tile_id * ROWS * Cfg::QROW;
+  sage_i8* out = (IS_Q ? p.q_quant : p.k_quant) + tile_id * TILE_ROWS * Cfg::QROW;
 #pragma unroll
   for (int ps = 0; ps < PASSES; ++ps) {
     const int row = ps * RPP + r;
+    if (JT > 1 && row >= rows_out) break;  // past the last tile
     const float m = smem_gmax[scale_group<Cfg, IS_Q>(row)];
     const float inv = m > 0.f ? Cfg::QMAX / m : 0.f;
     float x[8];
@@ -432,7 +439,8 @@ SAGE_DEV void convert_v_fp16_tile(const SageAttnParams& p, int b, int h, int til
 template <class Cfg, bool Q_IN_ATTN = false>
 SAGE_DEV void prep_kernel(const SageAttnParams& p) {
   constexpr int D = Cfg::D, TPR = D / 8, RPP = kPrepThreads / TPR;
-  constexpr int GMAX = Cfg::Q_GROUPS > Cfg::K_GROUPS ? Cfg::Q_GROUPS : Cfg::K_GROUPS;
+  constexpr int QG = Cfg::Q_GROUPS * Cfg::Q_TILES_PER_JOB;
+  constexpr int GMAX = QG > Cfg::K_GROUPS ? QG : Cfg::K_GROUPS;
   constexpr int RED = Cfg::SMOOTH_Q ? (RPP + 1) * (D + 1) : 1;
   constexpr int VT = Cfg::V8 ? D * Cfg::BN / 4 : 1;
   constexpr int GMAX_WORDS = (GMAX + 3) / 4 * 4, RED_WORDS = (RED + 3) / 4 * 4;
@@ -452,14 +460,16 @@ SAGE_DEV void prep_kernel(const SageAttnParams& p) {
     return;
   }
   job -= n_stats;
-  const int q_jobs = Q_IN_ATTN && !p.q_kmean ? 0 : p.batch * p.heads_q * p.q_tiles;
+  constexpr int JT = Q_IN_ATTN ? 1 : Cfg::Q_TILES_PER_JOB;  // launch.cpp: q_tiles_per_job
+  const int q_jobs_per_head = cdiv(p.q_tiles, JT);
+  const int q_jobs = Q_IN_ATTN && !p.q_kmean ? 0 : p.batch * p.heads_q * q_jobs_per_head;
   const int k_jobs = p.batch * p.heads_kv * p.k_tiles;
   if (job < q_jobs) {
-    const int tile = job % p.q_tiles, bh = job / p.q_tiles;
+    const int tile = (job % q_jobs_per_head) * JT, bh = job / q_jobs_per_head;
     const int b = bh / p.heads_q, h = bh % p.heads_q;
     // Q reads mean(K) only for the LSE correction.
     if (Cfg::SMOOTH_K && p.q_kmean) wait_stats(p, b * p.heads_kv + h / (p.heads_q / p.heads_kv));
-    quant_qk_tile<Cfg, true, !Q_IN_ATTN>(p, b, h, tile, smem_gmax, smem_red);
+    quant_qk_tile<Cfg, true, !Q_IN_ATTN, JT>(p, b, h, tile, smem_gmax, smem_red);
     return;
   }
   job -= q_jobs;
