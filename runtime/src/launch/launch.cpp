@@ -77,6 +77,8 @@ int q_tiles_per_job(const KernelConfig& c) {
   return one ? 1 : 128 / c.block_m;
 }
 int qrow_bytes(const KernelConfig& c) { return c.qk == "int4" ? c.head_dim / 2 : c.head_dim; }
+// V prepared as an 8-bit V^T with per-channel scales (FP8 or INT8 P.V).
+bool v_8bit(const KernelConfig& c) { return c.pv == "fp8" || c.pv == "int8"; }
 
 }  // namespace
 
@@ -236,7 +238,7 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   }
   const std::int64_t bhq = std::int64_t(p.batch) * p.heads_q, bhk = std::int64_t(p.batch) * p.heads_kv;
   const std::int64_t npad = std::int64_t(w.k_tiles) * c.block_n;
-  const bool v8 = c.pv == "fp8" || c.pv == "int8";  // V prepared as 8-bit V^T, per-channel scales
+  const bool v8 = v_8bit(c);
   w.has_stats = c.smooth_k || c.smooth_v || v8;
   w.has_q_mean = c.smooth_q;
   w.has_q_kmean = p.return_lse && c.smooth_k;
@@ -282,7 +284,7 @@ double AttnKernel::prep_bytes(const AttnProblem& p) const {
   const double q = double(p.q_elems()), kv = double(p.kv_elems());
   const double bhq = double(p.batch) * p.heads_q, bhk = double(p.batch) * p.heads_kv;
   const double qrow = double(qrow_bytes(cfg_)) / cfg_.head_dim;  // bytes per quantized element
-  const bool v8 = cfg_.pv == "fp8" || cfg_.pv == "int8";
+  const bool v8 = v_8bit(cfg_);
   double bytes = 0;
   if (w.has_stats) {  // stats: reads K (smoothing) and V (8-bit range, smoothing); writes partials
     bytes += (cfg_.smooth_k ? kv * 2 : 0) + ((cfg_.smooth_v || v8) ? kv * 2 : 0);

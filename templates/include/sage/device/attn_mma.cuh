@@ -208,6 +208,35 @@ SAGE_DEV void qk_tile(TileScores<Cfg>& S, const u32 (&qf)[Cfg::SLABS][Cfg::QK_KS
   }
 }
 
+// The 8-bit P.V paths (FP8 E4M3, or u8 P x INT8 V) share everything but the element types:
+// P's packing, the MMA (the int8 one starts a tile's accumulator at the magic-number bits),
+// and how an accumulator reads as a float.
+template <bool U8>
+SAGE_DEV u32 pack_p8(float a, float b, float c, float d) {
+  if constexpr (U8) {
+    return pack_u8x4(a, b, c, d);
+  } else {
+#if defined(SAGE_HAS_FP8)
+    return pack_e4m3x4(a, b, c, d);
+#else
+    return 0u;  // not instantiated: FP8 P.V variants need sm_89+ (static_assert in softmax_pv)
+#endif
+  }
+}
+template <bool U8> struct P8Acc { using type = float; };
+template <> struct P8Acc<true> { using type = i32; };
+SAGE_DEV void mma_p8(i32 (&d)[4], const u32 (&a)[4], u32 b0, u32 b1, bool first) {
+  if (first) mma_u8s8_c(d, a, b0, b1, 0x4B400000);
+  else mma_u8s8(d, a, b0, b1);
+}
+SAGE_DEV void mma_p8(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1, bool) {
+#if defined(SAGE_HAS_FP8)
+  mma_e4m3(d, a, b0, b1);
+#endif
+}
+SAGE_DEV float p8_sum(i32 x) { return __int_as_float(x) - kMagic; }
+SAGE_DEV float p8_sum(float x) { return x; }
+
 // Online softmax of one tile's scores, then O += P V. LSE_SUMS (int8 P.V): also keep the sums
 // of P before rounding, for the LSE.
 template <class Cfg, bool MASK, bool LSE_SUMS>
@@ -233,113 +262,81 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
         p, st.m, st.l, s, ds, qs * ks, qbar_scale * ks, tile * BN, row0, pf, alpha);
 
   // ---- O += P V --------------------------------------------------------------------------
-  if constexpr (Cfg::V_INT8) {
-    // P (x255, rounded to u8) in the 8-bit A-fragment order (V's tokens are permuted to
-    // match, as for FP8); V int8 per channel. Each d-chunk's products over the tile are exact
-    // in an int32 accumulator started at the magic-number bits, so the sum arrives as
-    // 12582912 + x in float form (|x| <= BN * 255 * 127 < 2^22), and O = O * alpha + x.
+  if constexpr (Cfg::V8) {
+    // P as m16n8k32 8-bit A fragments (V's tokens are permuted to match): FP8 E4M3 (x448), or
+    // u8 (x255) for INT8 V. FP8: a fresh FP32 accumulator per d-chunk group and tile, added
+    // into O (two-level). INT8: each group's products over the tile are exact in an int32
+    // accumulator started at the magic-number bits, so the sum arrives as 12582912 + x in
+    // float form (|x| <= BN * 255 * 127 < 2^22), and O = O * alpha + x.
     constexpr int KK = BN / 32;
+    constexpr bool U8 = Cfg::V_INT8;
     static_assert(BN * 255 * 127 < (1 << 22), "int8 P.V tile sums must stay below 2^22");
-    // O is normalized by the sums of the rounded P (consistent with what was multiplied), but
-    // the LSE needs the sums before rounding: probabilities below 1/510 of the row max round
-    // to 0, which would bias it low for peaked rows. (A separate entry point, so that calls
-    // without an LSE carry neither the sums nor a branch; in it, the run-time test keeps
-    // ptxas from interleaving the sums with the tile, which spills at D=128.)
-    if (LSE_SUMS && p.lse) {
+#if !defined(SAGE_HAS_FP8)
+    static_assert(U8, "FP8 P.V needs sm_89+");
+#endif
+    if constexpr (U8) {
+      // O is normalized by the sums of the rounded P (consistent with what was multiplied),
+      // but the LSE needs the sums before rounding: probabilities below 1/510 of the row max
+      // round to 0, which would bias it low for peaked rows. (A separate entry point, so that
+      // calls without an LSE carry neither the sums nor a branch; in it, the run-time test
+      // keeps ptxas from interleaving the sums with the tile, which spills at D=128.)
+      if (LSE_SUMS && p.lse) {
 #pragma unroll
-      for (int a = 0; a < SL; ++a)
+        for (int a = 0; a < SL; ++a)
 #pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          float r = 0.f;
+          for (int hh = 0; hh < 2; ++hh) {
+            float r = 0.f;
 #pragma unroll
-          for (int n = 0; n < NT; ++n) r += pf[a][n][2 * hh] + pf[a][n][2 * hh + 1];
-          st.lx[a][hh] = st.lx[a][hh] * alpha[a][hh] + r;
-        }
-    }
-    u32 pa[SL][KK][4];
-#pragma unroll
-    for (int a = 0; a < SL; ++a)
-#pragma unroll
-      for (int k = 0; k < KK; ++k) {
-        pa[a][k][0] = pack_u8x4(pf[a][4 * k][0], pf[a][4 * k][1], pf[a][4 * k + 1][0], pf[a][4 * k + 1][1]);
-        pa[a][k][1] = pack_u8x4(pf[a][4 * k][2], pf[a][4 * k][3], pf[a][4 * k + 1][2], pf[a][4 * k + 1][3]);
-        pa[a][k][2] = pack_u8x4(pf[a][4 * k + 2][0], pf[a][4 * k + 2][1], pf[a][4 * k + 3][0], pf[a][4 * k + 3][1]);
-        pa[a][k][3] = pack_u8x4(pf[a][4 * k + 2][2], pf[a][4 * k + 2][3], pf[a][4 * k + 3][2], pf[a][4 * k + 3][3]);
-      }
-    // Row sums of exactly the u8 P that is multiplied: P times a block of ones (every column
-    // of the result is the row's sum over the tile, so each lane has its rows' whole sums).
-    constexpr u32 kOnes = 0x01010101u;
-    constexpr i32 kMagicBits = 0x4B400000;
-#pragma unroll
-    for (int a = 0; a < SL; ++a) {
-      i32 rs[4];
-      mma_u8s8_c(rs, pa[a][0], kOnes, kOnes, kMagicBits);
-#pragma unroll
-      for (int k = 1; k < KK; ++k) mma_u8s8(rs, pa[a][k], kOnes, kOnes);
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh)
-        st.l[a][hh] = fmaf(st.l[a][hh], alpha[a][hh], __int_as_float(rs[2 * hh]) - kMagic);
-    }
-    constexpr int DCH = D / 8 < 8 ? D / 8 : 8;  // d-tiles per accumulator group
-#pragma unroll
-    for (int dc = 0; dc < D / 8 / DCH; ++dc) {
-      i32 acc[SL][DCH][4];
-#pragma unroll
-      for (int k = 0; k < KK; ++k)
-#pragma unroll
-        for (int q = 0; q < DCH / 2; ++q) {
-          u32 vf[4];
-          ldsm_x4(vf, sV + lo.v[k] + (dc * DCH * 8 + 16 * q) * L::VCPR * 16);
-#pragma unroll
-          for (int a = 0; a < SL; ++a) {
-            if (k == 0) {
-              mma_u8s8_c(acc[a][2 * q], pa[a][k], vf[0], vf[1], kMagicBits);
-              mma_u8s8_c(acc[a][2 * q + 1], pa[a][k], vf[2], vf[3], kMagicBits);
-            } else {
-              mma_u8s8(acc[a][2 * q], pa[a][k], vf[0], vf[1]);
-              mma_u8s8(acc[a][2 * q + 1], pa[a][k], vf[2], vf[3]);
-            }
+            for (int n = 0; n < NT; ++n) r += pf[a][n][2 * hh] + pf[a][n][2 * hh + 1];
+            st.lx[a][hh] = st.lx[a][hh] * alpha[a][hh] + r;
           }
-        }
-#pragma unroll
-      for (int a = 0; a < SL; ++a)
-#pragma unroll
-        for (int j = 0; j < DCH; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            st.o[a][dc * DCH + j][e] =
-                fmaf(st.o[a][dc * DCH + j][e], alpha[a][e / 2], __int_as_float(acc[a][j][e]) - kMagic);
+      }
     }
-  } else if constexpr (Cfg::V_FP8) {
-#if defined(SAGE_HAS_FP8)
-    constexpr int KK = BN / 32;
     u32 pa[SL][KK][4];
 #pragma unroll
     for (int a = 0; a < SL; ++a)
 #pragma unroll
       for (int k = 0; k < KK; ++k) {
         if constexpr (Cfg::HALF_EXP) {
+#if defined(SAGE_HAS_FP8)
           pa[a][k][0] = pack_e4m3x4_h(ph[a][4 * k][0], ph[a][4 * k + 1][0]);
           pa[a][k][1] = pack_e4m3x4_h(ph[a][4 * k][1], ph[a][4 * k + 1][1]);
           pa[a][k][2] = pack_e4m3x4_h(ph[a][4 * k + 2][0], ph[a][4 * k + 3][0]);
           pa[a][k][3] = pack_e4m3x4_h(ph[a][4 * k + 2][1], ph[a][4 * k + 3][1]);
+#endif
         } else {
-          pa[a][k][0] = pack_e4m3x4(pf[a][4 * k][0], pf[a][4 * k][1], pf[a][4 * k + 1][0], pf[a][4 * k + 1][1]);
-          pa[a][k][1] = pack_e4m3x4(pf[a][4 * k][2], pf[a][4 * k][3], pf[a][4 * k + 1][2], pf[a][4 * k + 1][3]);
-          pa[a][k][2] = pack_e4m3x4(pf[a][4 * k + 2][0], pf[a][4 * k + 2][1], pf[a][4 * k + 3][0], pf[a][4 * k + 3][1]);
-          pa[a][k][3] = pack_e4m3x4(pf[a][4 * k + 2][2], pf[a][4 * k + 2][3], pf[a][4 * k + 3][2], pf[a][4 * k + 3][3]);
+          pa[a][k][0] = pack_p8<U8>(pf[a][4 * k][0], pf[a][4 * k][1], pf[a][4 * k + 1][0], pf[a][4 * k + 1][1]);
+          pa[a][k][1] = pack_p8<U8>(pf[a][4 * k][2], pf[a][4 * k][3], pf[a][4 * k + 1][2], pf[a][4 * k + 1][3]);
+          pa[a][k][2] = pack_p8<U8>(pf[a][4 * k + 2][0], pf[a][4 * k + 2][1], pf[a][4 * k + 3][0], pf[a][4 * k + 3][1]);
+          pa[a][k][3] = pack_p8<U8>(pf[a][4 * k + 2][2], pf[a][4 * k + 2][3], pf[a][4 * k + 3][2], pf[a][4 * k + 3][3]);
         }
       }
-    constexpr int DCH = D / 8 < 8 ? D / 8 : 8;  // d-tiles per two-level chunk
+    if constexpr (U8) {
+      // Row sums of exactly the u8 P that is multiplied: P times a block of ones (every
+      // column of the result is the row's sum over the tile, so each lane has its rows' whole
+      // sums).
+      constexpr u32 kOnes = 0x01010101u;
+#pragma unroll
+      for (int a = 0; a < SL; ++a) {
+        i32 rs[4];
+#pragma unroll
+        for (int k = 0; k < KK; ++k) mma_p8(rs, pa[a][k], kOnes, kOnes, k == 0);
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) st.l[a][hh] = fmaf(st.l[a][hh], alpha[a][hh], p8_sum(rs[2 * hh]));
+      }
+    }
+    constexpr int DCH = D / 8 < 8 ? D / 8 : 8;  // d-tiles per accumulator group
 #pragma unroll
     for (int dc = 0; dc < D / 8 / DCH; ++dc) {
-      float acc[SL][DCH][4];
+      typename P8Acc<U8>::type acc[SL][DCH][4];
+      if constexpr (!U8) {
 #pragma unroll
-      for (int a = 0; a < SL; ++a)
+        for (int a = 0; a < SL; ++a)
 #pragma unroll
-        for (int j = 0; j < DCH; ++j)
+          for (int j = 0; j < DCH; ++j)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[a][j][e] = 0.f;
+            for (int e = 0; e < 4; ++e) acc[a][j][e] = 0.f;
+      }
 #pragma unroll
       for (int k = 0; k < KK; ++k)
 #pragma unroll
@@ -348,8 +345,8 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
           ldsm_x4(vf, sV + lo.v[k] + (dc * DCH * 8 + 16 * q) * L::VCPR * 16);
 #pragma unroll
           for (int a = 0; a < SL; ++a) {
-            mma_e4m3(acc[a][2 * q], pa[a][k], vf[0], vf[1]);
-            mma_e4m3(acc[a][2 * q + 1], pa[a][k], vf[2], vf[3]);
+            mma_p8(acc[a][2 * q], pa[a][k], vf[0], vf[1], k == 0);
+            mma_p8(acc[a][2 * q + 1], pa[a][k], vf[2], vf[3], k == 0);
           }
         }
 #pragma unroll
@@ -358,9 +355,8 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
         for (int j = 0; j < DCH; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e)
-            st.o[a][dc * DCH + j][e] = fmaf(st.o[a][dc * DCH + j][e], alpha[a][e / 2], acc[a][j][e]);
+            st.o[a][dc * DCH + j][e] = fmaf(st.o[a][dc * DCH + j][e], alpha[a][e / 2], p8_sum(acc[a][j][e]));
     }
-#endif
   } else {
     constexpr int KK = BN / 16;
     u32 pa[SL][KK][4];
