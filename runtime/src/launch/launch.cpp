@@ -79,6 +79,9 @@ int q_tiles_per_job(const KernelConfig& c) {
 int qrow_bytes(const KernelConfig& c) { return c.qk == "int4" ? c.head_dim / 2 : c.head_dim; }
 // V prepared as an 8-bit V^T with per-channel scales (FP8 or INT8 P.V).
 bool v_8bit(const KernelConfig& c) { return c.pv == "fp8" || c.pv == "int8"; }
+// Kinds of statistics CTAs per (split, batch, kv head): quant.cuh's stat_kinds (K's sum when
+// smoothing K; V's sum, max and min when smoothing V or quantizing it to 8 bits).
+int stat_kinds(const KernelConfig& c) { return int(c.smooth_k) + int(c.smooth_v || v_8bit(c)); }
 
 }  // namespace
 
@@ -245,8 +248,9 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   w.has_v_prep = v8 || c.smooth_v || p.dtype == DType::bf16;
   w.has_v_scale = v8;
   w.has_v_mean = c.smooth_v;
-  // Enough splits of the sequence for about one CTA per SM, each of at least 256 rows (measured
-  // on the H100 at N=1K: one per SM 2-4% faster than two, four or eight per SM 7-25% slower:
+  // Enough splits of the sequence for about one CTA of each statistics kind per SM, each of at
+  // least 256 rows (measured on the H100 at N=1K: one per SM 2-4% faster than two, four or eight
+  // per SM 7-25% slower; with K and V statistics in separate CTAs, two per SM again 8% slower:
   // the quantization CTAs, not the statistics, set the preparation's pace).
   w.stat_splits = std::max(1, std::min<int>(cdiv(std::int64_t(num_sms_), bhk), cdiv(p.seq_kv, 256)));
   std::size_t off = 0;
@@ -455,7 +459,7 @@ void AttnKernel::launch_prep(const AttnProblem& p, const WorkspacePlan& w, const
                              CUstream stream) const {
   if (!prep_) return;  // native: nothing to prepare
   // Statistics CTAs first (lower block indices: dispatched before any CTA that waits for them).
-  const std::int64_t stats = w.has_stats ? std::int64_t(s.stat_splits) * p.batch * p.heads_kv : 0;
+  const std::int64_t stats = w.has_stats ? std::int64_t(stat_kinds(cfg_)) * s.stat_splits * p.batch * p.heads_kv : 0;
   // fuse_q: Q tiles only for the LSE correction (the kernel's Q_IN_ATTN rule).
   const bool q_jobs = !cfg_.fuse_q || s.q_kmean;
   const std::int64_t jobs = (q_jobs ? std::int64_t(p.batch) * p.heads_q * cdiv(w.q_tiles, q_tiles_per_job(cfg_)) : 0) +

@@ -58,7 +58,8 @@ struct SageAttnParams {
   float* v_scale;              // fp8: [B, Hkv, D] per-channel scale
   float* v_mean;               // smooth_v: [B, Hkv, D]
   // The statistics and the quantization run in one launch: quantization CTAs that need the
-  // statistics of a (batch, kv head) wait until its stat_splits CTAs have published them.
+  // statistics of a (batch, kv head) wait until its statistics CTAs (stat_splits of each
+  // kind: K, V) have published them.
   unsigned long long* sync;    // [B*Hkv] counters: generation << 24 | statistics CTAs done
   unsigned long long generation;  // unique per call (40 bits): a stale counter never matches
   sage_i32 num_sms;            // for grid sizing inside the kernels (persistent loops)

@@ -1,9 +1,11 @@
 // Preparation kernel of the attention pipelines, one launch of two kinds of CTAs:
 //   1. statistics: per (batch, kv head, channel) partial sums over sequence splits of K
 //      (for the K mean) and of V (sum, max, min: V's mean and its per-channel 8-bit range),
-//      published through a per-head counter. Only when smoothing or 8-bit V needs them.
-//   2. quantization: one CTA per tile of Q, K or V (waiting for its head's statistics). Q and K are smoothed and quantized to
-//      INT8/INT4 with the scale groups of the attention kernel's fragments; V is quantized
+//      K and V in separate CTAs, published through a per-head counter. Only when smoothing or
+//      8-bit V needs them.
+//   2. quantization: one CTA per tile of Q, K or V, which issues its tile's loads and then
+//      waits for its head's statistics (the wait overlaps the loads). Q and K are smoothed and
+//      quantized to INT8/INT4 with the scale groups of the attention kernel's fragments; V is quantized
 //      to FP8 E4M3 or INT8 per channel and written transposed with tokens permuted to the
 //      order the 8-bit MMA's A fragment takes P in, or converted to FP16. Tails are zero-filled, so the
 //      attention kernel reads whole tiles without bounds checks.
@@ -22,10 +24,6 @@ SAGE_DEV const u32x4* row_ptr(const SageTensor& t, int b, int h, int n, int c0) 
   return reinterpret_cast<const u32x4*>(base + b * t.stride_b + h * t.stride_h + i64(n) * t.stride_n + c0);
 }
 
-template <class Cfg>
-SAGE_DEV bool needs_stats() {
-  return Cfg::SMOOTH_K || Cfg::SMOOTH_V || Cfg::V8;
-}
 // V is rewritten by the preparation (8-bit, smoothed, or converted from BF16 to FP16).
 template <class Cfg>
 SAGE_DEV bool v_prepared(int dtype) {
@@ -33,33 +31,46 @@ SAGE_DEV bool v_prepared(int dtype) {
 }
 
 // ---- statistics -----------------------------------------------------------------------------
-// One CTA per (split, batch * kv head). Thread t owns channels 8*(t % TPR) .. +7 of rows
-// t / TPR, t / TPR + RPP, ... of its split. `red` holds RPP x (D + 1) floats.
+// Kinds of statistics CTAs: K (its sum, when smoothing K) and V (sum, max, min: smoothing V or
+// 8-bit V), each read by its own CTAs so that more rows are in flight per thread.
 template <class Cfg>
+__host__ __device__ constexpr int stat_kinds() {
+  return int(Cfg::SMOOTH_K) + int(Cfg::SMOOTH_V || Cfg::V8);
+}
+
+// One CTA per (kind, split, batch * kv head). Thread t owns channels 8*(t % TPR) .. +7 of rows
+// t / TPR, t / TPR + RPP, ... of its split. `red` holds RPP x (D + 1) floats.
+template <class Cfg, bool IS_V>
 SAGE_DEV void stats_job(const SageAttnParams& p, int split, int bh, float* red_raw) {
   constexpr int D = Cfg::D, TPR = D / 8, RPP = kPrepThreads / TPR;
-  constexpr bool NEED_K = Cfg::SMOOTH_K;
-  constexpr bool NEED_V = Cfg::SMOOTH_V || Cfg::V8;
+  // Rows per thread in flight at once (128-bit loads): V keeps three more accumulators.
+  constexpr int U = IS_V ? 4 : 8;
   float(*red)[D + 1] = reinterpret_cast<float(*)[D + 1]>(red_raw);
   const int b = bh / p.heads_kv, h = bh % p.heads_kv;
+  const SageTensor& t = IS_V ? p.v : p.k;
   const int chunk = cdiv(p.seq_kv, p.stat_splits);
   const int n0 = split * chunk, n1 = min_(n0 + chunk, p.seq_kv);
   const int c0 = (threadIdx.x % TPR) * 8, r = threadIdx.x / TPR;
-  float ks[8], vs[8], vmx[8], vmn[8];
+  float sum[8], mx[8], mn[8];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) { ks[i] = 0.f; vs[i] = 0.f; vmx[i] = neg_inf(); vmn[i] = -neg_inf(); }
-#pragma unroll 4
-  for (int n = n0 + r; n < n1; n += RPP) {
-    float x[8];
-    if constexpr (NEED_K) {
-      unpack8(*row_ptr(p.k, b, h, n, c0), p.dtype, x);
+  for (int i = 0; i < 8; ++i) { sum[i] = 0.f; mx[i] = neg_inf(); mn[i] = -neg_inf(); }
+  for (int n = n0 + r; n < n1; n += U * RPP) {
+    u32x4 raw[U];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) ks[i] += x[i];
-    }
-    if constexpr (NEED_V) {
-      unpack8(*row_ptr(p.v, b, h, n, c0), p.dtype, x);
+    for (int u = 0; u < U; ++u) raw[u] = n + u * RPP < n1 ? *row_ptr(t, b, h, n + u * RPP, c0) : u32x4{0u, 0u, 0u, 0u};
 #pragma unroll
-      for (int i = 0; i < 8; ++i) { vs[i] += x[i]; vmx[i] = fmaxf(vmx[i], x[i]); vmn[i] = fminf(vmn[i], x[i]); }
+    for (int u = 0; u < U; ++u) {
+      float x[8];
+      unpack8(raw[u], p.dtype, x);
+      if constexpr (IS_V) {
+        if (n + u * RPP < n1) {
+#pragma unroll
+          for (int i = 0; i < 8; ++i) { sum[i] += x[i]; mx[i] = fmaxf(mx[i], x[i]); mn[i] = fminf(mn[i], x[i]); }
+        }
+      } else {  // rows past the split add +0
+#pragma unroll
+        for (int i = 0; i < 8; ++i) sum[i] += x[i];
+      }
     }
   }
   float* out = p.stats + (i64(split) * p.batch * p.heads_kv + bh) * kNumStats * D;
@@ -75,11 +86,12 @@ SAGE_DEV void stats_job(const SageAttnParams& p, int split, int bh, float* red_r
     }
     __syncthreads();
   };
-  if constexpr (NEED_K) reduce(ks, kKSum, 0);
-  if constexpr (NEED_V) {
-    reduce(vs, kVSum, 0);
-    reduce(vmx, kVMax, 1);
-    reduce(vmn, kVMin, 2);
+  if constexpr (IS_V) {
+    reduce(sum, kVSum, 0);
+    reduce(mx, kVMax, 1);
+    reduce(mn, kVMin, 2);
+  } else {
+    reduce(sum, kKSum, 0);
   }
   // Publish: every thread's partials visible device-wide, then one count for this CTA under
   // this call's generation (a counter left by an earlier call restarts at 1).
@@ -97,12 +109,13 @@ SAGE_DEV void stats_job(const SageAttnParams& p, int split, int bh, float* red_r
   }
 }
 
-// Waits until the statistics of (batch, kv head) `bh` are published. Safe from deadlock: all
-// statistics CTAs have lower block indices, so they were dispatched before any waiting CTA,
-// and they wait for nothing themselves.
+// Waits until the statistics of (batch, kv head) `bh` are published (all kinds and splits).
+// Safe from deadlock: all statistics CTAs have lower block indices, so they were dispatched
+// before any waiting CTA, and they wait for nothing themselves.
+template <class Cfg>
 SAGE_DEV void wait_stats(const SageAttnParams& p, int bh) {
   if (threadIdx.x == 0) {
-    const unsigned long long target = (p.generation << 24) | (unsigned long long)p.stat_splits;
+    const unsigned long long target = (p.generation << 24) | (unsigned long long)(stat_kinds<Cfg>() * p.stat_splits);
     const volatile unsigned long long* c = p.sync + bh;
     while (*c != target) asm volatile("nanosleep.u32 64;\n");
     __threadfence();
@@ -146,8 +159,10 @@ SAGE_DEV int scale_group(int row) {
 // Without QUANT (Q quantized by the attention kernel itself: fuse_q) a Q tile only gets its
 // LSE correction. A Q job covers JT consecutive tiles from `tile` (Cfg::Q_TILES_PER_JOB, or 1
 // without QUANT; rows of a tile past the last one are neither written nor given scales).
+// WAIT: the statistics of kv head (b, hkv) are awaited after the tile's loads are issued, so
+// the wait and the loads overlap.
 template <class Cfg, bool IS_Q, bool QUANT = true, int JT = 1>
-SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, float* smem_gmax, float* smem_red) {
+SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, bool wait, float* smem_gmax, float* smem_red) {
   constexpr int D = Cfg::D, TPR = D / 8, RPP = kPrepThreads / TPR;
   constexpr int TILE_ROWS = IS_Q ? Cfg::BM : Cfg::BN;
   constexpr int ROWS = TILE_ROWS * JT;
@@ -173,6 +188,7 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, flo
     if (n < seq) raw[ps] = *row_ptr(t, b, h, n, c0);
     else raw[ps] = u32x4{0u, 0u, 0u, 0u};  // +0 in both FP16 and BF16
   }
+  if (wait) wait_stats<Cfg>(p, b * p.heads_kv + hkv);
   for (int g = threadIdx.x; g < GROUPS; g += kPrepThreads) smem_gmax[g] = 0.f;
 
   // What is subtracted from every value of a channel: K's mean (smoothing K), or Q's block
@@ -294,9 +310,10 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, flo
       for (int i = 0; i < 8; ++i) w |= (u32(quant_s4(x[i])) & 0xfu) << (4 * i);
       *reinterpret_cast<u32*>(out + row * Cfg::QROW + c0 / 2) = w;
     } else {
+      // |x| <= QMAX: |x - sub| <= the group's maximum m (the same FADD) and inv = QMAX / m.
       u32x2 w;
-      w.x = pack_s8x4(quant_s8(x[0]), quant_s8(x[1]), quant_s8(x[2]), quant_s8(x[3]));
-      w.y = pack_s8x4(quant_s8(x[4]), quant_s8(x[5]), quant_s8(x[6]), quant_s8(x[7]));
+      w.x = pack_s8x4_rn(x[0], x[1], x[2], x[3]);
+      w.y = pack_s8x4_rn(x[4], x[5], x[6], x[7]);
       *reinterpret_cast<u32x2*>(out + row * Cfg::QROW + c0) = w;
     }
   }
@@ -337,11 +354,28 @@ SAGE_DEV void v_channel_stats(const SageAttnParams& p, int bh, int c0, float (&m
 // 2t+1, 8+2t, 9+2t} of group g and channels 8cc..8cc+7, i.e. exactly one 32-bit word of each
 // of its 8 V^T rows.
 template <class Cfg>
-SAGE_DEV void quant_v8_tile(const SageAttnParams& p, int b, int h, int tile, u32* smem_t) {
+SAGE_DEV void quant_v8_tile(const SageAttnParams& p, int b, int h, int tile, bool wait, u32* smem_t) {
   constexpr int D = Cfg::D, BN = Cfg::BN, CC = D / 8, WPR = BN / 4;  // words per V^T row
   constexpr int SLOTS = (BN / 16) * 4 * CC;
+  constexpr int ITERS = (SLOTS + kPrepThreads - 1) / kPrepThreads;
   const int bh = b * p.heads_kv + h;
   const int cc = threadIdx.x % CC;
+  const int n0 = tile * BN;
+  // The tile's loads first (tails zero), then the statistics they need.
+  u32x4 raw[ITERS][4];
+#pragma unroll
+  for (int it = 0; it < ITERS; ++it) {
+    const int rest = (threadIdx.x + it * kPrepThreads) / CC, t = rest % 4, g = rest / 4;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int n = n0 + 16 * g + 2 * t + (k & 1) + 8 * (k >> 1);
+      if (n < p.seq_kv && (SLOTS % kPrepThreads == 0 || threadIdx.x + it * kPrepThreads < SLOTS))
+        raw[it][k] = *row_ptr(p.v, b, h, n, cc * 8);
+      else
+        raw[it][k] = u32x4{0u, 0u, 0u, 0u};
+    }
+  }
+  if (wait) wait_stats<Cfg>(p, bh);
   float mean[8], inv[8], scale[8];
   v_channel_stats<Cfg>(p, bh, cc * 8, mean, inv, scale);
   if (tile == 0 && threadIdx.x < CC) {
@@ -351,22 +385,18 @@ SAGE_DEV void quant_v8_tile(const SageAttnParams& p, int b, int h, int tile, u32
       if (p.v_mean) p.v_mean[i64(bh) * D + cc * 8 + i] = mean[i];
     }
   }
-  const int n0 = tile * BN;
-  for (int slot = threadIdx.x; slot < SLOTS; slot += kPrepThreads) {
+#pragma unroll
+  for (int it = 0; it < ITERS; ++it) {
+    const int slot = threadIdx.x + it * kPrepThreads;
+    if (SLOTS % kPrepThreads != 0 && slot >= SLOTS) break;
     const int rest = slot / CC, t = rest % 4, g = rest / 4;
-    const int keys[4] = {16 * g + 2 * t, 16 * g + 2 * t + 1, 16 * g + 8 + 2 * t, 16 * g + 9 + 2 * t};
     float x[4][8];
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const int n = n0 + keys[k];
-      if (n < p.seq_kv) {
-        unpack8(*row_ptr(p.v, b, h, n, cc * 8), p.dtype, x[k]);
+      const int n = n0 + 16 * g + 2 * t + (k & 1) + 8 * (k >> 1);
+      unpack8(raw[it][k], p.dtype, x[k]);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) x[k][i] = (x[k][i] - mean[i]) * inv[i];
-      } else {
-#pragma unroll
-        for (int i = 0; i < 8; ++i) x[k][i] = 0.f;
-      }
+      for (int i = 0; i < 8; ++i) x[k][i] = n < p.seq_kv ? (x[k][i] - mean[i]) * inv[i] : 0.f;
     }
     const int w = 4 * g + t;  // word index in the V^T row
 #pragma unroll
@@ -400,10 +430,18 @@ SAGE_DEV void quant_v8_tile(const SageAttnParams& p, int b, int h, int tile, u32
 
 // FP16 V tile [BN][D] (smoothed and/or converted from BF16), zero tail.
 template <class Cfg>
-SAGE_DEV void convert_v_fp16_tile(const SageAttnParams& p, int b, int h, int tile) {
-  constexpr int D = Cfg::D, BN = Cfg::BN, CC = D / 8;
+SAGE_DEV void convert_v_fp16_tile(const SageAttnParams& p, int b, int h, int tile, bool wait) {
+  constexpr int D = Cfg::D, BN = Cfg::BN, CC = D / 8, RPP = kPrepThreads / CC, PASSES = BN / RPP;
+  static_assert(BN % RPP == 0, "V tile rows must be a multiple of the rows per pass");
   const int bh = b * p.heads_kv + h;
-  const int cc = threadIdx.x % CC;
+  const int cc = threadIdx.x % CC, r = threadIdx.x / CC;
+  u32x4 raw[PASSES];
+#pragma unroll
+  for (int ps = 0; ps < PASSES; ++ps) {
+    const int n = tile * BN + ps * RPP + r;
+    raw[ps] = n < p.seq_kv ? *row_ptr(p.v, b, h, n, cc * 8) : u32x4{0u, 0u, 0u, 0u};
+  }
+  if (wait) wait_stats<Cfg>(p, bh);
   float mean[8], inv[8], scale[8];
   v_channel_stats<Cfg>(p, bh, cc * 8, mean, inv, scale);
   if (tile == 0 && threadIdx.x < CC && p.v_mean) {
@@ -412,17 +450,14 @@ SAGE_DEV void convert_v_fp16_tile(const SageAttnParams& p, int b, int h, int til
   }
   const i64 npad = i64(p.k_tiles) * BN;
   u16* out = static_cast<u16*>(p.v_prep) + (i64(bh) * npad + i64(tile) * BN) * D;
-  for (int row = threadIdx.x / CC; row < BN; row += kPrepThreads / CC) {
-    const int n = tile * BN + row;
+#pragma unroll
+  for (int ps = 0; ps < PASSES; ++ps) {
+    const int row = ps * RPP + r;
+    const bool valid = tile * BN + row < p.seq_kv;
     float x[8];
-    if (n < p.seq_kv) {
-      unpack8(*row_ptr(p.v, b, h, n, cc * 8), p.dtype, x);
+    unpack8(raw[ps], p.dtype, x);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) x[i] -= mean[i];
-    } else {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) x[i] = 0.f;
-    }
+    for (int i = 0; i < 8; ++i) x[i] = valid ? x[i] - mean[i] : 0.f;
     u32x4 v;
     v.x = pack_f16x2(x[0], x[1]);
     v.y = pack_f16x2(x[2], x[3]);
@@ -452,11 +487,14 @@ SAGE_DEV void prep_kernel(const SageAttnParams& p) {
   float* smem_red = reinterpret_cast<float*>(smem + GMAX_WORDS);
   u32* smem_t = smem + GMAX_WORDS + RED_WORDS;
   (void)smem_t;
-  constexpr bool STATS = Cfg::SMOOTH_K || Cfg::SMOOTH_V || Cfg::V8;
-  const int n_stats = STATS ? p.stat_splits * p.batch * p.heads_kv : 0;
+  // Statistics CTAs: (kind, split) fastest, so a head's statistics are dispatched together.
+  constexpr int KINDS = stat_kinds<Cfg>();
+  const int n_stats = KINDS * p.stat_splits * p.batch * p.heads_kv;
   int job = blockIdx.x;
   if (job < n_stats) {
-    stats_job<Cfg>(p, job % p.stat_splits, job / p.stat_splits, reinterpret_cast<float*>(smem));
+    const int kind = KINDS == 2 ? job % 2 : int(!Cfg::SMOOTH_K), rest = job / KINDS;
+    if (kind == 0) stats_job<Cfg, false>(p, rest % p.stat_splits, rest / p.stat_splits, reinterpret_cast<float*>(smem));
+    else stats_job<Cfg, true>(p, rest % p.stat_splits, rest / p.stat_splits, reinterpret_cast<float*>(smem));
     return;
   }
   job -= n_stats;
@@ -468,24 +506,22 @@ SAGE_DEV void prep_kernel(const SageAttnParams& p) {
     const int tile = (job % q_jobs_per_head) * JT, bh = job / q_jobs_per_head;
     const int b = bh / p.heads_q, h = bh % p.heads_q;
     // Q reads mean(K) only for the LSE correction.
-    if (Cfg::SMOOTH_K && p.q_kmean) wait_stats(p, b * p.heads_kv + h / (p.heads_q / p.heads_kv));
-    quant_qk_tile<Cfg, true, !Q_IN_ATTN, JT>(p, b, h, tile, smem_gmax, smem_red);
+    quant_qk_tile<Cfg, true, !Q_IN_ATTN, JT>(p, b, h, tile, Cfg::SMOOTH_K && p.q_kmean, smem_gmax, smem_red);
     return;
   }
   job -= q_jobs;
   if (job < k_jobs) {
     const int tile = job % p.k_tiles, bh = job / p.k_tiles;
-    if (Cfg::SMOOTH_K) wait_stats(p, bh);
-    quant_qk_tile<Cfg, false>(p, bh / p.heads_kv, bh % p.heads_kv, tile, smem_gmax, smem_red);
+    quant_qk_tile<Cfg, false>(p, bh / p.heads_kv, bh % p.heads_kv, tile, Cfg::SMOOTH_K, smem_gmax, smem_red);
     return;
   }
   job -= k_jobs;
   const int tile = job % p.k_tiles, bh = job / p.k_tiles;
-  if (Cfg::V8 || Cfg::SMOOTH_V) wait_stats(p, bh);
+  const bool wait = Cfg::V8 || Cfg::SMOOTH_V;
   if constexpr (Cfg::V8) {
-    quant_v8_tile<Cfg>(p, bh / p.heads_kv, bh % p.heads_kv, tile, smem_t);
+    quant_v8_tile<Cfg>(p, bh / p.heads_kv, bh % p.heads_kv, tile, wait, smem_t);
   } else {
-    convert_v_fp16_tile<Cfg>(p, bh / p.heads_kv, bh % p.heads_kv, tile);
+    convert_v_fp16_tile<Cfg>(p, bh / p.heads_kv, bh % p.heads_kv, tile, wait);
   }
 }
 
