@@ -253,7 +253,7 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, boo
       am = fmaxf(am, fabsf(sub[i]));
     }
     am = group_max<TPR>(am);
-    const float inv = am > 0.f ? Cfg::QMAX / am : 0.f;
+    const float inv = am > 0.f ? __fdividef(Cfg::QMAX, am) : 0.f;
     if (r == 0) {
       if constexpr (Cfg::INT4) {
         u32 w = 0;
@@ -266,7 +266,7 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, boo
         w.y = pack_s8x4(quant_s8(sub[4] * inv), quant_s8(sub[5] * inv), quant_s8(sub[6] * inv), quant_s8(sub[7] * inv));
         *reinterpret_cast<u32x2*>(p.q_mean_quant + tile_id * Cfg::QROW + c0) = w;
       }
-      if (threadIdx.x == 0) p.q_mean_scale[tile_id] = (am > 0.f ? am / Cfg::QMAX : 0.f) * qscale;
+      if (threadIdx.x == 0) p.q_mean_scale[tile_id] = am * (1.0f / Cfg::QMAX) * qscale;
     }
   } else {
     __syncthreads();  // smem_gmax initialized
@@ -290,7 +290,7 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, boo
   const int groups_out = JT == 1 ? GROUPS : min_(GROUPS, (tiles - tile) * TILE_GROUPS);
   for (int g = threadIdx.x; g < groups_out; g += kPrepThreads) {
     const float m = smem_gmax[g];
-    (IS_Q ? p.q_scale : p.k_scale)[tile_id * TILE_GROUPS + g] = (m > 0.f ? m / Cfg::QMAX : 0.f) * qscale;
+    (IS_Q ? p.q_scale : p.k_scale)[tile_id * TILE_GROUPS + g] = m * (1.0f / Cfg::QMAX) * qscale;
   }
   sage_i8* out = (IS_Q ? p.q_quant : p.k_quant) + tile_id * TILE_ROWS * Cfg::QROW;
 #pragma unroll
@@ -298,7 +298,9 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, boo
     const int row = ps * RPP + r;
     if (JT > 1 && row >= rows_out) break;  // past the last tile
     const float m = smem_gmax[scale_group<Cfg, IS_Q>(row)];
-    const float inv = m > 0.f ? Cfg::QMAX / m : 0.f;
+    // MUFU.RCP-based quotient (within 2 ulp) instead of the IEEE division's ~10 instructions:
+    // |x - sub| * inv stays below QMAX + 0.5, so rounding still gives at most QMAX.
+    const float inv = m > 0.f ? __fdividef(Cfg::QMAX, m) : 0.f;
     float x[8];
     unpack8(raw[ps], dtype, x);
     const bool valid = n0 + row < seq;
@@ -310,7 +312,7 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, boo
       for (int i = 0; i < 8; ++i) w |= (u32(quant_s4(x[i])) & 0xfu) << (4 * i);
       *reinterpret_cast<u32*>(out + row * Cfg::QROW + c0 / 2) = w;
     } else {
-      // |x| <= QMAX: |x - sub| <= the group's maximum m (the same FADD) and inv = QMAX / m.
+      // round(|x|) <= QMAX: |x - sub| <= the group's maximum m (the same FADD), inv ~ QMAX / m.
       u32x2 w;
       w.x = pack_s8x4_rn(x[0], x[1], x[2], x[3]);
       w.y = pack_s8x4_rn(x[4], x[5], x[6], x[7]);
@@ -338,8 +340,8 @@ SAGE_DEV void v_channel_stats(const SageAttnParams& p, int bh, int c0, float (&m
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
       const float a = fmaxf(mx[i] - mean[i], mean[i] - mn[i]);
-      scale[i] = a > 0.f ? a / Cfg::V_QMAX : 1.0f;
-      inv_scale[i] = a > 0.f ? Cfg::V_QMAX / a : 0.f;
+      scale[i] = a > 0.f ? a * (1.0f / Cfg::V_QMAX) : 1.0f;
+      inv_scale[i] = a > 0.f ? __fdividef(Cfg::V_QMAX, a) : 0.f;  // as quant_qk_tile's inv
     }
   } else {
 #pragma unroll
