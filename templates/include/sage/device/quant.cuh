@@ -472,9 +472,10 @@ SAGE_DEV void convert_v_fp16_tile(const SageAttnParams& p, int b, int h, int til
 }
 
 // The preparation, one launch: grid (statistics CTAs [stat_kinds * stat_splits * B*Hkv, when
-// needed], then the Q jobs of Q_TILES_PER_JOB tiles, B*Hkv*k_tiles K tiles and as many V tiles
-// when V is prepared, in the order described below), kPrepThreads threads. Q_IN_ATTN (fuse_q: the attention kernel quantizes Q):
-// Q tiles only when the LSE correction needs them (p.q_kmean), and only for that.
+// needed], then B*Hkv*k_tiles K tiles, each followed by its V tile when V is prepared, then
+// the Q jobs of Q_TILES_PER_JOB tiles), kPrepThreads threads. Q_IN_ATTN (fuse_q: the
+// attention kernel quantizes Q): Q tiles only when the LSE correction needs them (p.q_kmean),
+// and only for that.
 template <class Cfg, bool Q_IN_ATTN = false>
 SAGE_DEV void prep_kernel(const SageAttnParams& p) {
   constexpr int D = Cfg::D, TPR = D / 8, RPP = kPrepThreads / TPR;
@@ -505,26 +506,23 @@ SAGE_DEV void prep_kernel(const SageAttnParams& p) {
   constexpr int JT = Q_IN_ATTN ? 1 : Cfg::Q_TILES_PER_JOB;  // launch.cpp: q_tiles_per_job
   const int q_jobs_per_head = cdiv(p.q_tiles, JT);
   const int q_jobs = Q_IN_ATTN && !p.q_kmean ? 0 : p.batch * p.heads_q * q_jobs_per_head;
-  // Where V is always prepared (8-bit or smoothed): the K and V tile of one (head, tile)
-  // adjacent (they wait for the same statistics and re-read what those just read, still in L2),
-  // then the Q jobs, which wait for nothing. Measured on the H100 (INT8 P.V tiles) against Q
-  // first, then all K, then all V: D=64 N=1K 2.18-2.21 -> 2.24-2.25 TB/s, D=128 2.44 ->
-  // 2.56-2.57, N=32K 1-4% faster. Otherwise (FP16 V, prepared only from BF16): Q, all K, then
-  // the V tiles (with Q last, the K path of the D=128 FP16 P.V variants spills at the cap).
-  constexpr bool KV_PAIRS = Cfg::V8 || Cfg::SMOOTH_V;
-  const int k_jobs = p.batch * p.heads_kv * p.k_tiles;
-  const int kv_jobs = v_prepared<Cfg>(p.dtype) ? 2 * k_jobs : k_jobs;  // launch.cpp: has_v_prep
-  if (KV_PAIRS ? job >= kv_jobs : job < q_jobs) {
-    if (KV_PAIRS) job -= kv_jobs;
+  // Then the K and V tiles, the K and V tile of one (head, tile) adjacent when V is prepared
+  // (they wait for the same statistics and re-read what those just read, still in L2), then
+  // the Q jobs, which wait for nothing. Measured on the H100 (INT8 P.V tiles) against Q first,
+  // then all K, then all V: D=64 N=1K 2.18-2.21 -> 2.24-2.25 TB/s, D=128 2.44 -> 2.56-2.57,
+  // N=32K 1-4% faster.
+  const int kv_kinds = v_prepared<Cfg>(p.dtype) ? 2 : 1;  // launch.cpp: has_v_prep
+  const int kv_jobs = p.batch * p.heads_kv * p.k_tiles * kv_kinds;
+  if (job >= kv_jobs) {
+    job -= kv_jobs;
     const int tile = (job % q_jobs_per_head) * JT, bh = job / q_jobs_per_head;
     const int b = bh / p.heads_q, h = bh % p.heads_q;
     // Q reads mean(K) only for the LSE correction.
     quant_qk_tile<Cfg, true, !Q_IN_ATTN, JT>(p, b, h, tile, Cfg::SMOOTH_K && p.q_kmean, smem_gmax, smem_red);
     return;
   }
-  if (!KV_PAIRS) job -= q_jobs;
-  const bool is_v = KV_PAIRS ? (job & 1) : job >= k_jobs;
-  const int kv = KV_PAIRS ? job >> 1 : (is_v ? job - k_jobs : job);
+  const bool is_v = job % kv_kinds == 1;
+  const int kv = job / kv_kinds;
   const int tile = kv % p.k_tiles, bh = kv / p.k_tiles;
   if (!is_v) {
     quant_qk_tile<Cfg, false>(p, bh / p.heads_kv, bh % p.heads_kv, tile, Cfg::SMOOTH_K, smem_gmax, smem_red);
