@@ -242,7 +242,7 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   const std::int64_t bhq = std::int64_t(p.batch) * p.heads_q, bhk = std::int64_t(p.batch) * p.heads_kv;
   const std::int64_t npad = std::int64_t(w.k_tiles) * c.block_n;
   const bool v8 = v_8bit(c);
-  w.has_stats = c.smooth_k || c.smooth_v || v8;
+  w.has_stats = stat_kinds(c) > 0;
   w.has_q_mean = c.smooth_q;
   w.has_q_kmean = p.return_lse && c.smooth_k;
   w.has_v_prep = v8 || c.smooth_v || p.dtype == DType::bf16;
@@ -291,7 +291,7 @@ double AttnKernel::prep_bytes(const AttnProblem& p) const {
   const bool v8 = v_8bit(cfg_);
   double bytes = 0;
   if (w.has_stats) {  // stats: reads K (smoothing) and V (8-bit range, smoothing); writes partials
-    bytes += (cfg_.smooth_k ? kv * 2 : 0) + ((cfg_.smooth_v || v8) ? kv * 2 : 0);
+    bytes += stat_kinds(cfg_) * kv * 2;
     bytes += 4.0 * w.stat_splits * bhk * 4 * cfg_.head_dim + 8.0 * bhk;
   }
   // quant: reads Q, K (and V when prepared); writes them quantized (padded tiles) + scales.
@@ -459,7 +459,7 @@ void AttnKernel::launch_prep(const AttnProblem& p, const WorkspacePlan& w, const
                              CUstream stream) const {
   if (!prep_) return;  // native: nothing to prepare
   // Statistics CTAs first (lower block indices: dispatched before any CTA that waits for them).
-  const std::int64_t stats = w.has_stats ? std::int64_t(stat_kinds(cfg_)) * s.stat_splits * p.batch * p.heads_kv : 0;
+  const std::int64_t stats = std::int64_t(stat_kinds(cfg_)) * s.stat_splits * p.batch * p.heads_kv;
   // fuse_q: Q tiles only for the LSE correction (the kernel's Q_IN_ATTN rule).
   const bool q_jobs = !cfg_.fuse_q || s.q_kmean;
   const std::int64_t jobs = (q_jobs ? std::int64_t(p.batch) * p.heads_q * cdiv(w.q_tiles, q_tiles_per_job(cfg_)) : 0) +
