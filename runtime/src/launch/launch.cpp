@@ -227,6 +227,12 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   CUdevice dev;
   SAGE_CU(cuCtxGetDevice(&dev));
   SAGE_CU(cuDeviceGetAttribute(&num_sms_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+  if (persistent()) {
+    int per_sm = 0;
+    SAGE_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_, cfg_.threads, cfg_.smem_bytes));
+    if (per_sm < 1) throw Error(Errc::unsupported, cat(cfg_.name, ": no CTA of this variant fits an SM"));
+    persistent_ctas_ = std::int64_t(num_sms_) * per_sm;
+  }
   (void)a;
 }
 
@@ -469,6 +475,16 @@ void AttnKernel::launch_prep(const AttnProblem& p, const WorkspacePlan& w, const
 }
 
 void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUstream stream) const {
+  if (persistent()) {
+    // The kernel walks a static list of work units (persistent_units in attn_native.cuh): a
+    // query tile, or for causal masks a pair of one head's tiles.
+    const std::int64_t per_head = p.causal ? (std::int64_t(s.q_tiles) + 1) / 2 : s.q_tiles;
+    const std::int64_t units = per_head * p.heads_q * p.batch;
+    if (units > 0x7fffffff) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for one launch"));
+    launch(attn_, unsigned(std::max<std::int64_t>(1, std::min(units, persistent_ctas_))), 1, 1, unsigned(cfg_.threads),
+           unsigned(cfg_.smem_bytes), stream, s);
+    return;
+  }
   launch(s.lse && attn_lse_ ? attn_lse_ : attn_, unsigned(s.q_tiles), unsigned(p.heads_q), unsigned(p.batch),
          unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s);
 }

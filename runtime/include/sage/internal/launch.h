@@ -26,7 +26,7 @@ struct KernelConfig {
   std::string pv = "fp8";    // fp16 | fp16acc | fp8 | int8 | native
   std::string granularity = "per_thread";  // per_thread | per_warp | per_block
   bool smooth_k = true, smooth_q = false, smooth_v = false;
-  std::string schedule = "plain";  // plain | overlap | pingpong | pingpong_overlap | ws | ws_overlap
+  std::string schedule = "plain";  // plain | overlap | pingpong | pingpong_overlap | ws | ws_overlap | turns | persistent | persistent_overlap | persistent_pingpong
   int min_ctas = 1;                // occupancy target of __launch_bounds__
   bool tma = false;                // wgmma: tiles loaded by TMA (the launcher encodes tensor maps)
   bool fuse_q = false;             // wgmma: the attention kernel quantizes Q (read from the caller's tensor)
@@ -85,6 +85,8 @@ class AttnKernel {
   // no preparation kernel and no workspace.
   bool native() const { return cfg_.qk == "native"; }
   bool has_prep() const { return !native(); }
+  // The persistent schedule: a grid of one CTA per SM (and occupancy slot) walks the query tiles.
+  bool persistent() const { return cfg_.schedule.rfind("persistent", 0) == 0; }
   WorkspacePlan plan(const AttnProblem& p) const;
   std::size_t workspace_size(const AttnProblem& p) const { return plan(p).total; }
   // Bytes the preparation kernels read and write (the bandwidth benchmark's numerator).
@@ -118,6 +120,7 @@ class AttnKernel {
   CUfunction prep_ = nullptr, attn_ = nullptr;
   CUfunction attn_lse_ = nullptr;  // the entry for calls with an LSE, where it differs (pv int8)
   int num_sms_ = 0;
+  std::int64_t persistent_ctas_ = 0;  // persistent: SMs x CTAs per SM
   mutable std::mutex tma_mu_;
   mutable TmaCache tma_cache_;
 };

@@ -15,7 +15,14 @@
 
 namespace sage {
 
-template <int HEAD_DIM, int BLOCK_N, int WARPGROUPS, int STAGES_, int MIN_CTAS_>
+// PERSISTENT: the `persistent` schedule (attn_kernel_persistent below): a producer warpgroup
+// after the consumer warpgroups, two Q buffers (O is staged in the dead one), a grid of at most one
+// CTA per SM and occupancy slot.
+// OVERLAP (persistent_overlap): each consumer runs tile t's softmax while its P V of tile t-1
+// is on the tensor cores. PINGPONG (persistent_pingpong, with OVERLAP): the two consumers take
+// turns at issuing their GEMMs (named barriers), so one's softmax runs under the others' GEMMs.
+template <int HEAD_DIM, int BLOCK_N, int WARPGROUPS, int STAGES_, int MIN_CTAS_, bool PERSISTENT_ = false,
+          bool OVERLAP_ = false, bool PINGPONG_ = false>
 struct NativeAttnConfig {
   static constexpr int D = HEAD_DIM;
   static constexpr int BN = BLOCK_N;
@@ -23,7 +30,11 @@ struct NativeAttnConfig {
   static constexpr int BM = 64 * WARPGROUPS;
   static constexpr int STAGES = STAGES_;
   static constexpr int MIN_CTAS = MIN_CTAS_;
-  static constexpr int THREADS = 128 * WARPGROUPS;
+  static constexpr bool PERSISTENT = PERSISTENT_;
+  static constexpr bool OVERLAP = OVERLAP_;
+  static constexpr bool PINGPONG = PINGPONG_;
+  static constexpr int CONSUMERS = 128 * WARPGROUPS;
+  static constexpr int THREADS = CONSUMERS + (PERSISTENT ? 128 : 0);
   // What the shared helpers (CtaTile, the epilogue) read: no scales, no FP8, no smoothing.
   static constexpr Gran GRAN = Gran::per_block;
   static constexpr int Q_GROUPS = 1, K_GROUPS = 1;
@@ -35,15 +46,29 @@ struct NativeAttnConfig {
   static constexpr int SMEM_Q = BM * D * 2;
   static constexpr int SMEM_K_STAGE = BN * D * 2;
   static constexpr int SMEM_V_STAGE = BN * D * 2;
-  static constexpr int SMEM_MAIN = SMEM_Q + STAGES * (SMEM_K_STAGE + SMEM_V_STAGE);
+  static constexpr int Q_BUFS = PERSISTENT ? 2 : 1;
+  static constexpr int SMEM_MAIN = Q_BUFS * SMEM_Q + STAGES * (SMEM_K_STAGE + SMEM_V_STAGE);
   static constexpr int O_ROW_BYTES = D * 2 + 16;
-  static constexpr int SMEM_EPI = BM * O_ROW_BYTES;
+  // persistent: O is staged (unpadded, swizzled) in the warpgroup's own rows of its Q buffer
+  static constexpr int SMEM_EPI = PERSISTENT ? 0 : BM * O_ROW_BYTES;
   // +1024: the kernel aligns its tiles to the 1 KiB swizzle atom itself.
   static constexpr int SMEM_BYTES = (SMEM_MAIN > SMEM_EPI ? SMEM_MAIN : SMEM_EPI) + 1024;
 
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
   static_assert(BN == 64 || BN == 128, "wgmma n = BLOCK_N is instantiated for 64 and 128");
-  static_assert(WARPGROUPS == 1 || WARPGROUPS == 2, "one or two warpgroups");
+  static_assert(WARPGROUPS >= 1 && WARPGROUPS <= (PERSISTENT ? 3 : 2), "one or two warpgroups (persistent: up to three)");
+  static_assert(!PERSISTENT || WARPGROUPS >= 2, "the persistent kernel has two or three consumers");
+  // persistent: the registers setmaxnreg leaves the producer's threads and gives the
+  // consumers'. A CTA starts with ptxas's launch allocation (64K over its warpgroups, in
+  // multiples of 8) and setmaxnreg.inc waits for registers the CTA's own .dec released: the
+  // consumers may take at most what the producer gives up, or they wait forever.
+  static constexpr int LAUNCH_REGS = (65536 / THREADS) / 8 * 8;
+  static constexpr int PRODUCER_REGS = WARPGROUPS == 3 ? 32 : 24;
+  static constexpr int CONSUMER_REGS = WARPGROUPS == 3 ? 160 : 240;
+  static_assert(!PERSISTENT || (CONSUMER_REGS - LAUNCH_REGS) * CONSUMERS <= (LAUNCH_REGS - PRODUCER_REGS) * 128,
+                "the consumers take more registers than the producer gives up");
+  static_assert(!OVERLAP || PERSISTENT, "the overlap is the persistent kernel's");
+  static_assert(!PINGPONG || OVERLAP, "the turns are built into the overlapped loop");
   static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 stages");
 };
 
@@ -74,15 +99,14 @@ SAGE_DEV void mma_rs(float (&d)[N / 2], const u32 (&a)[4], u64 b, int acc) {
 }
 
 // The online softmax of one tile of FP32 scores `s` (accumulator layout: chunk n, rows gid
-// and gid + 8 at [4n + 2hh + e]) into the 16-bit A fragments of P V, with the row state
-// m (log2 domain, scaled), l (this lane's partial sums) and O's rescale factors `alpha`.
-template <class Cfg, bool MASK, bool BF16>
-SAGE_DEV void softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2], const float (&s)[Cfg::BN / 2],
-                           float scale, int col_base, int row0, u32 (&pa)[Cfg::BN / 16][4], float (&alpha)[2]) {
+// and gid + 8 at [4n + 2hh + e]), in place: s becomes this tile's unnormalized P, with the row
+// state m (log2 domain, scaled), l (this lane's partial sums) and O's rescale factors `alpha`.
+template <class Cfg, bool MASK>
+SAGE_DEV void softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2], float (&s)[Cfg::BN / 2],
+                           float scale, int col_base, int row0, float (&alpha)[2]) {
   constexpr int NT = Cfg::BN / 8;
   const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
   const int causal_off = p.seq_kv - p.seq_q;
-  float pf[Cfg::BN / 2];
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     const softmax::Visible visible(p, col_base + 2 * tig, causal_off, row0 + gid + 8 * hh);
@@ -104,19 +128,24 @@ SAGE_DEV void softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2]
       for (int e = 0; e < 2; ++e) {
         float v = ex2(fmaf(s[4 * n + 2 * hh + e], scale, -base));
         if (MASK && !visible(n, e)) v = 0.f;
-        pf[4 * n + 2 * hh + e] = v;
+        s[4 * n + 2 * hh + e] = v;
         rs[e] += v;
       }
     l[hh] = l[hh] * alpha[hh] + (rs[0] + rs[1]);
   }
+}
+
+// P (the softmax's output, accumulator layout) as the 16-bit A fragments of P V: the S
+// accumulator's layout is the A fragment's, so this is only packing.
+template <class Cfg, bool BF16>
+SAGE_DEV void pack_p(const float (&pf)[Cfg::BN / 2], u32 (&pa)[Cfg::BN / 16][4]) {
   constexpr int dtype = BF16 ? SAGE_DTYPE_BF16 : SAGE_DTYPE_FP16;
-  auto pack = [](float lo, float hi) { return pack_x2(lo, hi, dtype); };
 #pragma unroll
   for (int k = 0; k < Cfg::BN / 16; ++k) {
-    pa[k][0] = pack(pf[8 * k + 0], pf[8 * k + 1]);  // row gid,     keys 16k + 2tig, +1
-    pa[k][1] = pack(pf[8 * k + 2], pf[8 * k + 3]);  // row gid + 8
-    pa[k][2] = pack(pf[8 * k + 4], pf[8 * k + 5]);  // row gid,     keys 16k + 8 + 2tig, +1
-    pa[k][3] = pack(pf[8 * k + 6], pf[8 * k + 7]);  // row gid + 8
+    pa[k][0] = pack_x2(pf[8 * k + 0], pf[8 * k + 1], dtype);  // row gid,     keys 16k + 2tig, +1
+    pa[k][1] = pack_x2(pf[8 * k + 2], pf[8 * k + 3], dtype);  // row gid + 8
+    pa[k][2] = pack_x2(pf[8 * k + 4], pf[8 * k + 5], dtype);  // row gid,     keys 16k + 8 + 2tig, +1
+    pa[k][3] = pack_x2(pf[8 * k + 6], pf[8 * k + 7], dtype);  // row gid + 8
   }
 }
 
@@ -178,8 +207,9 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
     fence_regs(s);
     u32 pa[BN / 16][4];
     float alpha[2];
-    if (t >= mask_from) softmax_tile<Cfg, true, BF16>(p, m[0], l[0], s, scale, t * BN, row0, pa, alpha);
-    else softmax_tile<Cfg, false, BF16>(p, m[0], l[0], s, scale, t * BN, row0, pa, alpha);
+    if (t >= mask_from) softmax_tile<Cfg, true>(p, m[0], l[0], s, scale, t * BN, row0, alpha);
+    else softmax_tile<Cfg, false>(p, m[0], l[0], s, scale, t * BN, row0, alpha);
+    pack_p<Cfg, BF16>(s, pa);
 #pragma unroll
     for (int j = 0; j < D / 8; ++j)
 #pragma unroll
@@ -197,10 +227,291 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
   epilogue::store<Cfg, 1>(p, m, l, o, b, h, c.kv_bh, warp, row0, smem);
 }
 
+// ---- The persistent schedule ----------------------------------------------------------------
+// One CTA per SM (and occupancy slot) walks a static list of work units: unit u covers query
+// tile u % q_tiles of head u / q_tiles, or for causal masks the pair (q_tiles - 1 - j, j) of a
+// head (the tile that sees the most keys with the one that sees the fewest, so every unit costs
+// about the same), heads in order so that the CTAs running together share K and V in L2.
+// CTA c takes units c, c + gridDim.x, ... (the launcher's grid is min(units, SMs x CTAs/SM)).
+SAGE_DEV int persistent_units(const SageAttnParams& p) {
+  return (p.causal ? (p.q_tiles + 1) / 2 : p.q_tiles) * p.heads_q * p.batch;
+}
+
+// One query tile of a unit: its head, batch, first row and key range.
+struct WorkItem {
+  int h, b, hkv, m0, n_tiles, mask_from;
+};
+// Item i (0 or 1) of unit u; false when the unit has no such item.
+template <class Cfg>
+SAGE_DEV bool work_item(const SageAttnParams& p, int u, int i, WorkItem* w) {
+  int qt, bh;
+  if (p.causal) {
+    const int per = (p.q_tiles + 1) / 2, j = u % per;
+    bh = u / per;
+    qt = i == 0 ? p.q_tiles - 1 - j : j;
+    if (i == 1 && qt == p.q_tiles - 1 - j) return false;  // odd count: the middle tile is alone
+  } else {
+    if (i == 1) return false;
+    qt = u % p.q_tiles;
+    bh = u / p.q_tiles;
+  }
+  w->h = bh % p.heads_q;
+  w->b = bh / p.heads_q;
+  w->hkv = w->h / (p.heads_q / p.heads_kv);
+  w->m0 = qt * Cfg::BM;
+  mma_attn::kv_range(p, w->m0, Cfg::BM, Cfg::BN, &w->n_tiles, &w->mask_from);
+  return true;
+}
+
+// This CTA's next work item after (unit u, item i), which it advances; false when none is left.
+// Start from u = blockIdx.x, i = 0.
+template <class Cfg>
+SAGE_DEV bool next_item(const SageAttnParams& p, int& u, int& i, WorkItem* w) {
+  const int units = persistent_units(p);
+  while (u < units) {
+    const bool ok = work_item<Cfg>(p, u, i, w);
+    if (++i == 2) {
+      i = 0;
+      u += gridDim.x;
+    }
+    if (ok) return true;
+  }
+  return false;
+}
+
+// grid (min(units, SMs x CTAs per SM)), Cfg::THREADS threads (the consumer warpgroups, then
+// the producer warpgroup: setmaxnreg moves registers from it, Cfg::PRODUCER_REGS a thread, to
+// the consumers, Cfg::CONSUMER_REGS: ptxas sizes a wgmma kernel's registers for whole warpgroups), Cfg::SMEM_BYTES dynamic shared memory; the tensor maps as for the plain
+// kernel. Shared memory: two Q buffers, then the K ring and the V ring. Barriers, each a
+// "full" (the producer's expect_tx, one arrival) and an "empty" (one arrival per consumer
+// warp): Q per buffer, K and V per ring slot. The producer runs ahead over the items: the next
+// item's Q and first K/V tiles load while this item's last tiles and epilogue run. A consumer
+// warp releases K once its Q K^T has completed and V once its P V has; O is staged for the
+// epilogue in the warpgroup's own (dead) rows of its Q buffer, which it then releases.
+template <class Cfg, bool BF16>
+SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
+  constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES, CH = Cfg::CHUNKS;
+  constexpr u32 CONSUMER_WARPS = Cfg::CONSUMERS / 32;
+  extern __shared__ __align__(1024) u8 smem_raw[];
+  // [0, 2): Q full, [2, 4): Q empty, then K full, V full, K empty, V empty (ST each)
+  __shared__ __align__(8) u64 bars[4 + 4 * ST];
+  u8* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  const u32 sQ0 = smem_addr(smem);
+  const u32 sK0 = sQ0 + 2 * Cfg::SMEM_Q;
+  const u32 sV0 = sK0 + ST * Cfg::SMEM_K_STAGE;
+  const u32 bar0 = smem_addr(&bars[0]);
+  auto q_full = [&](int qb) { return bar0 + 8u * u32(qb); };
+  auto q_empty = [&](int qb) { return bar0 + 8u * u32(2 + qb); };
+  auto k_full = [&](int s) { return bar0 + 8u * u32(4 + s); };
+  auto v_full = [&](int s) { return bar0 + 8u * u32(4 + ST + s); };
+  auto k_empty = [&](int s) { return bar0 + 8u * u32(4 + 2 * ST + s); };
+  auto v_empty = [&](int s) { return bar0 + 8u * u32(4 + 3 * ST + s); };
+  // The warp index, broadcast so that ptxas sees the role branch as warp-uniform.
+  const int warp = __shfl_sync(0xffffffffu, int(threadIdx.x / 32), 0);
+  const int lane = int(threadIdx.x % 32);
+  if (threadIdx.x == 0) {
+    tma_prefetch_map(&p.tma_q);
+    tma_prefetch_map(&p.tma_k);
+    tma_prefetch_map(&p.tma_v);
+    for (int i = 0; i < 2; ++i) {
+      mbar_init(q_full(i), 1);
+      mbar_init(q_empty(i), CONSUMER_WARPS);
+    }
+    for (int s = 0; s < ST; ++s) {
+      mbar_init(k_full(s), 1);
+      mbar_init(v_full(s), 1);
+      mbar_init(k_empty(s), CONSUMER_WARPS);
+      mbar_init(v_empty(s), CONSUMER_WARPS);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (warp >= int(CONSUMER_WARPS)) {  // the producer warpgroup: one lane issues every load
+    setmaxnreg_dec<Cfg::PRODUCER_REGS>();
+    if (warp != int(CONSUMER_WARPS) || lane != 0) return;
+    // Items loaded so far (k), and the ring slot and round of the next K/V tile: counters,
+    // not divisions, as this thread has only Cfg::PRODUCER_REGS registers.
+    int k = 0, s = 0, round = 0;
+    int u = blockIdx.x, i = 0;
+    WorkItem w;
+    while (next_item<Cfg>(p, u, i, &w)) {
+      const int qb = k & 1;
+      if (k >= 2) mbar_wait(q_empty(qb), ((k >> 1) - 1) & 1);
+      mbar_arrive_expect_tx(q_full(qb), Cfg::SMEM_Q);
+#pragma unroll
+      for (int cc = 0; cc < CH; ++cc)
+        tma_load_4d(sQ0 + qb * Cfg::SMEM_Q + cc * BM * 128, &p.tma_q, cc * 64, w.m0, w.h, w.b, q_full(qb));
+#pragma unroll 1
+      for (int t = 0; t < w.n_tiles; ++t) {
+        if (round > 0) mbar_wait(k_empty(s), (round - 1) & 1);
+        mbar_arrive_expect_tx(k_full(s), Cfg::SMEM_K_STAGE);
+#pragma unroll
+        for (int cc = 0; cc < CH; ++cc)
+          tma_load_4d(sK0 + s * Cfg::SMEM_K_STAGE + cc * BN * 128, &p.tma_k, cc * 64, t * BN, w.hkv, w.b, k_full(s));
+        if (round > 0) mbar_wait(v_empty(s), (round - 1) & 1);
+        mbar_arrive_expect_tx(v_full(s), Cfg::SMEM_V_STAGE);
+#pragma unroll
+        for (int cc = 0; cc < CH; ++cc)
+          tma_load_4d(sV0 + s * Cfg::SMEM_V_STAGE + cc * BN * 128, &p.tma_v, cc * 64, t * BN, w.hkv, w.b, v_full(s));
+        if (++s == ST) {
+          s = 0;
+          ++round;
+        }
+      }
+      ++k;
+    }
+    return;
+  }
+
+  // Consumers: warpgroup wg owns rows 64 wg .. 64 wg + 63 of each item.
+  setmaxnreg_inc<Cfg::CONSUMER_REGS>();
+  const int wg = warp / 4;
+  const float scale = p.sm_scale * kLog2e;
+  // PINGPONG: a turn is one batch of GEMM issues; consumer wg waits on named barrier 1 + wg
+  // for its turn and hands the next to consumer wg + 1 (mod WGS): each barrier counts the 128
+  // threads that wait on it and the 128 that arrive. Consumer 0 takes the first turn (the last
+  // consumer hands it over up front; consumer 0 takes that hand-over's match, the last
+  // consumer's last one, after its last item). Every consumer walks the same items and makes
+  // the same choices, so all take the same number of turns.
+  auto turn_begin = [&] {
+    if constexpr (Cfg::PINGPONG) named_bar_sync(1 + wg, 256);
+  };
+  auto turn_end = [&] {
+    if constexpr (Cfg::PINGPONG) named_bar_arrive(1 + (wg + 1) % Cfg::WGS, 256);
+  };
+  if (Cfg::PINGPONG && wg == Cfg::WGS - 1) named_bar_arrive(1, 256);
+  auto release = [&](u32 bar) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar);
+  };
+  int g = 0, k = 0;  // ring tiles and items taken so far
+  int u = blockIdx.x, i = 0;
+  WorkItem w;
+  while (next_item<Cfg>(p, u, i, &w)) {
+    const int qb = k & 1;
+    const u32 sQw = sQ0 + qb * Cfg::SMEM_Q + wg * 64 * 128;
+    const int row0 = w.m0 + warp * 16;
+    float m[1][2], l[1][2], o[1][D / 8][4];
+    wgmma_attn::init_state<D>(m, l, o);
+    float(&of)[D / 2] = reinterpret_cast<float(&)[D / 2]>(o);
+    float sc[BN / 2];
+    u32 pa[BN / 16][4];
+    float alpha[2];
+    const int g0 = g;
+    g += w.n_tiles;
+    // Tile t of this item: its ring slot and the parity of its fill.
+    auto slot = [&](int t) { return (g0 + t) % ST; };
+    auto phase = [&](int t) { return u32((g0 + t) / ST) & 1u; };
+    // S = Q K^T of tile t, issued (one wgmma group).
+    auto issue_qk = [&](int t) {
+      const u32 sK = sK0 + slot(t) * Cfg::SMEM_K_STAGE;
+      mbar_wait(k_full(slot(t)), phase(t));
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        mma_ss<BN, BF16>(sc, wgmma_desc(sQw + (kk / 4) * BM * 128 + (kk % 4) * 32, 1024, 1),
+                         wgmma_desc(sK + (kk / 4) * BN * 128 + (kk % 4) * 32, 1024, 1), kk > 0);
+      wgmma_commit();
+    };
+    // O += P V of tile t, issued (one wgmma group).
+    auto issue_pv = [&](int t) {
+      const u32 sV = sV0 + slot(t) * Cfg::SMEM_V_STAGE;
+      mbar_wait(v_full(slot(t)), phase(t));
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk)
+        mma_rs<D, BF16>(of, pa[kk], wgmma_desc_mn(sV + kk * 16 * 128, BN * 128, 1024, 1), 1);
+      wgmma_commit();
+    };
+    auto softmax = [&](int t) {
+      if (t >= w.mask_from) softmax_tile<Cfg, true>(p, m[0], l[0], sc, scale, t * BN, row0, alpha);
+      else softmax_tile<Cfg, false>(p, m[0], l[0], sc, scale, t * BN, row0, alpha);
+    };
+    auto rescale = [&] {
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[0][j][e] *= alpha[e / 2];
+    };
+    mbar_wait(q_full(qb), (k >> 1) & 1);
+    const int n = w.n_tiles;
+    if constexpr (Cfg::OVERLAP) {
+      // Intra-warpgroup overlap: tile t's softmax runs (in place, on S) while P V of tile t-1
+      // is on the tensor cores, issued right after Q K^T of tile t; P is packed into the A
+      // fragments only once that P V has completed, so one P tile is live.
+      if (n > 0) {
+        turn_begin();
+        issue_qk(0);
+        turn_end();
+        wgmma_wait<0>();
+        fence_regs(sc);
+        release(k_empty(slot(0)));
+        softmax(0);  // O is still zero: nothing to rescale
+        pack_p<Cfg, BF16>(sc, pa);
+#pragma unroll 1
+        for (int t = 1; t < n; ++t) {
+          turn_begin();
+          issue_qk(t);
+          issue_pv(t - 1);
+          turn_end();
+          wgmma_wait<1>();
+          fence_regs(sc);
+          release(k_empty(slot(t)));
+          softmax(t);
+          wgmma_wait<0>();
+          fence_regs(of);
+          release(v_empty(slot(t - 1)));
+          rescale();
+          pack_p<Cfg, BF16>(sc, pa);
+        }
+        turn_begin();
+        issue_pv(n - 1);
+        turn_end();
+        wgmma_wait<0>();
+        fence_regs(of);
+        release(v_empty(slot(n - 1)));
+      }
+    } else {
+#pragma unroll 1
+      for (int t = 0; t < n; ++t) {
+        issue_qk(t);
+        wgmma_wait<0>();
+        fence_regs(sc);
+        release(k_empty(slot(t)));
+        softmax(t);
+        pack_p<Cfg, BF16>(sc, pa);
+        rescale();
+        issue_pv(t);
+        wgmma_wait<0>();
+        fence_regs(of);
+        release(v_empty(slot(t)));
+      }
+    }
+    // The epilogue: O is staged in this warp's share of the warpgroup's Q rows (64 rows x
+    // 128 bytes per column block: 16 rows x D * 2 bytes per warp), which no wgmma reads any
+    // more; then the Q buffer is released. The staging writes and reads (generic proxy) are
+    // fenced before the next TMA load (async proxy) into it.
+    constexpr int WARP_BYTES = 16 * D * 2, PER_BLOCK = 64 * 128 / WARP_BYTES;
+    const int wi = warp % 4;
+    u8* stage = smem + qb * Cfg::SMEM_Q + (wi / PER_BLOCK) * BM * 128 + wg * 64 * 128 + (wi % PER_BLOCK) * WARP_BYTES;
+    epilogue::store<Cfg, 1, true>(p, m, l, o, w.b, w.h, i64(w.b) * p.heads_kv + w.hkv, warp, row0, stage);
+    fence_proxy_async();
+    release(q_empty(qb));
+    ++k;
+  }
+  if (Cfg::PINGPONG && wg == 0) named_bar_sync(1, 256);
+}
+
 template <class Cfg>
 SAGE_DEV void attn_kernel(const SageAttnParams& p) {
-  if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_t<Cfg, true>(p);
-  else attn_kernel_t<Cfg, false>(p);
+  if constexpr (Cfg::PERSISTENT) {
+    if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_persistent_t<Cfg, true>(p);
+    else attn_kernel_persistent_t<Cfg, false>(p);
+  } else {
+    if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_t<Cfg, true>(p);
+    else attn_kernel_t<Cfg, false>(p);
+  }
 }
 
 }  // namespace native_attn

@@ -11,7 +11,10 @@ using namespace dev;
 
 // One warp's SL x 16 rows starting at row0 (global query index); `warp` is its index in the CTA
 // (its rows are staged at warp * 16 * SL rows of `smem`). D, V8, P_SCALE, SMOOTH_V, O_ROW_BYTES from Cfg.
-template <class Cfg, int SL>
+// SWIZZLED: `smem` is this warp's own staging area of 16 * SL rows of D * 2 bytes, unpadded,
+// its 16-byte chunks XOR-swizzled by (row % 8) so that neither the fragment writes nor the
+// row reads conflict on banks (the persistent native kernel stages O in its dead Q tile).
+template <class Cfg, int SL, bool SWIZZLED = false>
 SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const float (&l)[SL][2],
                     const float (&o)[SL][Cfg::D / 8][4], int b, int h, i64 kv_bh, int warp, int row0, u8* smem,
                     const float (*l_lse)[2] = nullptr) {
@@ -41,7 +44,12 @@ SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const floa
     }
   const float* vscale = Cfg::V8 ? p.v_scale + kv_bh * D : nullptr;
   const float* vmean = Cfg::SMOOTH_V ? p.v_mean + kv_bh * D : nullptr;
-  u8* so = smem + warp * WARP_Q * Cfg::O_ROW_BYTES;
+  constexpr int PITCH = SWIZZLED ? D * 2 : Cfg::O_ROW_BYTES;
+  u8* so = SWIZZLED ? smem : smem + warp * WARP_Q * Cfg::O_ROW_BYTES;
+  // Byte `x` of staged row r.
+  auto at = [&](int r, int x) {
+    return so + r * PITCH + (SWIZZLED ? ((((x >> 4) ^ (r & 7)) << 4) | (x & 15)) : x);
+  };
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) {
     const int d = 8 * j + 2 * tig;
@@ -54,7 +62,7 @@ SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const floa
       for (int hh = 0; hh < 2; ++hh) {
         const float x0 = o[a][j][2 * hh] * inv_l[a][hh] * f0 + a0;
         const float x1 = o[a][j][2 * hh + 1] * inv_l[a][hh] * f1 + a1;
-        *reinterpret_cast<u32*>(so + (16 * a + gid + 8 * hh) * Cfg::O_ROW_BYTES + d * 2) = pack_x2(x0, x1, p.dtype);
+        *reinterpret_cast<u32*>(at(16 * a + gid + 8 * hh, d * 2)) = pack_x2(x0, x1, p.dtype);
       }
   }
   __syncwarp();
@@ -66,7 +74,7 @@ SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const floa
     const int row = row0 + r;
     if (row < p.seq_q)
       *reinterpret_cast<u32x4*>(gO + (i64(row) * p.o_stride_n + c * 8) * 2) =
-          *reinterpret_cast<const u32x4*>(so + r * Cfg::O_ROW_BYTES + c * 16);
+          *reinterpret_cast<const u32x4*>(at(r, c * 16));
   }
 }
 
