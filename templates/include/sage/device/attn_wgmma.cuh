@@ -48,6 +48,7 @@ struct WgmmaAttnConfig
                 "fuse_q: one warpgroup, TMA, 128-key tiles, 2+ stages, per-thread groups, plain schedule");
   static_assert(!SUM_MMA || (TMA && !WS), "sum_mma: the TMA kernel of the plain and turns schedules");
   static_assert(!SUM_MMA || !HALF_EXP_, "sum_mma takes the FP32 exponentials");
+  static_assert(!ws_intra(SCHED_) || !HALF_EXP_, "the overlapped warp-specialized softmax takes the FP32 exponentials");
   static_assert(!TMA || SCHED_ != Schedule::overlap, "the TMA loader serves the plain and pingpong schedules");
   static_assert(SCHED_ != Schedule::turns || (TMA && WARPGROUPS >= 2),
                 "turns: two or three warpgroups taking turns at a shared TMA ring");
@@ -141,14 +142,39 @@ SAGE_DEV void qk_issue(i32 (&s)[1][Cfg::BN / 8][4], u32 sQw, u32 sK) {
   qk_issue_d<Cfg>(s, desc_lo(sQw), desc_lo(sK));
 }
 
-// Softmax of a tile's scores into the FP8 A fragments of P V (`pa`, in the token order the
-// preparation permuted V for) and the factors O must be rescaled by.
+// P (FP32, accumulator layout, scaled to FP8's range) as the FP8 A fragments of P V, in the
+// token order the preparation permuted V for.
+template <class Cfg>
+SAGE_DEV void pack_p8(const float (&pf)[1][Cfg::BN / 8][4], u32 (&pa)[Cfg::BN / 32][4]) {
+#pragma unroll
+  for (int k = 0; k < Cfg::BN / 32; ++k) {
+    pa[k][0] = pack_e4m3x4(pf[0][4 * k][0], pf[0][4 * k][1], pf[0][4 * k + 1][0], pf[0][4 * k + 1][1]);
+    pa[k][1] = pack_e4m3x4(pf[0][4 * k][2], pf[0][4 * k][3], pf[0][4 * k + 1][2], pf[0][4 * k + 1][3]);
+    pa[k][2] = pack_e4m3x4(pf[0][4 * k + 2][0], pf[0][4 * k + 2][1], pf[0][4 * k + 3][0], pf[0][4 * k + 3][1]);
+    pa[k][3] = pack_e4m3x4(pf[0][4 * k + 2][2], pf[0][4 * k + 2][3], pf[0][4 * k + 3][2], pf[0][4 * k + 3][3]);
+  }
+}
+
+// Softmax of a tile's scores into FP32 probabilities `pf` (FP8's range) and the factors O
+// must be rescaled by. `pf` may be `s` itself (reinterpreted): online() reads each score
+// before it writes that element's probability and never reads it again.
+template <class Cfg, bool MASK>
+SAGE_DEV void softmax_f(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], const i32 (&s)[1][Cfg::BN / 8][4],
+                        float dq, int tile, int row0, float (&pf)[1][Cfg::BN / 8][4], float (&alpha)[1][2]) {
+  const i32 no_ds[1][4] = {{0, 0, 0, 0}};
+  // The warp-specialized kernel runs one softmax warp per scheduler: split its chains.
+  softmax::online<1, Cfg::BN / 8, false, MASK, PScale::e4m3, Cfg::WS ? 4 : 1, !Cfg::SUM_MMA>(
+      p, m, l, s, no_ds, dq, 0.f, tile * Cfg::BN, row0, pf, alpha);
+}
+
+// Softmax of a tile's scores into the FP8 A fragments of P V (`pa`) and the factors O must
+// be rescaled by.
 template <class Cfg, bool MASK>
 SAGE_DEV void softmax_p(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], i32 (&s)[1][Cfg::BN / 8][4],
                         float dq, int tile, int row0, u32 (&pa)[Cfg::BN / 32][4], float (&alpha)[1][2]) {
   constexpr int BN = Cfg::BN, NT = BN / 8, KK = BN / 32;
-  const i32 no_ds[1][4] = {{0, 0, 0, 0}};
   if constexpr (Cfg::HALF_EXP) {
+    const i32 no_ds[1][4] = {{0, 0, 0, 0}};
     u32 ph[1][NT][2];
     softmax::online_h<1, NT, false, MASK, PScale::e4m3>(p, m, l, s, no_ds, dq, 0.f, tile * BN, row0, ph, alpha);
 #pragma unroll
@@ -160,16 +186,8 @@ SAGE_DEV void softmax_p(const SageAttnParams& p, float (&m)[1][2], float (&l)[1]
     }
   } else {
     float pf[1][NT][4];
-    // The warp-specialized kernel runs one softmax warp per scheduler: split its chains.
-    softmax::online<1, NT, false, MASK, PScale::e4m3, Cfg::WS ? 4 : 1, !Cfg::SUM_MMA>(
-        p, m, l, s, no_ds, dq, 0.f, tile * BN, row0, pf, alpha);
-#pragma unroll
-    for (int k = 0; k < KK; ++k) {
-      pa[k][0] = pack_e4m3x4(pf[0][4 * k][0], pf[0][4 * k][1], pf[0][4 * k + 1][0], pf[0][4 * k + 1][1]);
-      pa[k][1] = pack_e4m3x4(pf[0][4 * k][2], pf[0][4 * k][3], pf[0][4 * k + 1][2], pf[0][4 * k + 1][3]);
-      pa[k][2] = pack_e4m3x4(pf[0][4 * k + 2][0], pf[0][4 * k + 2][1], pf[0][4 * k + 3][0], pf[0][4 * k + 3][1]);
-      pa[k][3] = pack_e4m3x4(pf[0][4 * k + 2][2], pf[0][4 * k + 2][3], pf[0][4 * k + 3][2], pf[0][4 * k + 3][3]);
-    }
+    softmax_f<Cfg, MASK>(p, m, l, s, dq, tile, row0, pf, alpha);
+    pack_p8<Cfg>(pf, pa);
   }
 }
 
@@ -629,9 +647,10 @@ SAGE_DEV void attn_kernel_ws(const SageAttnParams& p) {
     fence_regs(reinterpret_cast<i32(&)[BN / 2]>(s));
     softmax(s, 0, dq, pa, alpha);
   }
-  // Turn t: Q K^T of tile t, then P V of tile t-1 (P in `pv`); the softmax of tile t writes
-  // `pn` and the factors O is rescaled by in `an` (INTRA: while that P V runs).
-  auto step = [&](int t, u32(&pv)[KK][4], u32(&pn)[KK][4], float(&an)[1][2]) {
+  // Turn t: Q K^T of tile t, then P V of tile t-1 (P in `pa`); the softmax of tile t leaves
+  // the factors O is rescaled by in `an` (INTRA: while that P V runs, into FP32 in place of
+  // the scores; P is packed into `pa` once the P V has completed, so one P tile is live).
+  auto step = [&](int t, float(&an)[1][2]) {
     const int slot = t % ST;
     const float dq = qs * kscale[t * Cfg::K_GROUPS];
     mbar_wait(full(slot), (t / ST) & 1);
@@ -639,63 +658,49 @@ SAGE_DEV void attn_kernel_ws(const SageAttnParams& p) {
     if (TURNS) named_bar_sync(kBarTurn + cw, CONSUMERS);
     qk(s, sK0 + slot * Cfg::SMEM_K_STAGE);
     wgmma_commit();
-    pv_issue<Cfg>(acc, pv, sV0 + ((t - 1) % ST) * Cfg::SMEM_V_STAGE);
+    pv_issue<Cfg>(acc, pa, sV0 + ((t - 1) % ST) * Cfg::SMEM_V_STAGE);
     wgmma_commit();
     turn_end(t);
     if constexpr (INTRA) {
       wgmma_wait<1>();
       fence_regs(reinterpret_cast<i32(&)[BN / 2]>(s));
       float a2[1][2];
-      softmax(s, t, dq, pn, a2);
+      float(&pf)[1][BN / 8][4] = reinterpret_cast<float(&)[1][BN / 8][4]>(s);
+      if (t >= mask_from) softmax_f<Cfg, true>(p, m, l, s, dq, t, row0, pf, a2);
+      else softmax_f<Cfg, false>(p, m, l, s, dq, t, row0, pf, a2);
       wgmma_wait<0>();
       fence_regs(acc);
-      // P of tile t-1 stays live until its P V has completed, so pn cannot take its registers.
-      fence_regs(reinterpret_cast<i32(&)[KK * 4]>(pv));
       fold<Cfg>(o, l, acc, rs, an);
       an[0][0] = a2[0][0];
       an[0][1] = a2[0][1];
+      pack_p8<Cfg>(pf, pa);
     } else {
       wgmma_wait<0>();
       fence_regs(reinterpret_cast<i32(&)[BN / 2]>(s));
       fence_regs(acc);
       fold<Cfg>(o, l, acc, rs, an);
-      softmax(s, t, dq, pn, an);
+      softmax(s, t, dq, pa, an);
     }
     release(t - 1);
   };
   // The last turn: P V of the last tile.
-  auto last = [&](const u32(&pv)[KK][4]) {
+  if (n_tiles > 0) {
+#pragma unroll 1
+    for (int t = 1; t < n_tiles; ++t) step(t, alpha);
     if (TURNS) named_bar_sync(kBarTurn + cw, CONSUMERS);
-    pv_issue<Cfg>(acc, pv, sV0 + ((n_tiles - 1) % ST) * Cfg::SMEM_V_STAGE);
+    pv_issue<Cfg>(acc, pa, sV0 + ((n_tiles - 1) % ST) * Cfg::SMEM_V_STAGE);
     wgmma_commit();
     turn_end(n_tiles);
     wgmma_wait<0>();
     fence_regs(acc);
     fold<Cfg>(o, l, acc, rs, alpha);
-  };
-  if constexpr (INTRA) {
-    // Two P buffers alternate (a register copy between them would define a wgmma input while
-    // the tensor cores may still read it, and ptxas would serialize the wgmmas).
-    u32 pb[KK][4];
-    int t = 1;
-    for (; t + 1 < n_tiles; t += 2) {
-      step(t, pa, pb, alpha);
-      step(t + 1, pb, pa, alpha);
-    }
-    if (t < n_tiles) {
-      step(t, pa, pb, alpha);
-      last(pb);
-    } else if (n_tiles > 0) {
-      last(pa);
-    }
-  } else {
-    for (int t = 1; t < n_tiles; ++t) step(t, pa, pa, alpha);
-    if (n_tiles > 0) last(pa);
   }
   // Both consumers' tensor-core reads are done (and every TMA write was waited for): the
   // epilogue may reuse the ring.
   named_bar_sync(kBarEpilogue, CONSUMERS);
-  epilogue::store<Cfg, 1>(p, m, l, o, c.b, c.h, c.kv_bh, c.warp, row0, smem);
+  // The CTA's coordinates again (cheaper than keeping them live through the mainloop).
+  const CtaTile<Cfg> ce(p, threadIdx.x - 128);
+  epilogue::store<Cfg, 1>(p, m, l, o, ce.b, ce.h, ce.kv_bh, ce.warp, ce.row0, smem);
 }
 
 // The cp.async loader: every thread copies its chunks of each tile (plain and overlap schedules).
