@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 
 #include "sage/common/strings.h"
+#include "sage/tuner/tune.h"
 
 namespace sage {
 namespace {
@@ -151,6 +153,28 @@ TEST_F(CliCompile, SpillingVariantIsPrunedNotFailed) {
   CliRun strict = run(args + " --fail-on-spill");
   EXPECT_EQ(strict.rc, 1) << strict.out << strict.err;
   EXPECT_NE(strict.err.find("--fail-on-spill"), std::string::npos) << strict.err;
+}
+
+// The variants Hopper serves by default (configs/defaults.yaml, both head dimensions, short
+// and long sequences: the persistent overlapped native kernel, the plain native kernel and the
+// quantized ones) fit their registers: ptxas reports no spills and does not serialize their
+// wgmmas (issue "Kernels II": no local-memory traffic in the chosen variants).
+TEST_F(CliCompile, Sm90a_DefaultsNeitherSpillNorSerializeWgmma) {
+  std::set<std::string> names;
+  for (int d : {64, 128})
+    for (int n : {1024, 4096, 8192, 0}) names.insert(tuner::default_variant("sm_90a", d, "balanced", n));
+  std::string filter;
+  for (const std::string& n : names) filter += (filter.empty() ? "^(" : "|") + n;
+  filter += ")$";
+  CliRun r = run("compile --arch sm_90a --filter '" + filter + "' --json");
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.at("variants").size(), names.size()) << filter;
+  for (const auto& v : j["variants"]) {
+    EXPECT_TRUE(v["ok"].get<bool>()) << v["name"];
+    EXPECT_FALSE(v["spills"].get<bool>()) << v.dump(2);
+    for (const auto& k : v["kernels"]) EXPECT_FALSE(k["wgmma_serialized"].get<bool>()) << v["name"] << " " << k.dump();
+  }
 }
 
 TEST_F(CliCompile, InvalidArchIsAUsageError) {

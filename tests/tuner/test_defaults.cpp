@@ -46,6 +46,22 @@ TEST(Defaults, HopperPicksTheNativeFamilyForShortSequencesOnly) {
   EXPECT_NE(qk(128, "accurate", 16384), "native");
 }
 
+// Within the native range, D=128 runs the persistent kernel with the intra-warpgroup overlap
+// (docs/kernels.md: N=1K 516-528 vs 433-441 TOPS for the plain kernel on the H100); D=64 keeps
+// the plain one-warpgroup kernel, which the persistent ones do not beat there.
+TEST(Defaults, HopperD128ShortSequencesRunThePersistentOverlappedKernel) {
+  auto schedule = [](int d, const std::string& policy, int seq_kv) {
+    const std::string v = tuner::default_variant("sm_90a", d, policy, seq_kv);
+    return gen::SearchSpace::builtin().find(v)->get_string("schedule");
+  };
+  for (const char* policy : {"accurate", "balanced", "fast"}) {
+    EXPECT_EQ(schedule(128, policy, 1024), "persistent_overlap") << policy;
+    EXPECT_EQ(schedule(128, policy, 2048), "persistent_overlap") << policy;
+    EXPECT_EQ(schedule(64, policy, 1024), "plain") << policy;
+  }
+  EXPECT_EQ(schedule(128, "balanced", 4096), "plain");
+}
+
 // Between the native family's range and 16K keys the quantized default quantizes Q in the
 // attention kernel (fuse_q: a preparation of K and V only); longer sequences keep the
 // preparation's Q.
