@@ -15,9 +15,9 @@
 
 namespace sage {
 
-// PERSISTENT: the `persistent` schedule (attn_kernel_persistent below): a producer warpgroup
-// after the consumer warpgroups, two Q buffers (O is staged in the dead one), a grid of at most one
-// CTA per SM and occupancy slot.
+// PERSISTENT: the `persistent` schedule (attn_kernel_persistent_t below): a producer
+// warpgroup after the consumer warpgroups, two Q buffers (O is staged in an item's own Q rows
+// once no wgmma reads them), a grid of at most one CTA per SM and occupancy slot.
 // OVERLAP (persistent_overlap): each consumer runs tile t's softmax while its P V of tile t-1
 // is on the tensor cores. PINGPONG (persistent_pingpong, with OVERLAP): the two consumers take
 // turns at issuing their GEMMs (named barriers), so one's softmax runs under the others' GEMMs.
