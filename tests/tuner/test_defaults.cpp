@@ -62,6 +62,21 @@ TEST(Defaults, HopperD128ShortSequencesRunThePersistentOverlappedKernel) {
   EXPECT_EQ(schedule(128, "balanced", 4096), "plain");
 }
 
+// An entry that names `causal` matches calls with that mask only: Hopper keeps the native
+// persistent kernel for causal D=128 calls up to 4K keys (ahead of the quantized one there),
+// and callers that do not say (causal -1) get the mask-independent entries.
+TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
+  auto qk = [](int seq_kv, int causal) {
+    const std::string v = tuner::default_variant("sm_90a", 128, "balanced", seq_kv, causal);
+    return gen::SearchSpace::builtin().find(v)->get_string("qk");
+  };
+  EXPECT_EQ(qk(4096, 1), "native");
+  EXPECT_EQ(qk(4096, 0), "int8");
+  EXPECT_EQ(qk(4096, -1), "int8");
+  EXPECT_EQ(qk(8192, 1), "int8");
+  EXPECT_EQ(qk(2048, 0), "native");
+}
+
 // Between the native family's range and 16K keys the quantized default quantizes Q in the
 // attention kernel (fuse_q: a preparation of K and V only); longer sequences keep the
 // preparation's Q.

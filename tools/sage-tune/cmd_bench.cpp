@@ -107,7 +107,8 @@ int run_bench(const BenchArgs& a) {
           tuner::WinnerKey wk{fp, pcfg.key_of(p, a.policy), tuner::generator_hash(), tuner::nvrtc_version()};
           if (auto w = store->winner(wk)) names.push_back(w->variant);
         }
-        if (names.empty() && a.variants.empty()) names.push_back(tuner::default_variant(arch, d, a.policy, p.seq_kv));
+        if (names.empty() && a.variants.empty())
+          names.push_back(tuner::default_variant(arch, d, a.policy, p.seq_kv, p.causal ? 1 : 0));
         for (const std::string& name : names) {
           auto k = kernel_for(name);
           std::vector<tuner::AttnBuffers> in;

@@ -62,7 +62,8 @@ std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r) {
   }
 }
 
-std::string default_variant(const std::string& arch, int head_dim, const std::string& policy, int seq_kv) {
+std::string default_variant(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
+                            int causal) {
   const EmbeddedFile* f = embedded_configs::find("defaults.yaml");
   if (!f) throw Error(Errc::internal, "configs/defaults.yaml is not embedded in this build");
   YAML::Node root;
@@ -90,6 +91,8 @@ std::string default_variant(const std::string& arch, int head_dim, const std::st
     if (entry["head_dim"].as<int>() != head_dim) continue;
     if (YAML::Node mx = entry["max_seq_kv"])
       if (seq_kv <= 0 || seq_kv > mx.as<int>()) continue;
+    if (YAML::Node c = entry["causal"])
+      if (causal < 0 || c.as<bool>() != (causal == 1)) continue;
     if (YAML::Node pols = entry["policies"]) {
       bool any = false;
       for (const YAML::Node& p : pols) any |= p.as<std::string>() == policy;
@@ -228,7 +231,8 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
       std::vector<const gen::Variant*> cands;
       std::string dflt;
       try {
-        dflt = default_variant(arch, shape_key.head_dim, opts.policies.front(), shape_key.seq_kv_bucket);
+        dflt = default_variant(arch, shape_key.head_dim, opts.policies.front(), shape_key.seq_kv_bucket,
+                               shape_key.causal ? 1 : 0);
       } catch (const Error& e) {
         std::lock_guard<std::mutex> lock(mu);
         rep.warnings.push_back(e.what());
@@ -394,7 +398,7 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
         pr.timed = timed;
         pr.resumed = resumed;
         try {
-          pr.default_variant = default_variant(arch, k.head_dim, pol, k.seq_kv_bucket);
+          pr.default_variant = default_variant(arch, k.head_dim, pol, k.seq_kv_bucket, k.causal ? 1 : 0);
         } catch (const Error&) {
         }
         std::optional<Winner> w = store.decide_winner(WinnerKey{fp, k, gen_hash, nvrtc});

@@ -70,6 +70,8 @@ std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r);
 // The architecture's default variant for a problem (configs/defaults.yaml), by name; throws
 // Error(not_found) when the configuration has none or names a variant outside the space.
 // `seq_kv` (the call's, or its bucket's) lets entries with `max_seq_kv` match; 0 skips them.
-std::string default_variant(const std::string& arch, int head_dim, const std::string& policy, int seq_kv = 0);
+// `causal` (1 causal, 0 not) lets entries that name `causal` match; -1 (unknown) skips them.
+std::string default_variant(const std::string& arch, int head_dim, const std::string& policy, int seq_kv = 0,
+                            int causal = -1);
 
 }  // namespace sage::tuner
