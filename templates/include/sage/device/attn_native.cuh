@@ -98,6 +98,29 @@ SAGE_DEV void mma_rs(float (&d)[N / 2], const u32 (&a)[4], u64 b, int acc) {
   }
 }
 
+// S = Q K^T of one tile, issued as one wgmma group: Q's rows at sQw (column blocks of BM rows,
+// the CTA's Q tile) and the K tile at sK, both 64-column blocks of 128-byte rows.
+template <class Cfg, bool BF16>
+SAGE_DEV void issue_qk(float (&s)[Cfg::BN / 2], u32 sQw, u32 sK) {
+  constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN;
+  wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < D / 16; ++k)
+    mma_ss<BN, BF16>(s, wgmma_desc(sQw + (k / 4) * BM * 128 + (k % 4) * 32, 1024, 1),
+                     wgmma_desc(sK + (k / 4) * BN * 128 + (k % 4) * 32, 1024, 1), k > 0);
+  wgmma_commit();
+}
+// O += P V of one tile, issued as one wgmma group: P's A fragments from registers, the V tile
+// at sV read MN-major.
+template <class Cfg, bool BF16>
+SAGE_DEV void issue_pv(float (&o)[Cfg::D / 2], const u32 (&pa)[Cfg::BN / 16][4], u32 sV) {
+  constexpr int D = Cfg::D, BN = Cfg::BN;
+  wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < BN / 16; ++k) mma_rs<D, BF16>(o, pa[k], wgmma_desc_mn(sV + k * 16 * 128, BN * 128, 1024, 1), 1);
+  wgmma_commit();
+}
+
 // The online softmax of one tile of FP32 scores `s` (accumulator layout: chunk n, rows gid
 // and gid + 8 at [4n + 2hh + e]), in place: s becomes this tile's unnormalized P, with the row
 // state m (log2 domain, scaled), l (this lane's partial sums) and O's rescale factors `alpha`.
@@ -197,12 +220,7 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
     const u32 sK = sK0 + slot * Cfg::SMEM_K_STAGE, sV = sV0 + slot * Cfg::SMEM_V_STAGE;
     mbar_wait(full(slot), (t / ST) & 1);
     float s[BN / 2];
-    wgmma_fence();
-#pragma unroll
-    for (int k = 0; k < D / 16; ++k)
-      mma_ss<BN, BF16>(s, wgmma_desc(sQw + (k / 4) * BM * 128 + (k % 4) * 32, 1024, 1),
-                       wgmma_desc(sK + (k / 4) * BN * 128 + (k % 4) * 32, 1024, 1), k > 0);
-    wgmma_commit();
+    issue_qk<Cfg, BF16>(s, sQw, sK);
     wgmma_wait<0>();
     fence_regs(s);
     u32 pa[BN / 16][4];
@@ -214,10 +232,7 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
     for (int j = 0; j < D / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[0][j][e] *= alpha[e / 2];
-    wgmma_fence();
-#pragma unroll
-    for (int k = 0; k < BN / 16; ++k) mma_rs<D, BF16>(of, pa[k], wgmma_desc_mn(sV + k * 16 * 128, BN * 128, 1024, 1), 1);
-    wgmma_commit();
+    issue_pv<Cfg, BF16>(of, pa, sV);
     wgmma_wait<0>();
     fence_regs(of);
     // Every warp's wgmma reads of this slot have completed: refill it.
@@ -403,26 +418,14 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
     // Tile t of this item: its ring slot and the parity of its fill.
     auto slot = [&](int t) { return (g0 + t) % ST; };
     auto phase = [&](int t) { return u32((g0 + t) / ST) & 1u; };
-    // S = Q K^T of tile t, issued (one wgmma group).
-    auto issue_qk = [&](int t) {
-      const u32 sK = sK0 + slot(t) * Cfg::SMEM_K_STAGE;
+    // S = Q K^T and O += P V of tile t, issued once its K or V has landed.
+    auto qk = [&](int t) {
       mbar_wait(k_full(slot(t)), phase(t));
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-        mma_ss<BN, BF16>(sc, wgmma_desc(sQw + (kk / 4) * BM * 128 + (kk % 4) * 32, 1024, 1),
-                         wgmma_desc(sK + (kk / 4) * BN * 128 + (kk % 4) * 32, 1024, 1), kk > 0);
-      wgmma_commit();
+      issue_qk<Cfg, BF16>(sc, sQw, sK0 + slot(t) * Cfg::SMEM_K_STAGE);
     };
-    // O += P V of tile t, issued (one wgmma group).
-    auto issue_pv = [&](int t) {
-      const u32 sV = sV0 + slot(t) * Cfg::SMEM_V_STAGE;
+    auto pv = [&](int t) {
       mbar_wait(v_full(slot(t)), phase(t));
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk)
-        mma_rs<D, BF16>(of, pa[kk], wgmma_desc_mn(sV + kk * 16 * 128, BN * 128, 1024, 1), 1);
-      wgmma_commit();
+      issue_pv<Cfg, BF16>(of, pa, sV0 + slot(t) * Cfg::SMEM_V_STAGE);
     };
     auto softmax = [&](int t) {
       if (t >= w.mask_from) softmax_tile<Cfg, true>(p, m[0], l[0], sc, scale, t * BN, row0, alpha);
@@ -442,7 +445,7 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
       // fragments only once that P V has completed, so one P tile is live.
       if (n > 0) {
         turn_begin();
-        issue_qk(0);
+        qk(0);
         turn_end();
         wgmma_wait<0>();
         fence_regs(sc);
@@ -452,8 +455,8 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
 #pragma unroll 1
         for (int t = 1; t < n; ++t) {
           turn_begin();
-          issue_qk(t);
-          issue_pv(t - 1);
+          qk(t);
+          pv(t - 1);
           turn_end();
           wgmma_wait<1>();
           fence_regs(sc);
@@ -466,7 +469,7 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
           pack_p<Cfg, BF16>(sc, pa);
         }
         turn_begin();
-        issue_pv(n - 1);
+        pv(n - 1);
         turn_end();
         wgmma_wait<0>();
         fence_regs(of);
@@ -475,14 +478,14 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
     } else {
 #pragma unroll 1
       for (int t = 0; t < n; ++t) {
-        issue_qk(t);
+        qk(t);
         wgmma_wait<0>();
         fence_regs(sc);
         release(k_empty(slot(t)));
         softmax(t);
         pack_p<Cfg, BF16>(sc, pa);
         rescale();
-        issue_pv(t);
+        pv(t);
         wgmma_wait<0>();
         fence_regs(of);
         release(v_empty(slot(t)));
