@@ -648,9 +648,9 @@ SAGE_DEV void attn_kernel_ws(const SageAttnParams& p) {
     softmax(s, 0, dq, pa, alpha);
   }
   // Turn t: Q K^T of tile t, then P V of tile t-1 (P in `pa`); the softmax of tile t leaves
-  // the factors O is rescaled by in `an` (INTRA: while that P V runs, into FP32 in place of
+  // the factors O is rescaled by in `alpha` (INTRA: while that P V runs, into FP32 in place of
   // the scores; P is packed into `pa` once the P V has completed, so one P tile is live).
-  auto step = [&](int t, float(&an)[1][2]) {
+  auto step = [&](int t) {
     const int slot = t % ST;
     const float dq = qs * kscale[t * Cfg::K_GROUPS];
     mbar_wait(full(slot), (t / ST) & 1);
@@ -670,23 +670,23 @@ SAGE_DEV void attn_kernel_ws(const SageAttnParams& p) {
       else softmax_f<Cfg, false>(p, m, l, s, dq, t, row0, pf, a2);
       wgmma_wait<0>();
       fence_regs(acc);
-      fold<Cfg>(o, l, acc, rs, an);
-      an[0][0] = a2[0][0];
-      an[0][1] = a2[0][1];
+      fold<Cfg>(o, l, acc, rs, alpha);
+      alpha[0][0] = a2[0][0];
+      alpha[0][1] = a2[0][1];
       pack_p8<Cfg>(pf, pa);
     } else {
       wgmma_wait<0>();
       fence_regs(reinterpret_cast<i32(&)[BN / 2]>(s));
       fence_regs(acc);
-      fold<Cfg>(o, l, acc, rs, an);
-      softmax(s, t, dq, pa, an);
+      fold<Cfg>(o, l, acc, rs, alpha);
+      softmax(s, t, dq, pa, alpha);
     }
     release(t - 1);
   };
-  // The last turn: P V of the last tile.
   if (n_tiles > 0) {
 #pragma unroll 1
-    for (int t = 1; t < n_tiles; ++t) step(t, alpha);
+    for (int t = 1; t < n_tiles; ++t) step(t);
+    // The last turn: P V of the last tile.
     if (TURNS) named_bar_sync(kBarTurn + cw, CONSUMERS);
     pv_issue<Cfg>(acc, pa, sV0 + ((n_tiles - 1) % ST) * Cfg::SMEM_V_STAGE);
     wgmma_commit();
