@@ -400,26 +400,34 @@ void require_tma_aligned(const std::string& variant, const char* what, std::init
 
 // The native family's maps: 4-D (D, N, H, B) over the caller's Q, K and V in their own
 // dtype, boxes of 64 columns (128-byte rows, 128B swizzle) by BLOCK_M or BLOCK_N rows; rows
-// past a sequence's end read as zeros. Re-encoded only when the pointers or the shape change.
+// past a sequence's end read as zeros. The persistent kernels also store O (Q's layout)
+// through a map with boxes of 64 columns by 16 rows (one warp's rows). Re-encoded only when
+// the pointers or the shape change.
 void AttnKernel::native_tensor_maps(const AttnProblem& p, SageAttnParams& s) const {
   const KernelConfig& c = cfg_;
   require_tma_aligned(c.name, "Q, K and V", {s.q.ptr, s.k.ptr, s.v.ptr});
+  SageTensor o = s.q;
+  o.ptr = persistent() ? s.o : nullptr;
+  if (o.ptr) require_tma_aligned(c.name, "O", {o.ptr});
   const std::array<std::int64_t, 8> key = user_shape(p);
   std::lock_guard<std::mutex> lock(tma_mu_);
   TmaCache& t = tma_cache_;
-  if (t.q != s.q.ptr || t.k != s.k.ptr || t.v != s.v.ptr || t.shape != key) {
-    t.q = nullptr;  // invalid until all three are encoded
+  if (t.q != s.q.ptr || t.k != s.k.ptr || t.v != s.v.ptr || t.o != o.ptr || t.shape != key) {
+    t.q = nullptr;  // invalid until all are encoded
     encode_user(t.maps[0], s.q, p, p.heads_q, p.seq_q, c.block_m);
     encode_user(t.maps[1], s.k, p, p.heads_kv, p.seq_kv, c.block_n);
     encode_user(t.maps[2], s.v, p, p.heads_kv, p.seq_kv, c.block_n);
+    if (o.ptr) encode_user(t.maps[3], o, p, p.heads_q, p.seq_q, 16);
     t.q = s.q.ptr;
     t.k = s.k.ptr;
     t.v = s.v.ptr;
+    t.o = o.ptr;
     t.shape = key;
   }
   std::memcpy(&s.tma_q, t.maps[0], 128);
   std::memcpy(&s.tma_k, t.maps[1], 128);
   std::memcpy(&s.tma_v, t.maps[2], 128);
+  if (o.ptr) std::memcpy(&s.tma_o, t.maps[3], 128);
 }
 
 void AttnKernel::tensor_maps(const WorkspacePlan& w, const AttnProblem& p, SageAttnParams& s) const {

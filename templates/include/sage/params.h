@@ -66,8 +66,9 @@ struct SageAttnParams {
   sage_i32 pad_;
   // TMA variants (wgmma pipeline): tensor maps (CUtensorMap, opaque) of q_quant, k_quant and
   // v_prep in the tile boxes and swizzle the kernel reads, encoded by the launcher (zero
-  // otherwise). Kernels take the parameters as __grid_constant__, so TMA reads them in place.
-  struct alignas(64) SageTensorMap { unsigned long long opaque[16]; } tma_q, tma_k, tma_v;
+  // otherwise); the persistent native kernels also store O through tma_o. Kernels take the
+  // parameters as __grid_constant__, so TMA reads them in place.
+  struct alignas(64) SageTensorMap { unsigned long long opaque[16]; } tma_q, tma_k, tma_v, tma_o;
 };
 
 // The FP32 reference attention's arguments: O and LSE in FP32, [B, Hq, Nq, D] / [B, Hq, Nq].

@@ -111,9 +111,10 @@ class AttnKernel {
     const void* q = nullptr;
     const void* k = nullptr;
     const void* v = nullptr;
+    const void* o = nullptr;  // persistent native: the output the O map describes
     std::int64_t q_rows = 0, k_rows = 0, v_rows = 0, npad = 0;
     std::array<std::int64_t, 8> shape = {};  // native: the problem the maps describe
-    alignas(64) unsigned char maps[3][128] = {};
+    alignas(64) unsigned char maps[4][128] = {};  // Q, K, V, O
   };
   KernelConfig cfg_;
   std::shared_ptr<Module> module_;

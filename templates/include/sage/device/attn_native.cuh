@@ -49,7 +49,7 @@ struct NativeAttnConfig {
   static constexpr int Q_BUFS = PERSISTENT ? 2 : 1;
   static constexpr int SMEM_MAIN = Q_BUFS * SMEM_Q + STAGES * (SMEM_K_STAGE + SMEM_V_STAGE);
   static constexpr int O_ROW_BYTES = D * 2 + 16;
-  // persistent: O is staged (unpadded, swizzled) in the warpgroup's own rows of its Q buffer
+  // persistent: O is staged in the warp's own rows of its Q buffer and stored by TMA
   static constexpr int SMEM_EPI = PERSISTENT ? 0 : BM * O_ROW_BYTES;
   // +1024: the kernel aligns its tiles to the 1 KiB swizzle atom itself.
   static constexpr int SMEM_BYTES = (SMEM_MAIN > SMEM_EPI ? SMEM_MAIN : SMEM_EPI) + 1024;
@@ -328,6 +328,7 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
     tma_prefetch_map(&p.tma_q);
     tma_prefetch_map(&p.tma_k);
     tma_prefetch_map(&p.tma_v);
+    tma_prefetch_map(&p.tma_o);
     for (int i = 0; i < 2; ++i) {
       mbar_init(q_full(i), 1);
       mbar_init(q_empty(i), CONSUMER_WARPS);
@@ -400,6 +401,14 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
     __syncwarp();
     if (lane == 0) mbar_arrive(bar);
   };
+  // The Q buffer whose O store is in flight (-1: none), released once the store has read it.
+  int pending_q = -1;
+  auto release_q = [&] {
+    if (pending_q < 0) return;
+    if (lane == 0) tma_store_wait<0, true>();
+    release(q_empty(pending_q));
+    pending_q = -1;
+  };
   int g = 0, k = 0;  // ring tiles and items taken so far
   int u = blockIdx.x, i = 0;
   WorkItem w;
@@ -447,6 +456,7 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
         turn_begin();
         qk(0);
         turn_end();
+        release_q();
         wgmma_wait<0>();
         fence_regs(sc);
         release(k_empty(slot(0)));
@@ -479,6 +489,7 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
 #pragma unroll 1
       for (int t = 0; t < n; ++t) {
         qk(t);
+        release_q();
         wgmma_wait<0>();
         fence_regs(sc);
         release(k_empty(slot(t)));
@@ -491,18 +502,28 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
         release(v_empty(slot(t)));
       }
     }
-    // The epilogue: O is staged in this warp's share of the warpgroup's Q rows (64 rows x
-    // 128 bytes per column block: 16 rows x D * 2 bytes per warp), which no wgmma reads any
-    // more; then the Q buffer is released. The staging writes and reads (generic proxy) are
-    // fenced before the next TMA load (async proxy) into it.
-    constexpr int WARP_BYTES = 16 * D * 2, PER_BLOCK = 64 * 128 / WARP_BYTES;
+    // The epilogue: O is staged in this warp's own rows of its Q buffer, which no wgmma reads
+    // any more, in the Q tile's layout (the TMA store's: 64-column blocks of 128-byte rows),
+    // and one lane stores them with TMA (box 64 columns x 16 rows; rows past the sequence's
+    // end are not written). The staging writes (generic proxy) are fenced before the store
+    // (async proxy) reads them. The Q buffer is released once the store has read it, after
+    // the next item's first Q K^T is issued (or at the end), so the warp does not wait for it.
+    release_q();
     const int wi = warp % 4;
-    u8* stage = smem + qb * Cfg::SMEM_Q + (wi / PER_BLOCK) * BM * 128 + wg * 64 * 128 + (wi % PER_BLOCK) * WARP_BYTES;
-    epilogue::store<Cfg, 1, true>(p, m, l, o, w.b, w.h, i64(w.b) * p.heads_kv + w.hkv, warp, row0, stage);
+    const u32 stage = (qb * Cfg::SMEM_Q) + (wg * 64 + wi * 16) * 128;
+    epilogue::store<Cfg, 1, BM * 128>(p, m, l, o, w.b, w.h, i64(w.b) * p.heads_kv + w.hkv, warp, row0, smem + stage);
     fence_proxy_async();
-    release(q_empty(qb));
+    __syncwarp();
+    if (lane == 0) {
+#pragma unroll
+      for (int cc = 0; cc < CH; ++cc) tma_store_4d(&p.tma_o, sQ0 + stage + cc * BM * 128, cc * 64, row0, w.h, w.b);
+      tma_store_commit();
+    }
+    pending_q = qb;
     ++k;
   }
+  release_q();
+  if (lane == 0) tma_store_wait<0, false>();
   if (Cfg::PINGPONG && wg == 0) named_bar_sync(1, 256);
 }
 

@@ -11,10 +11,12 @@ using namespace dev;
 
 // One warp's SL x 16 rows starting at row0 (global query index); `warp` is its index in the CTA
 // (its rows are staged at warp * 16 * SL rows of `smem`). D, V8, P_SCALE, SMOOTH_V, O_ROW_BYTES from Cfg.
-// SWIZZLED: `smem` is this warp's own staging area of 16 * SL rows of D * 2 bytes, unpadded,
-// its 16-byte chunks XOR-swizzled by (row % 8) so that neither the fragment writes nor the
-// row reads conflict on banks (the persistent native kernel stages O in its dead Q tile).
-template <class Cfg, int SL, bool SWIZZLED = false>
+// TMA_BLOCK > 0: O is only staged, for a TMA store by the caller: `smem` is this warp's own
+// 16 * SL rows in the store's layout, 64-column blocks TMA_BLOCK bytes apart, each row 128
+// bytes with its 16-byte chunks XOR-swizzled by (row % 8) (the 128B swizzle; the rows start
+// 1024-byte aligned), so the fragment writes do not conflict on banks either (the persistent
+// native kernel stages O in its dead Q rows).
+template <class Cfg, int SL, int TMA_BLOCK = 0>
 SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const float (&l)[SL][2],
                     const float (&o)[SL][Cfg::D / 8][4], int b, int h, i64 kv_bh, int warp, int row0, u8* smem,
                     const float (*l_lse)[2] = nullptr) {
@@ -44,11 +46,12 @@ SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const floa
     }
   const float* vscale = Cfg::V8 ? p.v_scale + kv_bh * D : nullptr;
   const float* vmean = Cfg::SMOOTH_V ? p.v_mean + kv_bh * D : nullptr;
-  constexpr int PITCH = SWIZZLED ? D * 2 : Cfg::O_ROW_BYTES;
-  u8* so = SWIZZLED ? smem : smem + warp * WARP_Q * Cfg::O_ROW_BYTES;
+  constexpr bool TMA = TMA_BLOCK > 0;
+  u8* so = TMA ? smem : smem + warp * WARP_Q * Cfg::O_ROW_BYTES;
   // Byte `x` of staged row r.
   auto at = [&](int r, int x) {
-    return so + r * PITCH + (SWIZZLED ? ((((x >> 4) ^ (r & 7)) << 4) | (x & 15)) : x);
+    if constexpr (TMA) return so + (x >> 7) * TMA_BLOCK + r * 128 + (((((x >> 4) & 7) ^ (r & 7)) << 4) | (x & 15));
+    else return so + r * Cfg::O_ROW_BYTES + x;
   };
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) {
@@ -65,6 +68,7 @@ SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const floa
         *reinterpret_cast<u32*>(at(16 * a + gid + 8 * hh, d * 2)) = pack_x2(x0, x1, p.dtype);
       }
   }
+  if constexpr (TMA) return;
   __syncwarp();
   constexpr int CPR = D / 8;  // 16-byte chunks per output row
   u8* gO = static_cast<u8*>(p.o) + (b * p.o_stride_b + h * p.o_stride_h) * 2;

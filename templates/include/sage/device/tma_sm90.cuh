@@ -51,6 +51,24 @@ SAGE_DEV void tma_load_4d(u32 dst, const void* tmap, int x, int y, int z, int w,
       "l"(tmap), "r"(x), "r"(y), "r"(z), "r"(w), "r"(bar)
       : "memory");
 }
+// Stores the box at element coordinates (x, y, z, w) of a 4-D tensor map from shared memory
+// at `src` (in the map's swizzle layout); rows past the tensor's extent are not written. The
+// store joins this thread's current bulk async-group (commit with tma_store_commit). The
+// shared-memory writes it reads must be made visible to the async proxy first
+// (fence_proxy_async by every writing thread, then a barrier among them).
+SAGE_DEV void tma_store_4d(const void* tmap, u32 src, int x, int y, int z, int w) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n" ::"l"(tmap),
+               "r"(x), "r"(y), "r"(z), "r"(w), "r"(src)
+               : "memory");
+}
+SAGE_DEV void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until at most N of this thread's bulk async-groups are pending: READ, until they have
+// read their shared memory (it may be overwritten); otherwise until their writes are done.
+template <int N, bool READ>
+SAGE_DEV void tma_store_wait() {
+  if constexpr (READ) asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+  else asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
 // Named barriers (ids 1..15; 0 is __syncthreads) among `threads` threads, a multiple of 32:
 // sync waits for the barrier to complete, arrive counts this warp in and goes on.
 SAGE_DEV void named_bar_sync(int id, int threads) {
