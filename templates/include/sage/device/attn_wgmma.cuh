@@ -159,7 +159,7 @@ SAGE_DEV void pack_p8(const float (&pf)[1][Cfg::BN / 8][4], u32 (&pa)[Cfg::BN / 
 // must be rescaled by. `pf` may be `s` itself (reinterpreted): online() reads each score
 // before it writes that element's probability and never reads it again.
 template <class Cfg, bool MASK>
-SAGE_DEV void softmax_f(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], const i32 (&s)[1][Cfg::BN / 8][4],
+SAGE_DEV void softmax_f(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], i32 (&s)[1][Cfg::BN / 8][4],
                         float dq, int tile, int row0, float (&pf)[1][Cfg::BN / 8][4], float (&alpha)[1][2]) {
   const i32 no_ds[1][4] = {{0, 0, 0, 0}};
   // The warp-specialized kernel runs one softmax warp per scheduler: split its chains.

@@ -89,8 +89,14 @@ SAGE_DEV float row_max(const i32 (&s)[NT][4], int hh, const float (&dsf)[SMOOTH_
 // CHAINS (a power of two) splits the row max and sum into independent dependency chains.
 // Without ROW_SUM the caller takes the row sums elsewhere (the sum_mma variants: on the tensor
 // cores) and `l` is left alone.
+// Without SMOOTH_Q a masked tile's hidden scores are first overwritten (in `s`) with
+// kHiddenScore, below every real score (|S| <= D * 127 * 127 < 2^21) and still in the range of
+// the magic-number conversion (|x| < 2^22): the row max needs no mask, and the exponentials
+// test each score's value, so no per-column visibility stays live between the two passes (a
+// masked tile then needs no more registers than an unmasked one).
+constexpr i32 kHiddenScore = -(1 << 22) + 1;
 template <int SL, int NT, bool SMOOTH_Q, bool MASK, PScale PS, int CHAINS = 1, bool ROW_SUM = true>
-SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][2], const i32 (&s)[SL][NT][4],
+SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][2], i32 (&s)[SL][NT][4],
                      const i32 (&ds)[SMOOTH_Q ? NT : 1][4], float dq, float ds_scale, int col_base, int row0,
                      float (&pf)[SL][NT][4], float (&alpha)[SL][2]) {
   const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
@@ -104,9 +110,17 @@ SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const Visible visible(p, col0, causal_off, row0 + 16 * a + gid + 8 * hh);
+      constexpr bool HIDE = MASK && !SMOOTH_Q;  // hidden scores overwritten, see kHiddenScore
+      if constexpr (HIDE) {
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (!visible(n, e)) s[a][n][2 * hh + e] = kHiddenScore;
+      }
       float x[SMOOTH_Q ? NT : 1][2];
       const float base =
-          row_max<NT, SMOOTH_Q, MASK, CHAINS>(s[a], hh, dsf, dq, visible, x, m[a][hh], alpha[a][hh]);
+          row_max<NT, SMOOTH_Q, MASK && !HIDE, CHAINS>(s[a], hh, dsf, dq, visible, x, m[a][hh], alpha[a][hh]);
       float rs[CHAINS];
 #pragma unroll
       for (int c = 0; c < CHAINS; ++c) rs[c] = 0.f;
@@ -127,8 +141,9 @@ SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][
         for (int n = 0; n < NT; ++n)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            float v = ex2(fmaf(magic_i2f(s[a][n][2 * hh + e]), dq, -c));
-            if (MASK && !visible(n, e)) v = 0.f;
+            const i32 x = s[a][n][2 * hh + e];
+            float v = ex2(fmaf(magic_i2f(x), dq, -c));
+            if (HIDE && x == kHiddenScore) v = 0.f;
             pf[a][n][2 * hh + e] = v;
             if (ROW_SUM) rs[(2 * n + e) % CHAINS] += v;
           }
