@@ -38,8 +38,10 @@ TEST(Defaults, HopperPicksTheNativeFamilyForShortSequencesOnly) {
   for (const char* policy : {"accurate", "balanced", "fast"}) {
     EXPECT_EQ(qk(128, policy, 1024), "native") << policy;
     EXPECT_EQ(qk(128, policy, 2048), "native") << policy;
-    EXPECT_EQ(qk(64, policy, 4096), "native") << policy;
+    EXPECT_EQ(qk(64, policy, 2048), "native") << policy;
   }
+  EXPECT_EQ(qk(64, "accurate", 4096), "native");
+  EXPECT_EQ(qk(64, "balanced", 4096), "int8");
   EXPECT_EQ(qk(128, "balanced", 4096), "int8");
   EXPECT_EQ(qk(64, "balanced", 8192), "int8");
   EXPECT_EQ(qk(128, "balanced", 0), "int8");  // no sequence length: the entries without max_seq_kv
@@ -75,11 +77,32 @@ TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
   EXPECT_EQ(qk(4096, -1), "int8");
   EXPECT_EQ(qk(8192, 1), "int8");
   EXPECT_EQ(qk(2048, 0), "native");
+  // D=64: causal calls up to 4K keys stay native, non-causal ones from 4K are quantized.
+  auto qk64 = [](int seq_kv, int causal) {
+    const std::string v = tuner::default_variant("sm_90a", 64, "balanced", seq_kv, causal);
+    return gen::SearchSpace::builtin().find(v)->get_string("qk");
+  };
+  EXPECT_EQ(qk64(4096, 1), "native");
+  EXPECT_EQ(qk64(4096, 0), "int8");
+  EXPECT_EQ(qk64(2048, 0), "native");
+  EXPECT_EQ(qk64(8192, 1), "int8");
 }
 
-// Between the native family's range and 16K keys the quantized default quantizes Q in the
-// attention kernel (fuse_q: a preparation of K and V only); longer sequences keep the
-// preparation's Q.
+// At D=64 the quantized Hopper default runs four one-warpgroup CTAs per SM (128 registers),
+// without fuse_q; D=128 keeps three (it would spill at 128).
+TEST(Defaults, HopperD64QuantizedRunsFourCtasPerSm) {
+  auto occ = [](int d, int seq_kv) {
+    const std::string v = tuner::default_variant("sm_90a", d, "balanced", seq_kv, 0);
+    const auto var = gen::SearchSpace::builtin().find(v);
+    return var->get_int("min_ctas");
+  };
+  for (int n : {4096, 8192, 16384, 0}) EXPECT_EQ(occ(64, n), 4) << n;
+  EXPECT_EQ(occ(128, 16384), 3);
+}
+
+// At D=128 between the native family's range and 8K keys the quantized default quantizes Q
+// in the attention kernel (fuse_q: a preparation of K and V only); longer sequences keep the
+// preparation's Q, and D=64 (four CTAs per SM) never fuses it.
 TEST(Defaults, HopperFusesQQuantizationBelowLongSequences) {
   auto fused = [](int d, const std::string& policy, int seq_kv) {
     const std::string v = tuner::default_variant("sm_90a", d, policy, seq_kv);
@@ -88,7 +111,7 @@ TEST(Defaults, HopperFusesQQuantizationBelowLongSequences) {
   };
   for (const char* policy : {"balanced", "fast"}) {
     EXPECT_TRUE(fused(128, policy, 4096)) << policy;
-    EXPECT_TRUE(fused(64, policy, 8192)) << policy;
+    EXPECT_FALSE(fused(64, policy, 8192)) << policy;
     EXPECT_FALSE(fused(128, policy, 8192)) << policy;
     EXPECT_FALSE(fused(128, policy, 16384)) << policy;
     EXPECT_FALSE(fused(64, policy, 16384)) << policy;
