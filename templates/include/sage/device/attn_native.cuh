@@ -124,6 +124,8 @@ SAGE_DEV void issue_pv(float (&o)[Cfg::D / 2], const u32 (&pa)[Cfg::BN / 16][4],
 // The online softmax of one tile of FP32 scores `s` (accumulator layout: chunk n, rows gid
 // and gid + 8 at [4n + 2hh + e]), in place: s becomes this tile's unnormalized P, with the row
 // state m (log2 domain, scaled), l (this lane's partial sums) and O's rescale factors `alpha`.
+// MASK: hidden scores become -inf first (the scale is positive, so their exponentials are 0),
+// and the rest is the unmasked softmax: no per-column visibility stays live between passes.
 template <class Cfg, bool MASK>
 SAGE_DEV void softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2], float (&s)[Cfg::BN / 2],
                            float scale, int col_base, int row0, float (&alpha)[2]) {
@@ -132,13 +134,19 @@ SAGE_DEV void softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2]
   const int causal_off = p.seq_kv - p.seq_q;
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
-    const softmax::Visible visible(p, col_base + 2 * tig, causal_off, row0 + gid + 8 * hh);
+    if constexpr (MASK) {
+      const softmax::Visible visible(p, col_base + 2 * tig, causal_off, row0 + gid + 8 * hh);
+#pragma unroll
+      for (int n = 0; n < NT; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          if (!visible(n, e)) s[4 * n + 2 * hh + e] = neg_inf();
+    }
     float mx[2] = {neg_inf(), neg_inf()};
 #pragma unroll
     for (int n = 0; n < NT; ++n)
 #pragma unroll
-      for (int e = 0; e < 2; ++e)
-        if (!MASK || visible(n, e)) mx[e] = fmaxf(mx[e], s[4 * n + 2 * hh + e]);
+      for (int e = 0; e < 2; ++e) mx[e] = fmaxf(mx[e], s[4 * n + 2 * hh + e]);
     const float tmax = quad_max(fmaxf(mx[0], mx[1])) * scale;
     const float m_new = fmaxf(m[hh], tmax);
     const float base = m_new == neg_inf() ? 0.f : m_new;
@@ -149,8 +157,7 @@ SAGE_DEV void softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2]
     for (int n = 0; n < NT; ++n)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        float v = ex2(fmaf(s[4 * n + 2 * hh + e], scale, -base));
-        if (MASK && !visible(n, e)) v = 0.f;
+        const float v = ex2(fmaf(s[4 * n + 2 * hh + e], scale, -base));
         s[4 * n + 2 * hh + e] = v;
         rs[e] += v;
       }
