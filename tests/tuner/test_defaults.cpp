@@ -49,16 +49,17 @@ TEST(Defaults, HopperPicksTheNativeFamilyForShortSequencesOnly) {
 }
 
 // Within the native range, D=128 runs the persistent kernel with the intra-warpgroup overlap
-// (docs/kernels.md: N=1K 516-528 vs 433-441 TOPS for the plain kernel on the H100); D=64 keeps
-// the plain one-warpgroup kernel, which the persistent ones do not beat there.
-TEST(Defaults, HopperD128ShortSequencesRunThePersistentOverlappedKernel) {
+// and turns between its consumers (docs/kernels.md: N=1K 561-563 vs 433-441 TOPS for the
+// plain kernel on the H100); D=64 keeps the plain one-warpgroup kernel, which the persistent
+// ones do not beat there.
+TEST(Defaults, HopperD128ShortSequencesRunThePersistentPingpongKernel) {
   auto schedule = [](int d, const std::string& policy, int seq_kv) {
     const std::string v = tuner::default_variant("sm_90a", d, policy, seq_kv);
     return gen::SearchSpace::builtin().find(v)->get_string("schedule");
   };
   for (const char* policy : {"accurate", "balanced", "fast"}) {
-    EXPECT_EQ(schedule(128, policy, 1024), "persistent_overlap") << policy;
-    EXPECT_EQ(schedule(128, policy, 2048), "persistent_overlap") << policy;
+    EXPECT_EQ(schedule(128, policy, 1024), "persistent_pingpong") << policy;
+    EXPECT_EQ(schedule(128, policy, 2048), "persistent_pingpong") << policy;
     EXPECT_EQ(schedule(64, policy, 1024), "plain") << policy;
   }
   EXPECT_EQ(schedule(128, "balanced", 4096), "plain");
