@@ -607,10 +607,11 @@ SAGE_DEV void attn_kernel_ws(const SageAttnParams& p) {
   // consumer's arrive when its turn k-1 (for consumer 1: k) has issued. Consumer 0 goes
   // first; both take n_tiles + 1 turns, and consumer 1's last arrival is left out so that
   // every barrier phase completes.
-  const int turns = n_tiles > 0 ? n_tiles + 1 : 0;
-  if (TURNS && cw == 1 && turns > 0) named_bar_arrive(kBarTurn, CONSUMERS);
-  auto turn_end = [&](int k) {
-    if (TURNS && (cw == 0 || k + 1 < turns)) named_bar_arrive(kBarTurn + (1 - cw), CONSUMERS);
+  // (Every turn but consumer 1's last arrives: turn_end(last) says which it is, so no turn
+  // count stays live through the loop.)
+  if (TURNS && cw == 1 && n_tiles > 0) named_bar_arrive(kBarTurn, CONSUMERS);
+  auto turn_end = [&](bool last) {
+    if (TURNS && (cw == 0 || !last)) named_bar_arrive(kBarTurn + (1 - cw), CONSUMERS);
   };
   auto release = [&](int tile) {
     if (lane0) mbar_arrive(empty(tile % ST));
@@ -642,7 +643,7 @@ SAGE_DEV void attn_kernel_ws(const SageAttnParams& p) {
     if (TURNS) named_bar_sync(kBarTurn + cw, CONSUMERS);
     qk(s, sK0);
     wgmma_commit();
-    turn_end(0);
+    turn_end(false);
     wgmma_wait<0>();
     fence_regs(reinterpret_cast<i32(&)[BN / 2]>(s));
     softmax(s, 0, dq, pa, alpha);
@@ -660,7 +661,7 @@ SAGE_DEV void attn_kernel_ws(const SageAttnParams& p) {
     wgmma_commit();
     pv_issue<Cfg>(acc, pa, sV0 + ((t - 1) % ST) * Cfg::SMEM_V_STAGE);
     wgmma_commit();
-    turn_end(t);
+    turn_end(false);
     if constexpr (INTRA) {
       wgmma_wait<1>();
       fence_regs(reinterpret_cast<i32(&)[BN / 2]>(s));
@@ -690,7 +691,7 @@ SAGE_DEV void attn_kernel_ws(const SageAttnParams& p) {
     if (TURNS) named_bar_sync(kBarTurn + cw, CONSUMERS);
     pv_issue<Cfg>(acc, pa, sV0 + ((n_tiles - 1) % ST) * Cfg::SMEM_V_STAGE);
     wgmma_commit();
-    turn_end(n_tiles);
+    turn_end(true);
     wgmma_wait<0>();
     fence_regs(acc);
     fold<Cfg>(o, l, acc, rs, alpha);
