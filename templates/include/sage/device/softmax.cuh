@@ -141,9 +141,9 @@ SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][
         for (int n = 0; n < NT; ++n)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const i32 x = s[a][n][2 * hh + e];
-            float v = ex2(fmaf(magic_i2f(x), dq, -c));
-            if (HIDE && x == kHiddenScore) v = 0.f;
+            const i32 si = s[a][n][2 * hh + e];
+            float v = ex2(fmaf(magic_i2f(si), dq, -c));
+            if (HIDE && si == kHiddenScore) v = 0.f;
             pf[a][n][2 * hh + e] = v;
             if (ROW_SUM) rs[(2 * n + e) % CHAINS] += v;
           }
