@@ -17,7 +17,7 @@ typedef std::uint32_t sage_u32;
 typedef std::int64_t sage_i64;
 #endif
 
-#define SAGE_KERNEL_ABI_VERSION 3
+#define SAGE_KERNEL_ABI_VERSION 4
 
 // Element types of the user's tensors.
 enum SageDType { SAGE_DTYPE_FP16 = 0, SAGE_DTYPE_BF16 = 1 };
@@ -45,6 +45,8 @@ struct SageAttnParams {
   // Workspace (owned by the caller of the launcher; sizes from the launcher's plan).
   sage_i32 q_tiles, k_tiles;   // ceil(seq / BLOCK_M), ceil(seq / BLOCK_N)
   sage_i32 stat_splits;        // partial sums along the sequence in the stats kernel
+  sage_i32 stat_rows;          // rows of K and V per (b, kv head) the statistics read: seq_kv,
+                               // or every (seq_kv / stat_rows)-th row from the first
   float* stats;                // [stat_splits][B*Hkv][4][D]: K sum, V sum, V max, V min
   sage_i8* q_quant;            // [B, Hq, q_tiles*BLOCK_M, D] (int4: D/2 bytes a row)
   float* q_scale;              // [B, Hq, q_tiles, Q_GROUPS]
@@ -60,7 +62,9 @@ struct SageAttnParams {
   // The statistics and the quantization run in one launch: quantization CTAs that need the
   // statistics of a (batch, kv head) wait until its statistics CTAs (stat_splits of each
   // kind: K, V) have published them.
-  unsigned long long* sync;    // [B*Hkv] counters: generation << 24 | statistics CTAs done
+  unsigned long long* sync;    // [B*Hkv] counters: generation << 24 | statistics CTAs done;
+                               // then [B*Hkv] V flags: = generation when V of that head went
+                               // past the range its sampled statistics allowed
   unsigned long long generation;  // unique per call (40 bits): a stale counter never matches
   sage_i32 num_sms;            // for grid sizing inside the kernels (persistent loops)
   sage_i32 pad_;

@@ -74,6 +74,11 @@ struct WorkspacePlan {
   bool has_stats = false, has_q_mean = false, has_q_kmean = false, has_v_prep = false,
        has_v_scale = false, has_v_mean = false;
   int q_tiles = 0, k_tiles = 0, stat_splits = 1;
+  // Rows of K and V per (batch, kv head) the statistics read: all, or an evenly spaced sample
+  // (quant.cuh); v_exact_pass: a second preparation launch re-quantizes the V of heads whose
+  // values went past the sampled range (FP8 V with sampled statistics only).
+  int stat_rows = 0;
+  bool v_exact_pass = false;
 };
 
 // A loaded quantized-attention variant (pipelines "mma" and "wgmma": same kernels' interface).
@@ -119,6 +124,7 @@ class AttnKernel {
   KernelConfig cfg_;
   std::shared_ptr<Module> module_;
   CUfunction prep_ = nullptr, attn_ = nullptr;
+  CUfunction prep_v_ = nullptr;  // FP8 V: the exact pass after sampled statistics (sage_prep_v)
   CUfunction attn_lse_ = nullptr;  // the entry for calls with an LSE, where it differs (pv int8)
   int num_sms_ = 0;
   std::int64_t persistent_ctas_ = 0;  // persistent: SMs x CTAs per SM

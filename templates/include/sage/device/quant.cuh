@@ -2,14 +2,18 @@
 //   1. statistics: per (batch, kv head, channel) partial sums over sequence splits of K
 //      (for the K mean) and of V (sum, max, min: V's mean and its per-channel 8-bit range),
 //      K and V in separate CTAs, published through a per-head counter. Only when smoothing or
-//      8-bit V needs them.
+//      8-bit V needs them. They read all rows, or (p.stat_rows < seq_kv) an evenly spaced
+//      sample: any mean subtracted from K leaves the scores' softmax unchanged, and a V mean
+//      is added back, so a sampled mean is exact; FP8 V's range is the sample's with
+//      kVHeadroom to spare, and a V tile that exceeds it flags its head.
 //   2. quantization: one CTA per tile of Q, K or V, which issues its tile's loads and then
 //      waits for its head's statistics (the wait overlaps the loads). Q and K are smoothed and
 //      quantized to INT8/INT4 with the scale groups of the attention kernel's fragments; V is quantized
 //      to FP8 E4M3 or INT8 per channel and written transposed with tokens permuted to the
 //      order the 8-bit MMA's A fragment takes P in, or converted to FP16. Tails are zero-filled, so the
 //      attention kernel reads whole tiles without bounds checks.
-// After the stats, Q, K and V are each read exactly once.
+// With sampled statistics Q, K and V are each read once. A second kernel (sage_prep_v, one CTA
+// per b * kv head) re-quantizes V exactly, from all its rows, for the flagged heads.
 #pragma once
 #include "sage/device/attn_config.cuh"
 
@@ -38,32 +42,37 @@ __host__ __device__ constexpr int stat_kinds() {
   return int(Cfg::SMOOTH_K) + int(Cfg::SMOOTH_V || Cfg::V8);
 }
 
-// One CTA per (kind, split, batch * kv head). Thread t owns channels 8*(t % TPR) .. +7 of rows
-// t / TPR, t / TPR + RPP, ... of its split. `red` holds RPP x (D + 1) floats.
-template <class Cfg, bool IS_V>
-SAGE_DEV void stats_job(const SageAttnParams& p, int split, int bh, float* red_raw) {
+// FP8 V with sampled statistics: the per-channel scale leaves this factor of the sample's
+// range to spare (E4M3 keeps its 3-bit precision down to 2^-6 of its maximum, so 16x costs
+// nothing measurable); a V tile with a value past it flags its head for the exact pass.
+constexpr float kVHeadroom = 16.0f;
+
+
+// Sums (and for V max and min) of the statistic rows i0 .. i1-1 of (b, kv head) `bh` (rows
+// given by `row(i)`), reduced over the CTA into out[stat * D + c]. Thread t owns channels
+// 8*(t % TPR) .. +7 of rows i0 + t / TPR, + RPP, ... `red` holds RPP x (D + 1) floats.
+template <class Cfg, bool IS_V, class RowOf>
+SAGE_DEV void stats_rows(const SageAttnParams& p, int bh, int i0, int i1, RowOf row, float* red_raw, float* out) {
   constexpr int D = Cfg::D, TPR = D / 8, RPP = kPrepThreads / TPR;
   // Rows per thread in flight at once (128-bit loads): V keeps three more accumulators.
   constexpr int U = IS_V ? 4 : 8;
   float(*red)[D + 1] = reinterpret_cast<float(*)[D + 1]>(red_raw);
   const int b = bh / p.heads_kv, h = bh % p.heads_kv;
   const SageTensor& t = IS_V ? p.v : p.k;
-  const int chunk = cdiv(p.seq_kv, p.stat_splits);
-  const int n0 = split * chunk, n1 = min_(n0 + chunk, p.seq_kv);
   const int c0 = (threadIdx.x % TPR) * 8, r = threadIdx.x / TPR;
   float sum[8], mx[8], mn[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) { sum[i] = 0.f; mx[i] = neg_inf(); mn[i] = -neg_inf(); }
-  for (int n = n0 + r; n < n1; n += U * RPP) {
+  for (int n = i0 + r; n < i1; n += U * RPP) {
     u32x4 raw[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) raw[u] = n + u * RPP < n1 ? *row_ptr(t, b, h, n + u * RPP, c0) : u32x4{0u, 0u, 0u, 0u};
+    for (int u = 0; u < U; ++u) raw[u] = n + u * RPP < i1 ? *row_ptr(t, b, h, row(n + u * RPP), c0) : u32x4{0u, 0u, 0u, 0u};
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       float x[8];
       unpack8(raw[u], p.dtype, x);
       if constexpr (IS_V) {
-        if (n + u * RPP < n1) {
+        if (n + u * RPP < i1) {
 #pragma unroll
           for (int i = 0; i < 8; ++i) { sum[i] += x[i]; mx[i] = fmaxf(mx[i], x[i]); mn[i] = fminf(mn[i], x[i]); }
         }
@@ -73,7 +82,6 @@ SAGE_DEV void stats_job(const SageAttnParams& p, int split, int bh, float* red_r
       }
     }
   }
-  float* out = p.stats + (i64(split) * p.batch * p.heads_kv + bh) * kNumStats * D;
   // Reduce the RPP partial rows of each statistic through shared memory.
   auto reduce = [&](const float (&v)[8], int stat, int op) {
 #pragma unroll
@@ -93,6 +101,17 @@ SAGE_DEV void stats_job(const SageAttnParams& p, int split, int bh, float* red_r
   } else {
     reduce(sum, kKSum, 0);
   }
+}
+
+// One CTA per (kind, split, batch * kv head): the split's share of the p.stat_rows rows the
+// statistics read (all seq_kv rows, or every (seq_kv / stat_rows)-th from the first).
+template <class Cfg, bool IS_V>
+SAGE_DEV void stats_job(const SageAttnParams& p, int split, int bh, float* red) {
+  const int chunk = cdiv(p.stat_rows, p.stat_splits);
+  const int i0 = split * chunk, i1 = min_(i0 + chunk, p.stat_rows);
+  float* out = p.stats + (i64(split) * p.batch * p.heads_kv + bh) * kNumStats * Cfg::D;
+  const int stride = p.seq_kv / p.stat_rows;
+  stats_rows<Cfg, IS_V>(p, bh, i0, i1, [stride](int i) { return i * stride; }, red, out);
   // Publish: every thread's partials visible device-wide, then one count for this CTA under
   // this call's generation (a counter left by an earlier call restarts at 1).
   __threadfence();
@@ -200,7 +219,7 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, boo
     float kmean[8];
     load_stat8(p, D, b * p.heads_kv + hkv, kKSum, c0, kmean);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) kmean[i] *= 1.0f / float(p.seq_kv);
+    for (int i = 0; i < 8; ++i) kmean[i] *= 1.0f / float(p.stat_rows);
     if constexpr (IS_Q) {
       // LSE correction: sm_scale * q . mean(K) per query row.
       if (p.q_kmean) {
@@ -324,24 +343,43 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, boo
 }
 
 // V's mean and per-channel 8-bit scale for 8 channels (scale = max |V - mean| / V_QMAX:
-// 448 for FP8, 127 for INT8).
+// 448 for FP8, 127 for INT8), from the published statistics, or from `exact` (the CTA's own
+// statistics over every row, kNumStats x D floats in shared memory: the exact pass). With
+// sampled statistics FP8 V's range is kVHeadroom times the sample's (and never 0, so that any
+// value past it, scaled, exceeds V_QMAX: v_sampled_range).
 template <class Cfg>
-SAGE_DEV void v_channel_stats(const SageAttnParams& p, int bh, int c0, float (&mean)[8], float (&inv_scale)[8], float (&scale)[8]) {
+SAGE_DEV bool v_sampled_range(const SageAttnParams& p, const float* exact) {
+  return Cfg::V_FP8 && !exact && p.stat_rows < p.seq_kv;
+}
+template <class Cfg>
+SAGE_DEV void v_channel_stats(const SageAttnParams& p, int bh, int c0, const float* exact, float (&mean)[8],
+                              float (&inv_scale)[8], float (&scale)[8]) {
   constexpr int D = Cfg::D;
+  auto stat8 = [&](int stat, float (&v)[8]) {
+    if (exact) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = exact[stat * D + c0 + i];
+    } else {
+      load_stat8(p, D, bh, stat, c0, v);
+    }
+  };
+  const int rows = exact ? p.seq_kv : p.stat_rows;
 #pragma unroll
   for (int i = 0; i < 8; ++i) mean[i] = 0.f;
   if constexpr (Cfg::SMOOTH_V) {
-    load_stat8(p, D, bh, kVSum, c0, mean);
+    stat8(kVSum, mean);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) mean[i] *= 1.0f / float(p.seq_kv);
+    for (int i = 0; i < 8; ++i) mean[i] *= 1.0f / float(rows);
   }
   if constexpr (Cfg::V8) {
     float mx[8], mn[8];
-    load_stat8(p, D, bh, kVMax, c0, mx);
-    load_stat8(p, D, bh, kVMin, c0, mn);
+    stat8(kVMax, mx);
+    stat8(kVMin, mn);
+    const bool sampled = v_sampled_range<Cfg>(p, exact);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const float a = fmaxf(mx[i] - mean[i], mean[i] - mn[i]);
+      float a = fmaxf(mx[i] - mean[i], mean[i] - mn[i]);
+      if (sampled) a = fmaxf(a * kVHeadroom, 1e-30f);
       scale[i] = a > 0.f ? a * (1.0f / Cfg::V_QMAX) : 1.0f;
       inv_scale[i] = a > 0.f ? __fdividef(Cfg::V_QMAX, a) : 0.f;  // as quant_qk_tile's inv
     }
@@ -357,8 +395,10 @@ SAGE_DEV void v_channel_stats(const SageAttnParams& p, int bh, int c0, float (&m
 // fill the A fragment of m16n8k32 (e4m3 and u8 alike). Thread (cc, t, g) owns tokens {2t,
 // 2t+1, 8+2t, 9+2t} of group g and channels 8cc..8cc+7, i.e. exactly one 32-bit word of each
 // of its 8 V^T rows.
+// `exact`: see v_channel_stats (null: the published statistics; where those are a sample, a
+// value past their range flags the head, p.sync[B*Hkv + bh] = generation, for the exact pass).
 template <class Cfg>
-SAGE_DEV void quant_v8_tile(const SageAttnParams& p, int b, int h, int tile, bool wait, u32* smem_t) {
+SAGE_DEV void quant_v8_tile(const SageAttnParams& p, int b, int h, int tile, bool wait, const float* exact, u32* smem_t) {
   constexpr int D = Cfg::D, BN = Cfg::BN, CC = D / 8, WPR = BN / 4;  // words per V^T row
   constexpr int SLOTS = (BN / 16) * 4 * CC;
   constexpr int ITERS = (SLOTS + kPrepThreads - 1) / kPrepThreads;
@@ -381,7 +421,8 @@ SAGE_DEV void quant_v8_tile(const SageAttnParams& p, int b, int h, int tile, boo
   }
   if (wait) wait_stats<Cfg>(p, bh);
   float mean[8], inv[8], scale[8];
-  v_channel_stats<Cfg>(p, bh, cc * 8, mean, inv, scale);
+  v_channel_stats<Cfg>(p, bh, cc * 8, exact, mean, inv, scale);
+  float peak = 0.f;  // the largest scaled |V - mean| this thread quantizes
   if (tile == 0 && threadIdx.x < CC) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
@@ -400,7 +441,10 @@ SAGE_DEV void quant_v8_tile(const SageAttnParams& p, int b, int h, int tile, boo
       const int n = n0 + 16 * g + 2 * t + (k & 1) + 8 * (k >> 1);
       unpack8(raw[it][k], p.dtype, x[k]);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) x[k][i] = n < p.seq_kv ? (x[k][i] - mean[i]) * inv[i] : 0.f;
+      for (int i = 0; i < 8; ++i) {
+        x[k][i] = n < p.seq_kv ? (x[k][i] - mean[i]) * inv[i] : 0.f;
+        peak = fmaxf(peak, fabsf(x[k][i]));
+      }
     }
     const int w = 4 * g + t;  // word index in the V^T row
 #pragma unroll
@@ -417,6 +461,9 @@ SAGE_DEV void quant_v8_tile(const SageAttnParams& p, int b, int h, int tile, boo
       smem_t[row * WPR + (w ^ (cc % WPR))] = packed;
     }
   }
+  // Past the range (beyond the 2-ulp slack of inv): E4M3 would saturate it.
+  if (v_sampled_range<Cfg>(p, exact) && peak > Cfg::V_QMAX * 1.0001f)
+    *reinterpret_cast<volatile unsigned long long*>(p.sync + i64(p.batch) * p.heads_kv + bh) = p.generation;
   __syncthreads();
   const i64 npad = i64(p.k_tiles) * BN;
   u8* out = static_cast<u8*>(p.v_prep) + i64(bh) * D * npad + n0;
@@ -447,7 +494,7 @@ SAGE_DEV void convert_v_fp16_tile(const SageAttnParams& p, int b, int h, int til
   }
   if (wait) wait_stats<Cfg>(p, bh);
   float mean[8], inv[8], scale[8];
-  v_channel_stats<Cfg>(p, bh, cc * 8, mean, inv, scale);
+  v_channel_stats<Cfg>(p, bh, cc * 8, nullptr, mean, inv, scale);
   if (tile == 0 && threadIdx.x < CC && p.v_mean) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) p.v_mean[i64(bh) * D + cc * 8 + i] = mean[i];
@@ -468,6 +515,27 @@ SAGE_DEV void convert_v_fp16_tile(const SageAttnParams& p, int b, int h, int til
     v.z = pack_f16x2(x[4], x[5]);
     v.w = pack_f16x2(x[6], x[7]);
     *reinterpret_cast<u32x4*>(out + row * D + cc * 8) = v;
+  }
+}
+
+// The exact pass over FP8 V (kernel sage_prep_v, launched after the preparation when its
+// statistics were a sample; one CTA per b * kv head, kPrepThreads threads): for a head whose V
+// went past the range its sampled statistics allowed, this CTA's own statistics over every
+// row, then every V tile quantized again with them (and the head's scale rewritten). Other
+// heads return at once. Its own kernel: the loop over tiles does not fit the preparation's
+// register cap at D=64.
+template <class Cfg>
+SAGE_DEV void v_exact_kernel(const SageAttnParams& p) {
+  constexpr int D = Cfg::D, TPR = D / 8, RPP = kPrepThreads / TPR;
+  constexpr int VT = D * Cfg::BN / 4, STATS_WORDS = RPP * (D + 1);
+  __shared__ __align__(16) u32 smem[kNumStats * D + (VT > STATS_WORDS ? VT : STATS_WORDS)];
+  const int bh = blockIdx.x;
+  if (*reinterpret_cast<const volatile unsigned long long*>(p.sync + i64(p.batch) * p.heads_kv + bh) != p.generation) return;
+  float* exact = reinterpret_cast<float*>(smem);
+  stats_rows<Cfg, true>(p, bh, 0, p.seq_kv, [](int i) { return i; }, exact + kNumStats * D, exact);
+  for (int tile = 0; tile < p.k_tiles; ++tile) {
+    quant_v8_tile<Cfg>(p, bh / p.heads_kv, bh % p.heads_kv, tile, false, exact, smem + kNumStats * D);
+    __syncthreads();  // before the next tile overwrites the shared V tile
   }
 }
 
@@ -530,7 +598,7 @@ SAGE_DEV void prep_kernel(const SageAttnParams& p) {
   }
   const bool wait = Cfg::V8 || Cfg::SMOOTH_V;
   if constexpr (Cfg::V8) {
-    quant_v8_tile<Cfg>(p, bh / p.heads_kv, bh % p.heads_kv, tile, wait, smem_t);
+    quant_v8_tile<Cfg>(p, bh / p.heads_kv, bh % p.heads_kv, tile, wait, nullptr, smem_t);
   } else {
     convert_v_fp16_tile<Cfg>(p, bh / p.heads_kv, bh % p.heads_kv, tile, wait);
   }
