@@ -101,22 +101,18 @@ TEST(Defaults, HopperD64QuantizedRunsFourCtasPerSm) {
   EXPECT_EQ(occ(128, 16384), 3);
 }
 
-// At D=128 between the native family's range and 8K keys the quantized default quantizes Q
-// in the attention kernel (fuse_q: a preparation of K and V only); longer sequences keep the
-// preparation's Q, and D=64 (four CTAs per SM) never fuses it.
-TEST(Defaults, HopperFusesQQuantizationBelowLongSequences) {
+// At D=128 past the native family's range the quantized default quantizes Q in the attention
+// kernel (fuse_q: a preparation of K and V only) at every length; D=64 (four CTAs per SM)
+// never fuses it.
+TEST(Defaults, HopperD128FusesQQuantization) {
   auto fused = [](int d, const std::string& policy, int seq_kv) {
     const std::string v = tuner::default_variant("sm_90a", d, policy, seq_kv);
     const auto var = gen::SearchSpace::builtin().find(v);
     return var->params.count("fuse_q") && var->get_bool("fuse_q");
   };
   for (const char* policy : {"balanced", "fast"}) {
-    EXPECT_TRUE(fused(128, policy, 4096)) << policy;
-    EXPECT_FALSE(fused(64, policy, 8192)) << policy;
-    EXPECT_FALSE(fused(128, policy, 8192)) << policy;
-    EXPECT_FALSE(fused(128, policy, 16384)) << policy;
-    EXPECT_FALSE(fused(64, policy, 16384)) << policy;
-    EXPECT_FALSE(fused(128, policy, 0)) << policy;
+    for (int n : {4096, 8192, 16384, 32768, 0}) EXPECT_TRUE(fused(128, policy, n)) << policy << " " << n;
+    for (int n : {8192, 16384, 0}) EXPECT_FALSE(fused(64, policy, n)) << policy << " " << n;
   }
   EXPECT_FALSE(fused(128, "accurate", 4096));  // FP16 P.V: the mma pipeline, which has no fuse_q
 }
