@@ -37,15 +37,18 @@ struct WgmmaAttnConfig
   static constexpr bool SUM_MMA = SUM_MMA_;
   static constexpr bool ROW_SUMS_COMPLETE = SUM_MMA;
   static constexpr int ONES_BYTES = SUM_MMA ? 512 : 0;
-  static constexpr int SMEM_MAIN = Base::SMEM_MAIN + ONES_BYTES;
   // Q quantized by the attention kernel (the preparation leaves Q alone): the CTA loads its
-  // FP16/BF16 Q tile by TMA from the caller's tensor into V slot 1 (64 rows x D x 2 bytes =
-  // one 128-key V^T tile), quantizes it with the per-thread groups its lanes own, and only then
-  // loads V tile 1 there (first needed by P V of tile 1, after tile 0 and Q K^T of tile 1).
+  // FP16/BF16 Q tile by TMA from the caller's tensor, quantizes it with the per-thread groups
+  // its lanes own into the INT8 Q tile, and only then runs Q K^T. The one-warpgroup kernel
+  // stages it in V slot 1 (64 rows x D x 2 bytes = one 128-key V^T tile) and loads V tile 1
+  // there afterwards (first needed by P V of tile 1); the ws_overlap kernel has its own
+  // buffer after the ring (RAW_Q_BYTES: 128 rows x D x 2 bytes).
   static constexpr bool FUSE_Q = FUSE_Q_;
-  static_assert(!FUSE_Q || (TMA && !WS && WARPGROUPS == 1 && BLOCK_N == 128 && STAGES_ >= 2 &&
-                            GRAN_ == Gran::per_thread && SCHED_ == Schedule::plain),
-                "fuse_q: one warpgroup, TMA, 128-key tiles, 2+ stages, per-thread groups, plain schedule");
+  static_assert(!FUSE_Q || (TMA && BLOCK_N == 128 && STAGES_ >= 2 && GRAN_ == Gran::per_thread &&
+                            ((!WS && WARPGROUPS == 1 && SCHED_ == Schedule::plain) || SCHED_ == Schedule::ws_overlap)),
+                "fuse_q: TMA, 128-key tiles, 2+ stages, per-thread groups; the one-warpgroup plain kernel or ws_overlap");
+  static constexpr int RAW_Q_BYTES = FUSE_Q && WS ? 64 * WARPGROUPS * HEAD_DIM * 2 : 0;
+  static constexpr int SMEM_MAIN = Base::SMEM_MAIN + ONES_BYTES + RAW_Q_BYTES;
   static_assert(!SUM_MMA || (TMA && !WS), "sum_mma: the TMA kernel of the plain and turns schedules");
   static_assert(!SUM_MMA || !HALF_EXP_, "sum_mma takes the FP32 exponentials");
   static_assert(!ws_intra(SCHED_) || !HALF_EXP_, "the overlapped warp-specialized softmax takes the FP32 exponentials");
@@ -548,7 +551,8 @@ SAGE_DEV void attn_kernel_ws(const SageAttnParams& p) {
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES, KK = BN / 32;
   constexpr u32 KV_BYTES = Cfg::SMEM_K_STAGE + Cfg::SMEM_V_STAGE;
   constexpr int CONSUMERS = 128 * Cfg::WGS;
-  constexpr int kBarTurn = 1, kBarEpilogue = 3;  // named barriers: turn of consumer w = 1 + w
+  // named barriers: turn of consumer w = 1 + w; fuse_q: consumer w's Q tile written = 4 + w
+  constexpr int kBarTurn = 1, kBarEpilogue = 3, kBarQ = 4;
   extern __shared__ __align__(1024) u8 smem_raw[];
   __shared__ __align__(8) u64 bars[1 + 2 * ST];  // [0]: Q; [1 + s]: slot s full; [1 + ST + s]: empty
   u8* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
@@ -558,6 +562,9 @@ SAGE_DEV void attn_kernel_ws(const SageAttnParams& p) {
   const u32 bar0 = smem_addr(&bars[0]);
   auto full = [&](int slot) { return bar0 + 8u * u32(1 + slot); };
   auto empty = [&](int slot) { return bar0 + 8u * u32(1 + ST + slot); };
+  // fuse_q: the caller's Q tile (boxes of 64 columns, 128-byte rows), after the ring.
+  constexpr int kRawQ = Cfg::Base::SMEM_MAIN;
+  const u32 sQraw = smem_addr(smem + kRawQ);
   if (threadIdx.x == 0) {
     tma_prefetch_map(&p.tma_q);
     tma_prefetch_map(&p.tma_k);
@@ -580,8 +587,14 @@ SAGE_DEV void attn_kernel_ws(const SageAttnParams& p) {
     if (threadIdx.x == 0) {
       const CtaTile<Cfg> c(p, 0u);
       const int k_row0 = int(c.kv_bh * p.k_tiles * BN), v_row0 = int(c.kv_bh * D);
-      mbar_arrive_expect_tx(bar0, Cfg::SMEM_Q);
-      tma_load_2d(sQ, &p.tma_q, 0, int(c.q_tile_id * BM), bar0);
+      if constexpr (Cfg::FUSE_Q) {
+        mbar_arrive_expect_tx(bar0, BM * D * 2);
+#pragma unroll
+        for (int box = 0; box < D / 64; ++box) tma_load_4d(sQraw + box * BM * 128, &p.tma_q, 64 * box, c.m0, c.h, c.b, bar0);
+      } else {
+        mbar_arrive_expect_tx(bar0, Cfg::SMEM_Q);
+        tma_load_2d(sQ, &p.tma_q, 0, int(c.q_tile_id * BM), bar0);
+      }
       for (int t = 0; t < c.n_tiles; ++t) {
         const int slot = t % ST;
         if (t >= ST) mbar_wait(empty(slot), ((t / ST) - 1) & 1);
@@ -597,7 +610,17 @@ SAGE_DEV void attn_kernel_ws(const SageAttnParams& p) {
   const CtaTile<Cfg> c(p, threadIdx.x - 128);
   const int cw = c.wg, row0 = c.row0, n_tiles = c.n_tiles, mask_from = c.mask_from;
   const bool lane0 = threadIdx.x % 32 == 0;
-  const float qs = c.q_scale(p);
+  float qs;
+  if constexpr (Cfg::FUSE_Q) {
+    // Each warp quantizes its own 16 rows; the warpgroup's wgmma reads them once all four
+    // warps have written theirs (generic -> async proxy).
+    mbar_wait(bar0, 0);
+    qs = quantize_q<Cfg>(p, smem + kRawQ, smem + L::Q, c.warp);
+    fence_proxy_async();
+    named_bar_sync(kBarQ + cw, 128);
+  } else {
+    qs = c.q_scale(p);
+  }
   const float* kscale = c.k_scales(p);
   const u32 sQw = sQ + cw * 64 * Cfg::QROW;
   float m[1][2], l[1][2], o[1][D / 8][4];

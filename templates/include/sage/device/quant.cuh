@@ -573,10 +573,10 @@ SAGE_DEV void prep_kernel(const SageAttnParams& p) {
   job -= n_stats;
   constexpr int JT = Q_IN_ATTN ? 1 : Cfg::Q_TILES_PER_JOB;  // launch.cpp: q_tiles_per_job
   const int q_jobs_per_head = cdiv(p.q_tiles, JT);
-  const int q_jobs = Q_IN_ATTN && !p.q_kmean ? 0 : p.batch * p.heads_q * q_jobs_per_head;
   // Then the K and V tiles, the K and V tile of one (head, tile) adjacent when V is prepared
-  // (they wait for the same statistics and re-read what those just read, still in L2), then
-  // the Q jobs, which wait for nothing. Measured on the H100 (INT8 P.V tiles) against Q first,
+  // (they wait for the same statistics; with statistics over every row they re-read what those
+  // just read, perhaps still in L2), then the Q jobs, which wait for nothing. Measured on the
+  // H100 (INT8 P.V tiles, statistics over every row) against Q first,
   // then all K, then all V: D=64 N=1K 2.18-2.21 -> 2.24-2.25 TB/s, D=128 2.44 -> 2.56-2.57,
   // N=32K 1-4% faster.
   const int kv_kinds = v_prepared<Cfg>(p.dtype) ? 2 : 1;  // launch.cpp: has_v_prep
