@@ -21,10 +21,31 @@ constexpr int kPrepThreads = 256;  // templates/include/sage/device/attn_config.
 std::size_t align_up(std::size_t x, std::size_t a = 256) { return (x + a - 1) / a * a; }
 int cdiv(std::int64_t a, std::int64_t b) { return int((a + b - 1) / b); }
 
+// `dependent`: programmatic stream serialization (sm_90+): the kernel may start while the one
+// before it on the stream still runs, and waits for it with griddepcontrol.wait (common.cuh:
+// only kernels that do so may be launched this way).
 void launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned threads, unsigned smem, CUstream s,
-            const SageAttnParams& p) {
+            const SageAttnParams& p, bool dependent = false) {
   void* args[] = {const_cast<SageAttnParams*>(&p)};
-  SAGE_CU(cuLaunchKernel(f, gx, gy, gz, threads, 1, 1, smem, s, args, nullptr));
+  if (!dependent) {
+    SAGE_CU(cuLaunchKernel(f, gx, gy, gz, threads, 1, 1, smem, s, args, nullptr));
+    return;
+  }
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attr.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = gx;
+  cfg.gridDimY = gy;
+  cfg.gridDimZ = gz;
+  cfg.blockDimX = threads;
+  cfg.blockDimY = 1;
+  cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = smem;
+  cfg.hStream = s;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  SAGE_CU(cuLaunchKernelEx(&cfg, f, args, nullptr));
 }
 
 // The problem's shape, options and input tensors into either kernel's parameters
@@ -222,6 +243,10 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
     throw Error(Errc::invalid_argument, "AttnKernel needs an attention variant (mma, wgmma), got '" + cfg_.pipeline + "'");
   // The native (unquantized) family has no preparation kernel.
   if (!native()) prep_ = module_->function("sage_prep");
+  // The quantized wgmma kernels (sm_90a) wait for the preparation with griddepcontrol.wait,
+  // so they launch as its programmatic dependents: their launch and set-up overlap its last
+  // CTAs (sage_prep_v's too).
+  dependent_ = cfg_.pipeline == "wgmma" && !native();
   if (cfg_.pv == "fp8") prep_v_ = module_->function("sage_prep_v");
   attn_ = module_->function("sage_attn");
   // int8 P.V: a second entry for calls that return the LSE (it also sums P before rounding).
@@ -491,7 +516,8 @@ void AttnKernel::launch_prep(const AttnProblem& p, const WorkspacePlan& w, const
   launch(prep_, unsigned(stats + jobs), 1, 1, kPrepThreads, 0, stream, s);
   // FP8 V whose values went past the sampled range: again, exactly (one CTA per (batch, kv
   // head); those not flagged return at once).
-  if (w.v_exact_pass) launch(prep_v_, unsigned(std::int64_t(p.batch) * p.heads_kv), 1, 1, kPrepThreads, 0, stream, s);
+  if (w.v_exact_pass)
+    launch(prep_v_, unsigned(std::int64_t(p.batch) * p.heads_kv), 1, 1, kPrepThreads, 0, stream, s, dependent_);
 }
 
 void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUstream stream) const {
@@ -506,7 +532,7 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
     return;
   }
   launch(s.lse && attn_lse_ ? attn_lse_ : attn_, unsigned(s.q_tiles), unsigned(p.heads_q), unsigned(p.batch),
-         unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s);
+         unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s, dependent_);
 }
 
 void AttnKernel::run_prep(const AttnProblem& p, const AttnArgs& a, void* ws, CUstream stream) const {

@@ -24,7 +24,7 @@ namespace sage::cu {
   X(cuStreamSynchronize) X(cuStreamGetCtx) X(cuEventCreate) X(cuEventDestroy)             \
   X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuGetErrorName)          \
   X(cuGetErrorString) X(cuPointerGetAttribute) X(cuTensorMapEncodeTiled)                  \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuLaunchKernelEx)
 
 struct Api {
 #define SAGE_CU_MEMBER(fn) decltype(&::fn) fn = nullptr;

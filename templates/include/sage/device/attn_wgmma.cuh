@@ -845,8 +845,10 @@ SAGE_DEV void attn_kernel_cp(const SageAttnParams& p) {
 }
 
 // grid (q_tiles, Hq, B), Cfg::THREADS threads, Cfg::SMEM_BYTES dynamic shared memory.
+// Launched as a programmatic dependent of the preparation (griddep_wait in common.cuh).
 template <class Cfg>
 SAGE_DEV void attn_kernel(const SageAttnParams& p) {
+  griddep_wait();
   if constexpr (Cfg::WS) attn_kernel_ws<Cfg, ws_turns(Cfg::SCHED), ws_intra(Cfg::SCHED)>(p);
   else if constexpr (Cfg::TMA) attn_kernel_tma<Cfg>(p);
   else attn_kernel_cp<Cfg>(p);

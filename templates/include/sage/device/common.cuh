@@ -222,5 +222,23 @@ SAGE_DEV float group_sum(float x) {
   return x;
 }
 
+// Programmatic dependent launch (sm_90+; no-ops below): the launcher starts the wgmma
+// pipeline's sage_prep_v and sage_attn with programmatic stream serialization, so their CTAs
+// may become resident while the kernel before them still runs. griddep_wait() blocks until
+// that kernel has completed and its writes are visible: it must come before any read of them.
+// griddep_launch_dependents() lets the next such kernel launch once every CTA of this one
+// has called it (or exited); a CTA calls it when it starts, so none of this kernel's CTAs
+// waits for a slot behind a dependent's.
+SAGE_DEV void griddep_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+SAGE_DEV void griddep_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 }  // namespace dev
 }  // namespace sage

@@ -529,6 +529,8 @@ SAGE_DEV void v_exact_kernel(const SageAttnParams& p) {
   constexpr int D = Cfg::D, TPR = D / 8, RPP = kPrepThreads / TPR;
   constexpr int VT = D * Cfg::BN / 4, STATS_WORDS = RPP * (D + 1);
   __shared__ __align__(16) u32 smem[kNumStats * D + (VT > STATS_WORDS ? VT : STATS_WORDS)];
+  griddep_launch_dependents();
+  griddep_wait();  // the preparation's flags and statistics
   const int bh = blockIdx.x;
   if (*reinterpret_cast<const volatile unsigned long long*>(p.sync + i64(p.batch) * p.heads_kv + bh) != p.generation) return;
   float* exact = reinterpret_cast<float*>(smem);
@@ -556,6 +558,7 @@ SAGE_DEV void prep_kernel(const SageAttnParams& p) {
   constexpr int STATS_WORDS = RPP * (D + 1);
   constexpr int WORDS = QUANT_WORDS > STATS_WORDS ? QUANT_WORDS : STATS_WORDS;
   __shared__ __align__(16) u32 smem[WORDS];
+  griddep_launch_dependents();  // the next kernel (sage_prep_v, sage_attn) still waits for this one to end
   float* smem_gmax = reinterpret_cast<float*>(smem);
   float* smem_red = reinterpret_cast<float*>(smem + GMAX_WORDS);
   u32* smem_t = smem + GMAX_WORDS + RED_WORDS;
