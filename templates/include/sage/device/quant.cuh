@@ -47,7 +47,6 @@ __host__ __device__ constexpr int stat_kinds() {
 // nothing measurable); a V tile with a value past it flags its head for the exact pass.
 constexpr float kVHeadroom = 16.0f;
 
-
 // Sums (and for V max and min) of the statistic rows i0 .. i1-1 of (b, kv head) `bh` (rows
 // given by `row(i)`), reduced over the CTA into out[stat * D + c]. Thread t owns channels
 // 8*(t % TPR) .. +7 of rows i0 + t / TPR, + RPP, ... `red` holds RPP x (D + 1) floats.
