@@ -85,13 +85,23 @@ AttnProblem make_problem(const Shape& s, int head_dim) {
   return p;
 }
 
-TEST_P(Fixture, MatchesFp32Reference) {
-  SAGE_REQUIRE_GPU();
-  const std::string pipeline = GetParam().find("_wgmma_") != std::string::npos ? "wgmma" : "mma";
-  const test::CompiledVariant& cv = test::compiled_variant(pipeline, GetParam());
+// The compiled variant a test is named for, in *out, with the device set; on a failed compile
+// the test fails and on a variant pruned for spilling it is skipped, and *out stays null.
+void usable_variant(const std::string& name, const test::CompiledVariant** out) {
+  const std::string pipeline = name.find("_wgmma_") != std::string::npos ? "wgmma" : "mma";
+  const test::CompiledVariant& cv = test::compiled_variant(pipeline, name);
   ASSERT_TRUE(cv.compiled.ok) << cv.compiled.log;
   if (cv.compiled.spills()) GTEST_SKIP() << "pruned by the compile service: " << cv.compiled.spill_summary();
   use_device(0);
+  *out = &cv;
+}
+
+TEST_P(Fixture, MatchesFp32Reference) {
+  SAGE_REQUIRE_GPU();
+  const test::CompiledVariant* cvp = nullptr;
+  usable_variant(GetParam(), &cvp);
+  if (!cvp) return;
+  const test::CompiledVariant& cv = *cvp;
   auto refmod = tuner::reference_module(cv.variant.arch);
   ReferenceKernel ref(refmod);
   auto k = tuner::load_attention(cv.variant, cv.compiled);
@@ -152,11 +162,10 @@ TEST_P(Fixture, MatchesFp32Reference) {
 // outputs that attend to it would be off by tens of percent.
 TEST_P(Fixture, VPastItsSampledRangeMatchesFp32Reference) {
   SAGE_REQUIRE_GPU();
-  const std::string pipeline = GetParam().find("_wgmma_") != std::string::npos ? "wgmma" : "mma";
-  const test::CompiledVariant& cv = test::compiled_variant(pipeline, GetParam());
-  ASSERT_TRUE(cv.compiled.ok) << cv.compiled.log;
-  if (cv.compiled.spills()) GTEST_SKIP() << "pruned by the compile service: " << cv.compiled.spill_summary();
-  use_device(0);
+  const test::CompiledVariant* cvp = nullptr;
+  usable_variant(GetParam(), &cvp);
+  if (!cvp) return;
+  const test::CompiledVariant& cv = *cvp;
   auto k = tuner::load_attention(cv.variant, cv.compiled);
   const KernelConfig& cfg = k->config();
   if (cfg.pv != "fp8") GTEST_SKIP() << "V is not FP8 in this variant (" << cfg.pv << ")";
