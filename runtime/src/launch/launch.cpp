@@ -286,7 +286,8 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   w.has_v_scale = v8;
   w.has_v_mean = c.smooth_v;
   w.stat_rows = c.pv == "int8" ? p.seq_kv : std::min(p.seq_kv, kStatSampleRows);
-  w.v_exact_pass = c.pv == "fp8" && w.stat_rows < p.seq_kv;
+  const bool sampled = w.stat_rows < p.seq_kv;
+  w.v_exact_pass = c.pv == "fp8" && sampled;
   // Statistics over every row: enough splits of the sequence for about one CTA of each kind
   // per SM, each of at least 256 rows (measured on the H100 at N=1K: one per SM 2-4% faster
   // than two, four or eight per SM 7-25% slower; with K and V statistics in separate CTAs, two
@@ -294,7 +295,6 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   // pace). A sample: one CTA of each kind per (batch, kv head), which leaves room in the first
   // wave for quantization CTAs (H100, B=4 H=32, preparation ms against two splits: D=128 4K
   // 0.176-0.179 vs 0.194-0.195, 16K 0.61-0.62 vs 0.69-0.70; D=64 4K 0.135-0.136 vs 0.143-0.145).
-  const bool sampled = w.stat_rows < p.seq_kv;
   w.stat_splits =
       sampled ? 1 : std::max(1, std::min<int>(cdiv(std::int64_t(num_sms_), bhk), cdiv(w.stat_rows, 256)));
   std::size_t off = 0;

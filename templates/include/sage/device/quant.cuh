@@ -43,9 +43,16 @@ __host__ __device__ constexpr int stat_kinds() {
 }
 
 // FP8 V with sampled statistics: the per-channel scale leaves this factor of the sample's
-// range to spare (E4M3 keeps its 3-bit precision down to 2^-6 of its maximum, so 16x costs
-// nothing measurable); a V tile with a value past it flags its head for the exact pass.
+// range to spare (E4M3 keeps its 3-bit precision over the 15 binades below its maximum, so
+// 16x costs nothing measurable); a V tile with a value past it flags its head for the exact
+// pass.
 constexpr float kVHeadroom = 16.0f;
+
+// The flag of (b, kv head) `bh` (after the B*Hkv statistics counters): this call's generation
+// once a V tile of the head went past its sampled range.
+SAGE_DEV unsigned long long* v_flag(const SageAttnParams& p, int bh) {
+  return p.sync + i64(p.batch) * p.heads_kv + bh;
+}
 
 // Sums (and for V max and min) of the statistic rows i0 .. i1-1 of (b, kv head) `bh` (rows
 // given by `row(i)`), reduced over the CTA into out[stat * D + c]. Thread t owns channels
@@ -462,7 +469,7 @@ SAGE_DEV void quant_v8_tile(const SageAttnParams& p, int b, int h, int tile, boo
   }
   // Past the range (beyond the 2-ulp slack of inv): E4M3 would saturate it.
   if (v_sampled_range<Cfg>(p, exact) && peak > Cfg::V_QMAX * 1.0001f)
-    *reinterpret_cast<volatile unsigned long long*>(p.sync + i64(p.batch) * p.heads_kv + bh) = p.generation;
+    *reinterpret_cast<volatile unsigned long long*>(v_flag(p, bh)) = p.generation;
   __syncthreads();
   const i64 npad = i64(p.k_tiles) * BN;
   u8* out = static_cast<u8*>(p.v_prep) + i64(bh) * D * npad + n0;
@@ -531,7 +538,7 @@ SAGE_DEV void v_exact_kernel(const SageAttnParams& p) {
   griddep_launch_dependents();
   griddep_wait();  // the preparation's flags and statistics
   const int bh = blockIdx.x;
-  if (*reinterpret_cast<const volatile unsigned long long*>(p.sync + i64(p.batch) * p.heads_kv + bh) != p.generation) return;
+  if (*reinterpret_cast<const volatile unsigned long long*>(v_flag(p, bh)) != p.generation) return;
   float* exact = reinterpret_cast<float*>(smem);
   stats_rows<Cfg, true>(p, bh, 0, p.seq_kv, [](int i) { return i; }, exact + kNumStats * D, exact);
   for (int tile = 0; tile < p.k_tiles; ++tile) {
