@@ -52,11 +52,13 @@ TEST(CliGpu, BenchPrintsTopsAndPrepBandwidth) {
   SAGE_REQUIRE_GPU();
   CliSandbox s;
   // 8K keys: a quantized default everywhere; 1K: on Hopper the native (unquantized) family,
-  // which has no preparation to time.
-  CliRun b = s.run("bench -d 64 -n 1024,8192 --causal no --batch 1 --heads 8 --samples 3 --json");
+  // which has no preparation to time. Measured short first, reported in the order given.
+  CliRun b = s.run("bench -d 64 -n 8192,1024 --causal no --batch 1 --heads 8 --samples 3 --cooldown 0.1 --json");
   ASSERT_EQ(b.rc, 0) << b.out << b.err;
   auto doc = nlohmann::json::parse(b.out);
   ASSERT_EQ(doc["results"].size(), 2u);
+  EXPECT_EQ(doc["results"][0]["seq"].get<int>(), 8192);
+  EXPECT_EQ(doc["results"][1]["seq"].get<int>(), 1024);
   int quantized = 0;
   for (const auto& r : doc["results"]) {
     EXPECT_GT(r["tops"].get<double>(), 1.0) << r.dump();
@@ -71,6 +73,11 @@ TEST(CliGpu, BenchPrintsTopsAndPrepBandwidth) {
   EXPECT_GE(quantized, 1) << b.out;
   CliRun bad = s.run("bench --variant no_such_variant");
   EXPECT_EQ(bad.rc, 8) << bad.err;
+  // A bad shape anywhere in the grid is refused before anything is measured.
+  CliRun shape = s.run("bench -d 64 -n 1024,2048 --seq-kv 1536 --causal yes --samples 1");
+  EXPECT_EQ(shape.rc, 2) << shape.err;
+  EXPECT_NE(shape.err.find("causal needs seq <= --seq-kv"), std::string::npos) << shape.err;
+  EXPECT_EQ(shape.out.find("TOPS"), std::string::npos) << shape.out;
 }
 
 TEST(CliGpu, DevicesListsTheGpu) {

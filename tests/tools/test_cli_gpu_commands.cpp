@@ -66,6 +66,12 @@ TEST(CliBench, BadArgumentsAreUsageErrors) {
   CliRun r = s.run("bench --seq 1024,lots");
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("bad --seq '1024,lots'"), std::string::npos) << r.err;
+  CliRun o = s.run("bench --order sideways");
+  EXPECT_EQ(o.rc, 2);
+  EXPECT_NE(o.err.find("--order must be short-first or as-given, got 'sideways'"), std::string::npos) << o.err;
+  CliRun c = s.run("bench --cooldown -1");
+  EXPECT_EQ(c.rc, 2);
+  EXPECT_NE(c.err.find("--cooldown must be 0 to 600 seconds"), std::string::npos) << c.err;
 }
 
 TEST(CliNoGpu, GpuCommandsSayWhyAndExit5) {

@@ -1,7 +1,11 @@
 // sage-tune bench: end-to-end TOPS (preparation included), the preparation's bandwidth and
 // the attention kernel alone, over a grid of shapes, on this GPU.
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <thread>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -27,6 +31,8 @@ struct BenchArgs {
   int seq_kv = 0, heads_kv = 0;  // 0: equal to the sequence length / heads
   std::string layout = "HND", dtype = "fp16", policy = "balanced";
   std::string db;
+  std::string order = "short-first";
+  double cooldown_s = 1.0;  // GPU idle before each cell after the first
   bool json = false, tuned = false;
 };
 
@@ -81,10 +87,20 @@ int run_bench(const BenchArgs& a) {
   if (a.causal == "both" || a.causal == "no") causals.push_back(false);
   if (a.causal == "both" || a.causal == "yes") causals.push_back(true);
   if (causals.empty()) throw Error(Errc::invalid_argument, "--causal must be yes, no or both");
-  nlohmann::json out = nlohmann::json::array();
-  std::vector<std::vector<std::string>> rows;
-  for (int d : a.dims) {
-    for (bool causal : causals) {
+  // The cells, in the order they are measured. short-first: by sequence length, then head
+  // dim, then mask, so that no short cell runs right after a long one (a GPU that has just
+  // run at its power cap runs the next short kernels slower for a while; measured on the
+  // H100, docs/kernels.md); as-given: head dims, masks, then lengths, as the options list them.
+  // Every shape is checked before any is measured.
+  struct Cell {
+    int d;
+    bool causal;
+    int n;
+    AttnProblem p;
+  };
+  std::vector<Cell> cells;
+  for (int d : a.dims)
+    for (bool causal : causals)
       for (int n : a.seqs) {
         AttnProblem p;
         p.batch = a.batch;
@@ -98,51 +114,78 @@ int run_bench(const BenchArgs& a) {
         p.dtype = parse_dtype(a.dtype);
         p.validate();
         if (p.causal && p.seq_q > p.seq_kv)
-          throw Error(Errc::invalid_argument, cat("causal needs seq <= --seq-kv (bottom-right aligned mask), got ", p.seq_q,
-                                                  " > ", p.seq_kv));
-        std::vector<std::string> names;
-        for (const auto& v : a.variants)
-          if (find(v).get_int("head_dim") == d) names.push_back(v);
-        if (names.empty() && store) {
-          tuner::WinnerKey wk{fp, pcfg.key_of(p, a.policy), tuner::generator_hash(), tuner::nvrtc_version()};
-          if (auto w = store->winner(wk)) names.push_back(w->variant);
-        }
-        if (names.empty() && a.variants.empty())
-          names.push_back(tuner::default_variant(arch, d, a.policy, p.seq_kv, p.causal ? 1 : 0));
-        for (const std::string& name : names) {
-          auto k = kernel_for(name);
-          std::vector<tuner::AttnBuffers> in;
-          for (int s = 0; s < 2; ++s) {
-            in.emplace_back(p);
-            in.back().fill(*refmod, tuner::InputKind::gaussian, 77 + s, stream);
-          }
-          DeviceBuffer ws(k->workspace_size(p));
-          auto e2e = timer.time([&](int i) { k->run(p, in[i % 2].args(), ws.get(), stream); }, to);
-          // Native (unquantized) variants have no preparation: its columns read "-" (and 0 in JSON).
-          tuner::TimingResult prep{};
-          if (k->has_prep()) prep = timer.time([&](int i) { k->run_prep(p, in[i % 2].args(), ws.get(), stream); }, to);
-          auto attn = timer.time([&](int i) { k->run_attn(p, in[i % 2].args(), ws.get(), stream); }, to);
-          const double tops = p.flops() / (e2e.median_ms * 1e-3) / 1e12;
-          const double prep_tbs = k->has_prep() ? k->prep_bytes(p) / (prep.median_ms * 1e-3) / 1e12 : 0.0;
-          const double attn_tops = p.flops() / (attn.median_ms * 1e-3) / 1e12;
-          rows.push_back({cat(d), causal ? "yes" : "no", cat(n), name, f(e2e.median_ms, "%.3f"), f(tops, "%.0f"),
-                          k->has_prep() ? f(prep.median_ms, "%.3f") : "-", k->has_prep() ? f(prep_tbs, "%.2f") : "-",
-                          f(attn.median_ms, "%.3f"), f(attn_tops, "%.0f"),
-                          f(e2e.spread() * 100, "%.1f%%")});
-          out.push_back({{"head_dim", d}, {"causal", causal}, {"seq", n}, {"batch", a.batch}, {"heads", a.heads},
-                         {"variant", name}, {"e2e_ms", e2e.median_ms}, {"tops", tops}, {"prep_ms", prep.median_ms},
-                         {"prep_tbps", prep_tbs}, {"attn_ms", attn.median_ms}, {"attn_tops", attn_tops},
-                         {"spread", e2e.spread()}, {"seq_kv", p.seq_kv}, {"heads_kv", p.heads_kv},
-                         {"layout", to_string(p.layout)}, {"dtype", to_string(p.dtype)}});
-          if (!a.json) {
-            std::fprintf(stderr, "\r\033[K  d%d %s N=%d %s: %.0f TOPS", d, causal ? "causal" : "", n, name.c_str(), tops);
-            std::fflush(stderr);
-          }
-        }
+          throw Error(Errc::invalid_argument, cat("causal needs seq <= --seq-kv (bottom-right aligned mask), got ",
+                                                  p.seq_q, " > ", p.seq_kv));
+        cells.push_back({d, causal, n, p});
+      }
+  std::vector<std::size_t> measure_order(cells.size());
+  for (std::size_t i = 0; i < cells.size(); ++i) measure_order[i] = i;
+  if (a.order == "short-first")
+    std::stable_sort(measure_order.begin(), measure_order.end(), [&](std::size_t x, std::size_t y) {
+      return std::make_tuple(cells[x].n, cells[x].d, cells[x].causal) < std::make_tuple(cells[y].n, cells[y].d, cells[y].causal);
+    });
+  // Rows and JSON entries are printed in the as-given order whatever the measurement order.
+  std::vector<std::vector<std::vector<std::string>>> cell_rows(cells.size());
+  std::vector<nlohmann::json> cell_out(cells.size(), nlohmann::json::array());
+  bool first = true;
+  for (std::size_t ci : measure_order) {
+    const int d = cells[ci].d, n = cells[ci].n;
+    const bool causal = cells[ci].causal;
+    auto& rows = cell_rows[ci];
+    auto& out = cell_out[ci];
+    const AttnProblem& p = cells[ci].p;
+    std::vector<std::string> names;
+    for (const auto& v : a.variants)
+      if (find(v).get_int("head_dim") == d) names.push_back(v);
+    if (names.empty() && store) {
+      tuner::WinnerKey wk{fp, pcfg.key_of(p, a.policy), tuner::generator_hash(), tuner::nvrtc_version()};
+      if (auto w = store->winner(wk)) names.push_back(w->variant);
+    }
+    if (names.empty() && a.variants.empty())
+      names.push_back(tuner::default_variant(arch, d, a.policy, p.seq_kv, p.causal ? 1 : 0));
+    for (const std::string& name : names) {
+      auto k = kernel_for(name);
+      if (!first && a.cooldown_s > 0) {
+        SAGE_CU(cuStreamSynchronize(stream));
+        std::this_thread::sleep_for(std::chrono::duration<double>(a.cooldown_s));
+      }
+      first = false;
+      std::vector<tuner::AttnBuffers> in;
+      for (int s = 0; s < 2; ++s) {
+        in.emplace_back(p);
+        in.back().fill(*refmod, tuner::InputKind::gaussian, 77 + s, stream);
+      }
+      DeviceBuffer ws(k->workspace_size(p));
+      auto e2e = timer.time([&](int i) { k->run(p, in[i % 2].args(), ws.get(), stream); }, to);
+      // Native (unquantized) variants have no preparation: its columns read "-" (and 0 in JSON).
+      tuner::TimingResult prep{};
+      if (k->has_prep()) prep = timer.time([&](int i) { k->run_prep(p, in[i % 2].args(), ws.get(), stream); }, to);
+      auto attn = timer.time([&](int i) { k->run_attn(p, in[i % 2].args(), ws.get(), stream); }, to);
+      const double tops = p.flops() / (e2e.median_ms * 1e-3) / 1e12;
+      const double prep_tbs = k->has_prep() ? k->prep_bytes(p) / (prep.median_ms * 1e-3) / 1e12 : 0.0;
+      const double attn_tops = p.flops() / (attn.median_ms * 1e-3) / 1e12;
+      rows.push_back({cat(d), causal ? "yes" : "no", cat(n), name, f(e2e.median_ms, "%.3f"), f(tops, "%.0f"),
+                      k->has_prep() ? f(prep.median_ms, "%.3f") : "-", k->has_prep() ? f(prep_tbs, "%.2f") : "-",
+                      f(attn.median_ms, "%.3f"), f(attn_tops, "%.0f"),
+                      f(e2e.spread() * 100, "%.1f%%")});
+      out.push_back({{"head_dim", d}, {"causal", causal}, {"seq", n}, {"batch", a.batch}, {"heads", a.heads},
+                     {"variant", name}, {"e2e_ms", e2e.median_ms}, {"tops", tops}, {"prep_ms", prep.median_ms},
+                     {"prep_tbps", prep_tbs}, {"attn_ms", attn.median_ms}, {"attn_tops", attn_tops},
+                     {"spread", e2e.spread()}, {"seq_kv", p.seq_kv}, {"heads_kv", p.heads_kv},
+                     {"layout", to_string(p.layout)}, {"dtype", to_string(p.dtype)}});
+      if (!a.json) {
+        std::fprintf(stderr, "\r\033[K  d%d %s N=%d %s: %.0f TOPS", d, causal ? "causal" : "", n, name.c_str(), tops);
+        std::fflush(stderr);
       }
     }
   }
   cu::api().cuStreamDestroy(stream);
+  nlohmann::json out = nlohmann::json::array();
+  std::vector<std::vector<std::string>> rows;
+  for (std::size_t ci = 0; ci < cells.size(); ++ci) {
+    for (auto& r : cell_rows[ci]) rows.push_back(std::move(r));
+    for (auto& j : cell_out[ci]) out.push_back(std::move(j));
+  }
   if (a.json) {
     std::cout << nlohmann::json{{"device", fp.key()}, {"results", out}}.dump(2) << "\n";
   } else {
@@ -188,6 +231,12 @@ static Registrar reg_bench(
       sub.add_option("--dtype", a->dtype, "fp16 or bf16")->capture_default_str();
       sub.add_option("--policy", a->policy, "accuracy policy of the winner (--tuned) or default to time")->capture_default_str();
       sub.add_option("--samples", a->samples, "timed samples per measurement (median reported)")->capture_default_str();
+      sub.add_option("--order", a->order,
+                     "measurement order: short-first (by sequence length, then head dim and mask) or as-given "
+                     "(head dims, masks, then lengths as listed); the table keeps the as-given order")
+          ->capture_default_str();
+      sub.add_option("--cooldown", a->cooldown_s, "seconds the GPU idles before each shape after the first")
+          ->capture_default_str();
       sub.add_flag("--tuned", a->tuned, "time the database's winners");
       sub.add_option("--db", a->db, "tune database for --tuned");
       sub.add_flag("--json", a->json, "print JSON");
@@ -197,6 +246,10 @@ static Registrar reg_bench(
         x.seqs = ints(*seqs, "--seq");
         if (x.batch < 1 || x.heads < 1 || x.samples < 1) throw Error(Errc::invalid_argument, "--batch, --heads and --samples must be >= 1");
         if (x.heads_kv < 0 || x.seq_kv < 0) throw Error(Errc::invalid_argument, "--heads-kv and --seq-kv must be >= 1");
+        if (x.order != "short-first" && x.order != "as-given")
+          throw Error(Errc::invalid_argument, "--order must be short-first or as-given, got '" + x.order + "'");
+        if (!(x.cooldown_s >= 0 && x.cooldown_s <= 600))
+          throw Error(Errc::invalid_argument, "--cooldown must be 0 to 600 seconds");
         parse_layout(x.layout);
         parse_dtype(x.dtype);
         tuner::ProblemsConfig::builtin().policy(x.policy);  // Error(invalid_argument) naming the policies
