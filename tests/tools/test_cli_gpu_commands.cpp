@@ -72,6 +72,9 @@ TEST(CliBench, BadArgumentsAreUsageErrors) {
   CliRun c = s.run("bench --cooldown -1");
   EXPECT_EQ(c.rc, 2);
   EXPECT_NE(c.err.find("--cooldown must be 0 to 600 seconds"), std::string::npos) << c.err;
+  CliRun w = s.run("bench --warmup-ms -5");
+  EXPECT_EQ(w.rc, 2);
+  EXPECT_NE(w.err.find("--warmup-ms must be 0 to 10000"), std::string::npos) << w.err;
 }
 
 TEST(CliNoGpu, GpuCommandsSayWhyAndExit5) {

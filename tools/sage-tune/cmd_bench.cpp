@@ -33,6 +33,7 @@ struct BenchArgs {
   std::string db;
   std::string order = "short-first";
   double cooldown_s = 1.0;  // GPU idle before each cell after the first
+  double warmup_ms = 25;    // each measurement warms up at least this long (clocks out of idle)
   bool json = false, tuned = false;
 };
 
@@ -82,6 +83,7 @@ int run_bench(const BenchArgs& a) {
   to.min_samples = a.samples;
   to.max_samples = a.samples;
   to.max_seconds = 0;
+  to.warmup_ms = a.warmup_ms;
 
   std::vector<bool> causals;
   if (a.causal == "both" || a.causal == "no") causals.push_back(false);
@@ -237,6 +239,10 @@ static Registrar reg_bench(
           ->capture_default_str();
       sub.add_option("--cooldown", a->cooldown_s, "seconds the GPU idles before each shape after the first")
           ->capture_default_str();
+      sub.add_option("--warmup-ms", a->warmup_ms,
+                     "each measurement first runs its call for at least this many milliseconds (a GPU out of "
+                     "idle raises its clocks over milliseconds)")
+          ->capture_default_str();
       sub.add_flag("--tuned", a->tuned, "time the database's winners");
       sub.add_option("--db", a->db, "tune database for --tuned");
       sub.add_flag("--json", a->json, "print JSON");
@@ -250,6 +256,8 @@ static Registrar reg_bench(
           throw Error(Errc::invalid_argument, "--order must be short-first or as-given, got '" + x.order + "'");
         if (!(x.cooldown_s >= 0 && x.cooldown_s <= 600))
           throw Error(Errc::invalid_argument, "--cooldown must be 0 to 600 seconds");
+        if (!(x.warmup_ms >= 0 && x.warmup_ms <= 10000))
+          throw Error(Errc::invalid_argument, "--warmup-ms must be 0 to 10000");
         parse_layout(x.layout);
         parse_dtype(x.dtype);
         tuner::ProblemsConfig::builtin().policy(x.policy);  // Error(invalid_argument) naming the policies

@@ -1,6 +1,7 @@
 #include "sage/tuner/timing.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "sage/common/cuda_driver.h"
@@ -47,14 +48,25 @@ Timer::~Timer() {
 void Timer::flush_l2() { SAGE_CU(cuMemsetD8Async(scratch_.dptr(), 0x5a, scratch_.size(), stream_)); }
 
 TimingResult Timer::time(const std::function<void(int)>& run, const TimingOptions& o) {
-  for (int i = 0; i < o.warmup; ++i) run(i);
+  int next = 0;
+  for (; next < o.warmup; ++next) run(next);
+  if (o.warmup_ms > 0) {
+    SAGE_CU(cuEventRecord(start_, stream_));
+    run(next++);
+    SAGE_CU(cuEventRecord(stop_, stream_));
+    SAGE_CU(cuEventSynchronize(stop_));
+    float ms = 0;
+    SAGE_CU(cuEventElapsedTime(&ms, start_, stop_));
+    const double runs = std::ceil(o.warmup_ms / std::max(double(ms), 1e-3));
+    for (int i = 0; i < int(std::min(runs, 10000.0)); ++i) run(next++);
+  }
   SAGE_CU(cuStreamSynchronize(stream_));
   std::vector<double> samples;
   double total = 0;
   for (int i = 0; i < o.max_samples; ++i) {
     if (o.flush_l2) flush_l2();
     SAGE_CU(cuEventRecord(start_, stream_));
-    run(o.warmup + i);
+    run(next + i);
     SAGE_CU(cuEventRecord(stop_, stream_));
     SAGE_CU(cuEventSynchronize(stop_));
     float ms = 0;

@@ -14,6 +14,10 @@ namespace sage::tuner {
 
 struct TimingOptions {
   int warmup = 2;
+  // Then warm up for at least this long too (the run count from the first run's time): a GPU
+  // that has been idle (a first call, a cooldown) needs milliseconds to raise its clocks, so
+  // a short kernel's first samples would be timed while they ramp up. 0: the count alone.
+  double warmup_ms = 0;
   int min_samples = 10;
   int max_samples = 30;
   double max_seconds = 2.0;  // stop sampling after this much measured time (past min_samples)
