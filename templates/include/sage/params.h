@@ -17,7 +17,9 @@ typedef std::uint32_t sage_u32;
 typedef std::int64_t sage_i64;
 #endif
 
-#define SAGE_KERNEL_ABI_VERSION 4
+// 5: the launch grid of causal calls (non-persistent kernels) is (pairs of a group, q_tiles,
+// groups), attn_mma.cuh: cta_coords.
+#define SAGE_KERNEL_ABI_VERSION 5
 
 // Element types of the user's tensors.
 enum SageDType { SAGE_DTYPE_FP16 = 0, SAGE_DTYPE_BF16 = 1 };

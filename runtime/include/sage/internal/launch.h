@@ -5,6 +5,7 @@
 #include <cuda.h>
 
 #include <array>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -80,6 +81,22 @@ struct WorkspacePlan {
   int stat_rows = 0;
   bool v_exact_pass = false;
 };
+
+// Causal launches (non-persistent kernels) have the grid (group, q_tiles, pairs / group) over
+// the problem's batch x heads_q (batch, head) pairs (attn_mma.cuh: cta_coords), which the GPU
+// starts x fastest: within a group of pairs every pair's longest query tile (the most key
+// tiles) starts before any pair's next. A query tile visits 1 to k_tiles key tiles, and a
+// long one that starts last sets how late the grid ends; ordering the long ones first across
+// the group's heads (longest processing time first) shortens that tail. A group's K and V, as
+// the kernel reads them, fit kCausalGroupBytes of L2, so that the CTAs running together still
+// share them; it is a divisor of the pairs (no empty CTAs) and a multiple of the query heads
+// per kv head (a GQA group is never split). Past kCausalLptMaxKeys keys the group is one pair
+// (each head in turn, its longest tile first): there the tail is a small share of the call,
+// and on the H100 the grouped order measured slower at D=128, 16K keys (docs/kernels.md).
+// All the pairs where pairs / group would pass the grid's z limit (65535).
+constexpr std::int64_t kCausalGroupBytes = std::int64_t(16) << 20;
+constexpr int kCausalLptMaxKeys = 8192;
+int causal_group(const AttnProblem& p, const KernelConfig& c);
 
 // A loaded quantized-attention variant (pipelines "mma" and "wgmma": same kernels' interface).
 class AttnKernel {

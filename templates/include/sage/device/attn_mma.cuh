@@ -51,6 +51,21 @@ SAGE_DEV void kv_range(const SageAttnParams& p, int m0, int BM, int BN, int* n_t
   if (p.seq_kv % BN != 0) *mask_from = min_(*mask_from, p.k_tiles - 1);
 }
 
+// The query tile and (batch, query head) of this CTA. Without a mask the grid is (q_tiles, Hq,
+// B). With a causal mask a CTA visits 1 to k_tiles key tiles, and the long ones that start last
+// set how late the grid ends, so the launcher orders them longest-processing-time first: the
+// grid is (pairs of a group, q_tiles, groups) over groups of consecutive (batch, head) pairs
+// (launch.h: causal_group; one pair past 8K keys), and since the GPU starts a grid x fastest,
+// every pair's longest query tile (y = 0) starts before any pair's next one.
+struct CtaCoords {
+  int q_tile, h, b;
+};
+SAGE_DEV CtaCoords cta_coords(const SageAttnParams& p) {
+  if (!p.causal) return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)};
+  const int pair = int(blockIdx.z * gridDim.x + blockIdx.x);
+  return {p.q_tiles - 1 - int(blockIdx.y), pair % p.heads_q, pair / p.heads_q};
+}
+
 // Per-thread cp.async plan for one K/V tile: every thread copies chunks tid, tid + THREADS,
 // ... of the tile. THREADS is a multiple of the chunks per row and of 8 rows, so a thread's
 // column and swizzle phase are the same for all its chunks: the shared and global offsets
@@ -437,8 +452,9 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
   }
 }
 
-// grid (q_tiles, Hq, B), Cfg::THREADS threads, Cfg::SMEM_BYTES dynamic shared memory.
-// LSE_SUMS: see softmax_pv (int8 P.V only; the launcher picks that entry when p.lse is set).
+// grid (q_tiles, Hq, B) (causal: mma_attn::cta_coords), Cfg::THREADS threads,
+// Cfg::SMEM_BYTES dynamic shared memory. LSE_SUMS: see softmax_pv (int8 P.V only; the
+// launcher picks that entry when p.lse is set).
 template <class Cfg, bool LSE_SUMS = false>
 SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   static_assert(!LSE_SUMS || Cfg::V_INT8, "separate LSE sums are the int8 P.V path's");
@@ -448,9 +464,8 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, SL = Cfg::SLABS, ST = Cfg::STAGES;
   extern __shared__ __align__(128) u8 smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  // Causal CTAs with the most key tiles start first.
-  const int q_tile = p.causal ? p.q_tiles - 1 - int(blockIdx.x) : int(blockIdx.x);
-  const int h = blockIdx.y, b = blockIdx.z;
+  const CtaCoords cc = cta_coords(p);
+  const int q_tile = cc.q_tile, h = cc.h, b = cc.b;
   const int hkv = h / (p.heads_q / p.heads_kv);
   const int m0 = q_tile * BM;
   const int row0 = m0 + warp * Cfg::WARP_Q;
@@ -597,7 +612,10 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   // ---- epilogue ----------------------------------------------------------------------------
   cp_async_wait<0>();
   __syncthreads();
-  epilogue::store<Cfg, SL>(p, st.m, st.l, st.o, b, h, kv_bh, warp, row0, smem, LSE_SUMS ? st.lx : nullptr);
+  // The CTA's coordinates again (cheaper than keeping them live through the mainloop).
+  const CtaCoords ce = cta_coords(p);
+  epilogue::store<Cfg, SL>(p, st.m, st.l, st.o, ce.b, ce.h, i64(ce.b) * p.heads_kv + ce.h / (p.heads_q / p.heads_kv),
+                           warp, row0, smem, LSE_SUMS ? st.lx : nullptr);
 }
 
 }  // namespace mma_attn

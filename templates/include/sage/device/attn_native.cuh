@@ -179,9 +179,9 @@ SAGE_DEV void pack_p(const float (&pf)[Cfg::BN / 2], u32 (&pa)[Cfg::BN / 16][4])
   }
 }
 
-// grid (q_tiles, Hq, B), Cfg::THREADS threads, Cfg::SMEM_BYTES dynamic shared memory. The
-// tensor maps tma_q/k/v are 4-D (D, N, H, B) over the caller's tensors, boxes of 64 columns
-// by BM (Q) or BN (K, V) rows.
+// grid (q_tiles, Hq, B) (causal: mma_attn::cta_coords), Cfg::THREADS threads,
+// Cfg::SMEM_BYTES dynamic shared memory. The tensor maps tma_q/k/v are 4-D (D, N, H, B) over
+// the caller's tensors, boxes of 64 columns by BM (Q) or BN (K, V) rows.
 template <class Cfg, bool BF16>
 SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES, CH = Cfg::CHUNKS;

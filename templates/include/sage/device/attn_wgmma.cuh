@@ -266,8 +266,8 @@ SAGE_DEV void plain_tile(const SageAttnParams& p, float (&m)[1][2], float (&l)[1
   else softmax_pv<Cfg, false>(p, m, l, o, s, dV, dOnes, dq, tile, row0);
 }
 
-// Where a CTA of the grid (q_tiles, Hq, B) works, and its lane's fixed quantities: shared by
-// both loaders' kernels. Causal grids run the longest query tiles first.
+// Where a CTA works (mma_attn::cta_coords: the grid (q_tiles, Hq, B), or a causal grid's
+// longest-first order), and its lane's fixed quantities: shared by both loaders' kernels.
 template <class Cfg>
 struct CtaTile {
   int warp, gid, tig, wg, h, hkv, b, m0, row0, n_tiles, mask_from;
@@ -279,9 +279,10 @@ struct CtaTile {
     gid = lane / 4;
     tig = lane % 4;
     wg = warp / 4;
-    const int q_tile = p.causal ? p.q_tiles - 1 - int(blockIdx.x) : int(blockIdx.x);
-    h = blockIdx.y;
-    b = blockIdx.z;
+    const mma_attn::CtaCoords cc = mma_attn::cta_coords(p);
+    const int q_tile = cc.q_tile;
+    h = cc.h;
+    b = cc.b;
     hkv = h / (p.heads_q / p.heads_kv);
     m0 = q_tile * Cfg::BM;
     row0 = m0 + warp * 16;
@@ -841,11 +842,14 @@ SAGE_DEV void attn_kernel_cp(const SageAttnParams& p) {
 
   cp_async_wait<0>();
   __syncthreads();
-  epilogue::store<Cfg, 1>(p, m, l, o, b, h, kv_bh, warp, row0, smem);
+  // The CTA's coordinates again (cheaper than keeping them live through the mainloop).
+  const CtaTile<Cfg> ce(p, threadIdx.x);
+  epilogue::store<Cfg, 1>(p, m, l, o, ce.b, ce.h, ce.kv_bh, ce.warp, ce.row0, smem);
 }
 
-// grid (q_tiles, Hq, B), Cfg::THREADS threads, Cfg::SMEM_BYTES dynamic shared memory.
-// Launched as a programmatic dependent of the preparation (griddep_wait in common.cuh).
+// grid (q_tiles, Hq, B) (causal: mma_attn::cta_coords), Cfg::THREADS threads,
+// Cfg::SMEM_BYTES dynamic shared memory. Launched as a programmatic dependent of the
+// preparation (griddep_wait in common.cuh).
 template <class Cfg>
 SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   griddep_wait();
