@@ -66,27 +66,42 @@ TEST(Defaults, HopperD128ShortSequencesRunThePersistentPingpongKernel) {
 }
 
 // An entry that names `causal` matches calls with that mask only: Hopper keeps the native
-// persistent kernel for causal D=128 calls up to 4K keys (ahead of the quantized one there),
-// and callers that do not say (causal -1) get the mask-independent entries.
+// persistent kernel for causal D=128 calls of 4K keys under the accurate policy (the quantized
+// one serves the others), and callers that do not say (causal -1) get the mask-independent
+// entries.
 TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
-  auto qk = [](int seq_kv, int causal) {
-    const std::string v = tuner::default_variant("sm_90a", 128, "balanced", seq_kv, causal);
+  auto qk = [](int seq_kv, int causal, const char* policy = "balanced") {
+    const std::string v = tuner::default_variant("sm_90a", 128, policy, seq_kv, causal);
     return gen::SearchSpace::builtin().find(v)->get_string("qk");
   };
-  EXPECT_EQ(qk(4096, 1), "native");
+  EXPECT_EQ(qk(4096, 1), "int8");
+  EXPECT_EQ(qk(4096, 1, "accurate"), "native");
+  EXPECT_NE(qk(4096, 0, "accurate"), "native");
   EXPECT_EQ(qk(4096, 0), "int8");
   EXPECT_EQ(qk(4096, -1), "int8");
   EXPECT_EQ(qk(8192, 1), "int8");
   EXPECT_EQ(qk(2048, 0), "native");
-  // D=64: causal calls up to 4K keys stay native, non-causal ones from 4K are quantized.
+  EXPECT_EQ(qk(2048, 1), "native");
+  // D=64: native up to 2K keys, quantized from 4K under the balanced policy, either mask.
   auto qk64 = [](int seq_kv, int causal) {
     const std::string v = tuner::default_variant("sm_90a", 64, "balanced", seq_kv, causal);
     return gen::SearchSpace::builtin().find(v)->get_string("qk");
   };
-  EXPECT_EQ(qk64(4096, 1), "native");
+  EXPECT_EQ(qk64(4096, 1), "int8");
   EXPECT_EQ(qk64(4096, 0), "int8");
   EXPECT_EQ(qk64(2048, 0), "native");
+  EXPECT_EQ(qk64(2048, 1), "native");
   EXPECT_EQ(qk64(8192, 1), "int8");
+  // Causal D=64 up to 2K keys: 64-key tiles; at 4K and without a mask, 128.
+  auto bn64 = [](int seq_kv, int causal) {
+    const std::string v = tuner::default_variant("sm_90a", 64, "balanced", seq_kv, causal);
+    return gen::SearchSpace::builtin().find(v)->get_int("block_n");
+  };
+  EXPECT_EQ(bn64(1024, 1), 64);
+  EXPECT_EQ(bn64(2048, 1), 64);
+  EXPECT_EQ(bn64(4096, 1), 128);  // the quantized kernel
+  EXPECT_EQ(bn64(1024, 0), 128);
+  EXPECT_EQ(bn64(1024, -1), 128);
 }
 
 // At D=64 the quantized Hopper default runs four one-warpgroup CTAs per SM (128 registers),
