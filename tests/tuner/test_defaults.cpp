@@ -3,6 +3,8 @@
 // the P.V precision its policy admits.
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "sage/gen/search_space.h"
 #include "sage/tuner/problems.h"
 #include "sage/tuner/tune.h"
@@ -92,16 +94,19 @@ TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
   EXPECT_EQ(qk64(2048, 0), "native");
   EXPECT_EQ(qk64(2048, 1), "native");
   EXPECT_EQ(qk64(8192, 1), "int8");
-  // Causal D=64 up to 2K keys: 64-key tiles; at 4K and without a mask, 128.
-  auto bn64 = [](int seq_kv, int causal) {
+  // Causal D=64 up to 1K keys: 64-key tiles, two stages; otherwise up to 2K keys 128-key tiles
+  // with one stage (four CTAs per SM); the quantized kernel from 4K.
+  auto tile64 = [](int seq_kv, int causal) {
     const std::string v = tuner::default_variant("sm_90a", 64, "balanced", seq_kv, causal);
-    return gen::SearchSpace::builtin().find(v)->get_int("block_n");
+    const auto var = gen::SearchSpace::builtin().find(v);
+    return std::make_pair(int(var->get_int("block_n")), int(var->get_int("stages")));
   };
-  EXPECT_EQ(bn64(1024, 1), 64);
-  EXPECT_EQ(bn64(2048, 1), 64);
-  EXPECT_EQ(bn64(4096, 1), 128);  // the quantized kernel
-  EXPECT_EQ(bn64(1024, 0), 128);
-  EXPECT_EQ(bn64(1024, -1), 128);
+  EXPECT_EQ(tile64(1024, 1), std::make_pair(64, 2));
+  EXPECT_EQ(tile64(2048, 1), std::make_pair(128, 1));
+  EXPECT_EQ(tile64(1024, 0), std::make_pair(128, 1));
+  EXPECT_EQ(tile64(1024, -1), std::make_pair(128, 1));
+  EXPECT_EQ(tile64(2048, 0), std::make_pair(128, 1));
+  EXPECT_EQ(tile64(4096, 1), std::make_pair(128, 2));  // the quantized kernel
 }
 
 // At D=64 the quantized Hopper default runs four one-warpgroup CTAs per SM (128 registers),
