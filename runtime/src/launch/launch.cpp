@@ -111,16 +111,20 @@ constexpr int kStatSampleRows = 512;
 
 }  // namespace
 
+namespace {
+constexpr int kGridYZLimit = 65535;  // a launch grid's y and z dimensions
+}  // namespace
+
 int causal_group(const AttnProblem& p, const KernelConfig& c) {
   const int pairs = p.batch * p.heads_q;
-  if (p.seq_kv > kCausalLptMaxKeys) return pairs > 65535 ? pairs : 1;
+  if (p.seq_kv > kCausalLptMaxKeys) return pairs > kGridYZLimit ? pairs : 1;
   const std::int64_t key_bytes =
       c.qk == "native" ? 4 * c.head_dim : qrow_bytes(c) + (v_8bit(c) ? 1 : 2) * c.head_dim;
   const int per_kv = p.heads_q / p.heads_kv;
   const std::int64_t fit = std::max<std::int64_t>(1, kCausalGroupBytes / (std::int64_t(p.seq_kv) * key_bytes)) * per_kv;
   int g = int(std::min<std::int64_t>(fit, pairs)) / per_kv * per_kv;
   while (pairs % g != 0) g -= per_kv;
-  return pairs / g > 65535 ? pairs : g;  // the grid's z limit
+  return pairs / g > kGridYZLimit ? pairs : g;
 }
 
 // ---- KernelConfig --------------------------------------------------------------------------
@@ -550,7 +554,7 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
   }
   CUfunction f = s.lse && attn_lse_ ? attn_lse_ : attn_;
   if (p.causal) {
-    if (s.q_tiles > 65535) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for a causal launch"));
+    if (s.q_tiles > kGridYZLimit) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for a causal launch"));
     const int g = causal_group(p, cfg_);
     launch(f, unsigned(g), unsigned(s.q_tiles), unsigned(p.batch * p.heads_q / g), unsigned(cfg_.threads),
            unsigned(cfg_.smem_bytes), stream, s, dependent_);

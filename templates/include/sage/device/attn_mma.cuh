@@ -59,6 +59,8 @@ SAGE_DEV void kv_range(const SageAttnParams& p, int m0, int BM, int BN, int* n_t
 // every pair's longest query tile (y = 0) starts before any pair's next one.
 struct CtaCoords {
   int q_tile, h, b;
+  // The (batch, kv head) index of K, V and their scales in the workspace.
+  SAGE_DEV i64 kv_bh(const SageAttnParams& p) const { return i64(b) * p.heads_kv + h / (p.heads_q / p.heads_kv); }
 };
 SAGE_DEV CtaCoords cta_coords(const SageAttnParams& p) {
   if (!p.causal) return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)};
@@ -614,8 +616,7 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   __syncthreads();
   // The CTA's coordinates again (cheaper than keeping them live through the mainloop).
   const CtaCoords ce = cta_coords(p);
-  epilogue::store<Cfg, SL>(p, st.m, st.l, st.o, ce.b, ce.h, i64(ce.b) * p.heads_kv + ce.h / (p.heads_q / p.heads_kv),
-                           warp, row0, smem, LSE_SUMS ? st.lx : nullptr);
+  epilogue::store<Cfg, SL>(p, st.m, st.l, st.o, ce.b, ce.h, ce.kv_bh(p), warp, row0, smem, LSE_SUMS ? st.lx : nullptr);
 }
 
 }  // namespace mma_attn
