@@ -162,7 +162,8 @@ TEST_F(CliCompile, SpillingVariantIsPrunedNotFailed) {
 TEST_F(CliCompile, Sm90a_DefaultsNeitherSpillNorSerializeWgmma) {
   std::set<std::string> names;
   for (int d : {64, 128})
-    for (int n : {1024, 4096, 8192, 0}) names.insert(tuner::default_variant("sm_90a", d, "balanced", n));
+    for (int n : {1024, 2048, 4096, 8192, 0})
+      for (int causal : {0, 1}) names.insert(tuner::default_variant("sm_90a", d, "balanced", n, causal));
   std::string filter;
   for (const std::string& n : names) filter += (filter.empty() ? "^(" : "|") + n;
   filter += ")$";

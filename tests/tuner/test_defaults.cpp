@@ -3,6 +3,7 @@
 // the P.V precision its policy admits.
 #include <gtest/gtest.h>
 
+#include <tuple>
 #include <utility>
 
 #include "sage/gen/search_space.h"
@@ -84,29 +85,34 @@ TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
   EXPECT_EQ(qk(8192, 1), "int8");
   EXPECT_EQ(qk(2048, 0), "native");
   EXPECT_EQ(qk(2048, 1), "native");
-  // D=64: native up to 2K keys, quantized from 4K under the balanced policy, either mask.
+  // D=64: native up to 2K keys, and for causal masks up to 4K; quantized past them under the
+  // balanced policy.
   auto qk64 = [](int seq_kv, int causal) {
     const std::string v = tuner::default_variant("sm_90a", 64, "balanced", seq_kv, causal);
     return gen::SearchSpace::builtin().find(v)->get_string("qk");
   };
-  EXPECT_EQ(qk64(4096, 1), "int8");
+  EXPECT_EQ(qk64(4096, 1), "native");
   EXPECT_EQ(qk64(4096, 0), "int8");
+  EXPECT_EQ(qk64(4096, -1), "int8");
   EXPECT_EQ(qk64(2048, 0), "native");
   EXPECT_EQ(qk64(2048, 1), "native");
   EXPECT_EQ(qk64(8192, 1), "int8");
-  // Causal D=64 up to 1K keys: 64-key tiles, two stages; otherwise up to 2K keys 128-key tiles
-  // with one stage (four CTAs per SM); the quantized kernel from 4K.
+  // Causal D=64 up to 1K keys: 64x64 tiles, two stages; causal 2K-4K: 128x128 tiles of two
+  // warpgroups, two stages; otherwise up to 2K keys 64x128 tiles with one stage (four CTAs per
+  // SM); the quantized kernel (64x128, two stages) from 4K.
   auto tile64 = [](int seq_kv, int causal) {
     const std::string v = tuner::default_variant("sm_90a", 64, "balanced", seq_kv, causal);
     const auto var = gen::SearchSpace::builtin().find(v);
-    return std::make_pair(int(var->get_int("block_n")), int(var->get_int("stages")));
+    return std::make_tuple(int(var->get_int("block_m")), int(var->get_int("block_n")), int(var->get_int("stages")));
   };
-  EXPECT_EQ(tile64(1024, 1), std::make_pair(64, 2));
-  EXPECT_EQ(tile64(2048, 1), std::make_pair(128, 1));
-  EXPECT_EQ(tile64(1024, 0), std::make_pair(128, 1));
-  EXPECT_EQ(tile64(1024, -1), std::make_pair(128, 1));
-  EXPECT_EQ(tile64(2048, 0), std::make_pair(128, 1));
-  EXPECT_EQ(tile64(4096, 1), std::make_pair(128, 2));  // the quantized kernel
+  EXPECT_EQ(tile64(1024, 1), std::make_tuple(64, 64, 2));
+  EXPECT_EQ(tile64(2048, 1), std::make_tuple(128, 128, 2));
+  EXPECT_EQ(tile64(4096, 1), std::make_tuple(128, 128, 2));
+  EXPECT_EQ(tile64(1024, 0), std::make_tuple(64, 128, 1));
+  EXPECT_EQ(tile64(1024, -1), std::make_tuple(64, 128, 1));
+  EXPECT_EQ(tile64(2048, 0), std::make_tuple(64, 128, 1));
+  EXPECT_EQ(tile64(4096, 0), std::make_tuple(64, 128, 2));  // the quantized kernel
+  EXPECT_EQ(tile64(8192, 1), std::make_tuple(64, 128, 2));  // the quantized kernel
 }
 
 // At D=64 the quantized Hopper default runs four one-warpgroup CTAs per SM (128 registers),
@@ -135,6 +141,19 @@ TEST(Defaults, HopperD128FusesQQuantization) {
     for (int n : {8192, 16384, 0}) EXPECT_FALSE(fused(64, policy, n)) << policy << " " << n;
   }
   EXPECT_FALSE(fused(128, "accurate", 4096));  // FP16 P.V: the mma pipeline, which has no fuse_q
+}
+
+// The D=128 quantized Hopper default sums P's rows on the tensor cores (sum_mma); D=64 does not.
+TEST(Defaults, HopperD128SumsRowsOnTheTensorCores) {
+  auto rsum = [](int d, int seq_kv, int causal) {
+    const std::string v = tuner::default_variant("sm_90a", d, "balanced", seq_kv, causal);
+    const auto var = gen::SearchSpace::builtin().find(v);
+    return var->params.count("sum_mma") && var->get_bool("sum_mma");
+  };
+  for (int n : {4096, 8192, 32768})
+    for (int causal : {0, 1}) EXPECT_TRUE(rsum(128, n, causal)) << n << " " << causal;
+  EXPECT_FALSE(rsum(128, 2048, 0));  // the native kernel
+  EXPECT_FALSE(rsum(64, 8192, 0));
 }
 
 TEST(Defaults, UnknownArchitectureIsNotFound) {
