@@ -2,6 +2,8 @@
 // machine without a GPU: clear messages and the documented exit codes (docs/cli.md).
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 #include "support/cli.h"
@@ -63,18 +65,18 @@ TEST(CliTune, MalformedProblemsFileNamesFileLineAndKey) {
 TEST(CliBench, BadArgumentsAreUsageErrors) {
   CliSandbox s;
   EXPECT_EQ(s.run("bench --causal maybe").rc, has_gpu() ? 2 : 5);
-  CliRun r = s.run("bench --seq 1024,lots");
-  EXPECT_EQ(r.rc, 2);
-  EXPECT_NE(r.err.find("bad --seq '1024,lots'"), std::string::npos) << r.err;
-  CliRun o = s.run("bench --order sideways");
-  EXPECT_EQ(o.rc, 2);
-  EXPECT_NE(o.err.find("--order must be short-first or as-given, got 'sideways'"), std::string::npos) << o.err;
-  CliRun c = s.run("bench --cooldown -1");
-  EXPECT_EQ(c.rc, 2);
-  EXPECT_NE(c.err.find("--cooldown must be 0 to 600 seconds"), std::string::npos) << c.err;
-  CliRun w = s.run("bench --warmup-ms -5");
-  EXPECT_EQ(w.rc, 2);
-  EXPECT_NE(w.err.find("--warmup-ms must be 0 to 10000"), std::string::npos) << w.err;
+  // Each bad option is a usage error (exit 2) whose message names it.
+  const std::pair<const char*, const char*> bad[] = {
+      {"bench --seq 1024,lots", "bad --seq '1024,lots'"},
+      {"bench --order sideways", "--order must be short-first or as-given, got 'sideways'"},
+      {"bench --cooldown -1", "--cooldown must be 0 to 600 seconds"},
+      {"bench --warmup-ms -5", "--warmup-ms must be 0 to 10000"},
+  };
+  for (const auto& [args, message] : bad) {
+    CliRun r = s.run(args);
+    EXPECT_EQ(r.rc, 2) << args;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
+  }
 }
 
 TEST(CliNoGpu, GpuCommandsSayWhyAndExit5) {
