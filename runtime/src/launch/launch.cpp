@@ -108,11 +108,8 @@ int stat_kinds(const KernelConfig& c) { return int(c.smooth_k) + int(c.smooth_v 
 // standard deviation of the whole sequence's, which leaves K's smoothing and V's range as
 // good as exact; INT8 V (127 levels, no exponent) keeps exact statistics.
 constexpr int kStatSampleRows = 512;
-
-}  // namespace
-
-namespace {
 constexpr int kGridYZLimit = 65535;  // a launch grid's y and z dimensions
+
 }  // namespace
 
 int causal_group(const AttnProblem& p, const KernelConfig& c) {
