@@ -124,23 +124,40 @@ TEST(Defaults, HopperD64QuantizedRunsFourCtasPerSm) {
     return var->get_int("min_ctas");
   };
   for (int n : {4096, 8192, 16384, 0}) EXPECT_EQ(occ(64, n), 4) << n;
-  EXPECT_EQ(occ(128, 16384), 3);
+  EXPECT_EQ(occ(128, 4096), 3);
 }
 
-// At D=128 past the native family's range the quantized default quantizes Q in the attention
-// kernel (fuse_q: a preparation of K and V only) at every length; D=64 (four CTAs per SM)
-// never fuses it.
+// At D=128 the one-warpgroup quantized default (4K keys, causal up to 8K) quantizes Q in the
+// attention kernel (fuse_q: a preparation of K and V only); the three-warpgroup kernel of the
+// longer calls and D=64 (four CTAs per SM) do not.
 TEST(Defaults, HopperD128FusesQQuantization) {
-  auto fused = [](int d, const std::string& policy, int seq_kv) {
-    const std::string v = tuner::default_variant("sm_90a", d, policy, seq_kv);
+  auto fused = [](int d, const std::string& policy, int seq_kv, int causal) {
+    const std::string v = tuner::default_variant("sm_90a", d, policy, seq_kv, causal);
     const auto var = gen::SearchSpace::builtin().find(v);
     return var->params.count("fuse_q") && var->get_bool("fuse_q");
   };
   for (const char* policy : {"balanced", "fast"}) {
-    for (int n : {4096, 8192, 16384, 32768, 0}) EXPECT_TRUE(fused(128, policy, n)) << policy << " " << n;
-    for (int n : {8192, 16384, 0}) EXPECT_FALSE(fused(64, policy, n)) << policy << " " << n;
+    for (int causal : {0, 1}) EXPECT_TRUE(fused(128, policy, 4096, causal)) << policy << " " << causal;
+    EXPECT_TRUE(fused(128, policy, 8192, 1)) << policy;
+    for (int n : {8192, 16384, 32768}) EXPECT_FALSE(fused(128, policy, n, 0)) << policy << " " << n;
+    for (int n : {8192, 16384, 0}) EXPECT_FALSE(fused(64, policy, n, 0)) << policy << " " << n;
   }
-  EXPECT_FALSE(fused(128, "accurate", 4096));  // FP16 P.V: the mma pipeline, which has no fuse_q
+  EXPECT_FALSE(fused(128, "accurate", 4096, 0));  // FP16 P.V: the mma pipeline, which has no fuse_q
+}
+
+// Past 4K keys (8K for causal masks) the D=128 quantized default is three warpgroups of 64
+// rows sharing one four-stage K/V ring: a third of the L2 traffic, which buys SM clock under
+// the power cap of long calls (docs/kernels.md).
+TEST(Defaults, HopperD128LongCallsShareOneRingAmongThreeWarpgroups) {
+  auto wgs = [](int seq_kv, int causal) {
+    const std::string v = tuner::default_variant("sm_90a", 128, "balanced", seq_kv, causal);
+    const auto var = gen::SearchSpace::builtin().find(v);
+    return std::make_pair(var->get_int("warpgroups"), var->get_int("stages"));
+  };
+  for (int n : {8192, 16384, 32768, 0}) EXPECT_EQ(wgs(n, 0), std::make_pair(3L, 4L)) << n;
+  for (int n : {16384, 32768}) EXPECT_EQ(wgs(n, 1), std::make_pair(3L, 4L)) << n;
+  EXPECT_EQ(wgs(4096, 0).first, 1);
+  EXPECT_EQ(wgs(8192, 1).first, 1);
 }
 
 // The D=128 quantized Hopper default sums P's rows on the tensor cores (sum_mma); D=64 does not.
