@@ -3,6 +3,9 @@
 // the P.V precision its policy admits.
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -12,6 +15,18 @@
 
 namespace sage {
 namespace {
+
+// The sm_90a default for a call (causal -1: the caller does not say), as a search-space variant.
+gen::Variant hopper_default(int d, const std::string& policy, int seq_kv, int causal = -1) {
+  static const gen::SearchSpace space = gen::SearchSpace::builtin();
+  const std::string v = tuner::default_variant("sm_90a", d, policy, seq_kv, causal);
+  std::optional<gen::Variant> var = space.find(v);
+  if (!var) throw std::runtime_error("the default " + v + " is not in the search space");
+  return *var;
+}
+
+// A boolean axis that older sets may leave out (false then).
+bool flag(const gen::Variant& v, const std::string& key) { return v.params.count(key) && v.get_bool(key); }
 
 TEST(Defaults, EveryArchHeadDimAndPolicyHasAnAdmittedVariant) {
   const gen::SearchSpace space = gen::SearchSpace::builtin();
@@ -35,8 +50,7 @@ TEST(Defaults, EveryArchHeadDimAndPolicyHasAnAdmittedVariant) {
 // preparation, and longer ones with the quantized default (configs/defaults.yaml).
 TEST(Defaults, HopperPicksTheNativeFamilyForShortSequencesOnly) {
   auto qk = [](int d, const std::string& policy, int seq_kv) {
-    const std::string v = tuner::default_variant("sm_90a", d, policy, seq_kv);
-    return gen::SearchSpace::builtin().find(v)->get_string("qk");
+    return hopper_default(d, policy, seq_kv).get_string("qk");
   };
   for (const char* policy : {"accurate", "balanced", "fast"}) {
     EXPECT_EQ(qk(128, policy, 1024), "native") << policy;
@@ -57,8 +71,7 @@ TEST(Defaults, HopperPicksTheNativeFamilyForShortSequencesOnly) {
 // ones do not beat there.
 TEST(Defaults, HopperD128ShortSequencesRunThePersistentPingpongKernel) {
   auto schedule = [](int d, const std::string& policy, int seq_kv) {
-    const std::string v = tuner::default_variant("sm_90a", d, policy, seq_kv);
-    return gen::SearchSpace::builtin().find(v)->get_string("schedule");
+    return hopper_default(d, policy, seq_kv).get_string("schedule");
   };
   for (const char* policy : {"accurate", "balanced", "fast"}) {
     EXPECT_EQ(schedule(128, policy, 1024), "persistent_pingpong") << policy;
@@ -74,8 +87,7 @@ TEST(Defaults, HopperD128ShortSequencesRunThePersistentPingpongKernel) {
 // entries.
 TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
   auto qk = [](int seq_kv, int causal, const char* policy = "balanced") {
-    const std::string v = tuner::default_variant("sm_90a", 128, policy, seq_kv, causal);
-    return gen::SearchSpace::builtin().find(v)->get_string("qk");
+    return hopper_default(128, policy, seq_kv, causal).get_string("qk");
   };
   EXPECT_EQ(qk(4096, 1), "int8");
   EXPECT_EQ(qk(4096, 1, "accurate"), "native");
@@ -87,10 +99,7 @@ TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
   EXPECT_EQ(qk(2048, 1), "native");
   // D=64: native up to 2K keys, and for causal masks up to 4K; quantized past them under the
   // balanced policy.
-  auto qk64 = [](int seq_kv, int causal) {
-    const std::string v = tuner::default_variant("sm_90a", 64, "balanced", seq_kv, causal);
-    return gen::SearchSpace::builtin().find(v)->get_string("qk");
-  };
+  auto qk64 = [](int seq_kv, int causal) { return hopper_default(64, "balanced", seq_kv, causal).get_string("qk"); };
   EXPECT_EQ(qk64(4096, 1), "native");
   EXPECT_EQ(qk64(4096, 0), "int8");
   EXPECT_EQ(qk64(4096, -1), "int8");
@@ -101,9 +110,8 @@ TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
   // warpgroups, two stages; otherwise up to 2K keys 64x128 tiles with one stage (four CTAs per
   // SM); the quantized kernel (64x128, two stages) from 4K.
   auto tile64 = [](int seq_kv, int causal) {
-    const std::string v = tuner::default_variant("sm_90a", 64, "balanced", seq_kv, causal);
-    const auto var = gen::SearchSpace::builtin().find(v);
-    return std::make_tuple(int(var->get_int("block_m")), int(var->get_int("block_n")), int(var->get_int("stages")));
+    const gen::Variant var = hopper_default(64, "balanced", seq_kv, causal);
+    return std::make_tuple(int(var.get_int("block_m")), int(var.get_int("block_n")), int(var.get_int("stages")));
   };
   EXPECT_EQ(tile64(1024, 1), std::make_tuple(64, 64, 2));
   EXPECT_EQ(tile64(2048, 1), std::make_tuple(128, 128, 2));
@@ -118,11 +126,7 @@ TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
 // At D=64 the quantized Hopper default runs four one-warpgroup CTAs per SM (128 registers),
 // without fuse_q; D=128 keeps three (it would spill at 128).
 TEST(Defaults, HopperD64QuantizedRunsFourCtasPerSm) {
-  auto occ = [](int d, int seq_kv) {
-    const std::string v = tuner::default_variant("sm_90a", d, "balanced", seq_kv, 0);
-    const auto var = gen::SearchSpace::builtin().find(v);
-    return var->get_int("min_ctas");
-  };
+  auto occ = [](int d, int seq_kv) { return hopper_default(d, "balanced", seq_kv, 0).get_int("min_ctas"); };
   for (int n : {4096, 8192, 16384, 0}) EXPECT_EQ(occ(64, n), 4) << n;
   EXPECT_EQ(occ(128, 4096), 3);
 }
@@ -132,9 +136,7 @@ TEST(Defaults, HopperD64QuantizedRunsFourCtasPerSm) {
 // longer calls and D=64 (four CTAs per SM) do not.
 TEST(Defaults, HopperD128FusesQQuantization) {
   auto fused = [](int d, const std::string& policy, int seq_kv, int causal) {
-    const std::string v = tuner::default_variant("sm_90a", d, policy, seq_kv, causal);
-    const auto var = gen::SearchSpace::builtin().find(v);
-    return var->params.count("fuse_q") && var->get_bool("fuse_q");
+    return flag(hopper_default(d, policy, seq_kv, causal), "fuse_q");
   };
   for (const char* policy : {"balanced", "fast"}) {
     for (int causal : {0, 1}) EXPECT_TRUE(fused(128, policy, 4096, causal)) << policy << " " << causal;
@@ -150,23 +152,18 @@ TEST(Defaults, HopperD128FusesQQuantization) {
 // the power cap of long calls (docs/kernels.md).
 TEST(Defaults, HopperD128LongCallsShareOneRingAmongThreeWarpgroups) {
   auto wgs = [](int seq_kv, int causal) {
-    const std::string v = tuner::default_variant("sm_90a", 128, "balanced", seq_kv, causal);
-    const auto var = gen::SearchSpace::builtin().find(v);
-    return std::make_pair(var->get_int("warpgroups"), var->get_int("stages"));
+    const gen::Variant var = hopper_default(128, "balanced", seq_kv, causal);
+    return std::make_pair(int(var.get_int("warpgroups")), int(var.get_int("stages")));
   };
-  for (int n : {8192, 16384, 32768, 0}) EXPECT_EQ(wgs(n, 0), std::make_pair(3L, 4L)) << n;
-  for (int n : {16384, 32768}) EXPECT_EQ(wgs(n, 1), std::make_pair(3L, 4L)) << n;
+  for (int n : {8192, 16384, 32768, 0}) EXPECT_EQ(wgs(n, 0), std::make_pair(3, 4)) << n;
+  for (int n : {16384, 32768}) EXPECT_EQ(wgs(n, 1), std::make_pair(3, 4)) << n;
   EXPECT_EQ(wgs(4096, 0).first, 1);
   EXPECT_EQ(wgs(8192, 1).first, 1);
 }
 
 // The D=128 quantized Hopper default sums P's rows on the tensor cores (sum_mma); D=64 does not.
 TEST(Defaults, HopperD128SumsRowsOnTheTensorCores) {
-  auto rsum = [](int d, int seq_kv, int causal) {
-    const std::string v = tuner::default_variant("sm_90a", d, "balanced", seq_kv, causal);
-    const auto var = gen::SearchSpace::builtin().find(v);
-    return var->params.count("sum_mma") && var->get_bool("sum_mma");
-  };
+  auto rsum = [](int d, int seq_kv, int causal) { return flag(hopper_default(d, "balanced", seq_kv, causal), "sum_mma"); };
   for (int n : {4096, 8192, 32768})
     for (int causal : {0, 1}) EXPECT_TRUE(rsum(128, n, causal)) << n << " " << causal;
   EXPECT_FALSE(rsum(128, 2048, 0));  // the native kernel
