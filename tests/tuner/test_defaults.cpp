@@ -131,17 +131,16 @@ TEST(Defaults, HopperD64QuantizedRunsFourCtasPerSm) {
   EXPECT_EQ(occ(128, 4096), 3);
 }
 
-// At D=128 the one-warpgroup quantized default (4K keys, causal up to 8K) quantizes Q in the
-// attention kernel (fuse_q: a preparation of K and V only); the three-warpgroup kernel of the
-// longer calls and D=64 (four CTAs per SM) do not.
+// At D=128 the quantized defaults, the one-warpgroup kernel (4K keys, causal up to 8K) and
+// the three-warpgroup kernel of the longer calls, quantize Q in the attention kernel (fuse_q:
+// a preparation of K and V only); D=64 (four CTAs per SM) does not.
 TEST(Defaults, HopperD128FusesQQuantization) {
   auto fused = [](int d, const std::string& policy, int seq_kv, int causal) {
     return flag(hopper_default(d, policy, seq_kv, causal), "fuse_q");
   };
   for (const char* policy : {"balanced", "fast"}) {
-    for (int causal : {0, 1}) EXPECT_TRUE(fused(128, policy, 4096, causal)) << policy << " " << causal;
-    EXPECT_TRUE(fused(128, policy, 8192, 1)) << policy;
-    for (int n : {8192, 16384, 32768}) EXPECT_FALSE(fused(128, policy, n, 0)) << policy << " " << n;
+    for (int n : {4096, 8192, 16384, 32768, 0})
+      for (int causal : {0, 1}) EXPECT_TRUE(fused(128, policy, n, causal)) << policy << " " << n << " " << causal;
     for (int n : {8192, 16384, 0}) EXPECT_FALSE(fused(64, policy, n, 0)) << policy << " " << n;
   }
   EXPECT_FALSE(fused(128, "accurate", 4096, 0));  // FP16 P.V: the mma pipeline, which has no fuse_q

@@ -41,13 +41,20 @@ struct WgmmaAttnConfig
   // FP16/BF16 Q tile by TMA from the caller's tensor, quantizes it with the per-thread groups
   // its lanes own into the INT8 Q tile, and only then runs Q K^T. The one-warpgroup kernel
   // stages it in V slot 1 (64 rows x D x 2 bytes = one 128-key V^T tile) and loads V tile 1
-  // there afterwards (first needed by P V of tile 1); the ws_overlap kernel has its own
-  // buffer after the ring (RAW_Q_BYTES: 128 rows x D x 2 bytes).
+  // there afterwards (first needed by P V of tile 1), so that three CTAs still share an SM;
+  // the kernels of several warpgroups (one CTA per SM: the shared ring's turns and plain
+  // schedules, ws_overlap) have a buffer of their own after the ring (RAW_Q_BYTES: BM rows x
+  // D x 2 bytes), so that no K/V load waits for the quantization (with the Q tile in V slots
+  // 1-3, the shared ring's 16K-key calls lost in the kernel what the preparation saved).
   static constexpr bool FUSE_Q = FUSE_Q_;
   static_assert(!FUSE_Q || (TMA && BLOCK_N == 128 && STAGES_ >= 2 && GRAN_ == Gran::per_thread &&
-                            ((!WS && WARPGROUPS == 1 && SCHED_ == Schedule::plain) || SCHED_ == Schedule::ws_overlap)),
-                "fuse_q: TMA, 128-key tiles, 2+ stages, per-thread groups; the one-warpgroup plain kernel or ws_overlap");
-  static constexpr int RAW_Q_BYTES = FUSE_Q && WS ? 64 * WARPGROUPS * HEAD_DIM * 2 : 0;
+                            ((!WS && (SCHED_ == Schedule::plain || SCHED_ == Schedule::turns)) ||
+                             SCHED_ == Schedule::ws_overlap)),
+                "fuse_q: TMA, 128-key tiles, 2+ stages, per-thread groups; the plain, turns or ws_overlap kernel");
+  static constexpr int RAW_Q_BYTES = FUSE_Q && WARPGROUPS > 1 ? 64 * WARPGROUPS * HEAD_DIM * 2 : 0;
+  // The raw Q buffer (1 KiB aligned, as the 128B swizzle needs) then the ones block, after the ring.
+  static constexpr int RAW_Q_OFF = Base::SMEM_MAIN;
+  static constexpr int ONES_OFF = Base::SMEM_MAIN + RAW_Q_BYTES;
   static constexpr int SMEM_MAIN = Base::SMEM_MAIN + ONES_BYTES + RAW_Q_BYTES;
   static_assert(!SUM_MMA || (TMA && !WS), "sum_mma: the TMA kernel of the plain and turns schedules");
   static_assert(!SUM_MMA || !HALF_EXP_, "sum_mma takes the FP32 exponentials");
@@ -414,28 +421,31 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
   };
   if (SHARED && threadIdx.x < ST) released[threadIdx.x] = 0u;
   // sum_mma: the ones block after the ring (E4M3 1.0 = 0x38), for the tensor cores' async proxy.
-  const u32 sOnes = sV0 + ST * Cfg::SMEM_V_STAGE;
+  const u32 sOnes = smem_addr(smem + Cfg::ONES_OFF);
   if constexpr (Cfg::SUM_MMA) {
     if (threadIdx.x < Cfg::ONES_BYTES / 16)
-      *reinterpret_cast<u32x4*>(smem + L::V + ST * Cfg::SMEM_V_STAGE + 16 * threadIdx.x) =
+      *reinterpret_cast<u32x4*>(smem + Cfg::ONES_OFF + 16 * threadIdx.x) =
           u32x4{0x38383838u, 0x38383838u, 0x38383838u, 0x38383838u};
     fence_proxy_async();
   }
   tma_barriers_init(p, bar0, 1 + ST);
-  // fuse_q: the caller's Q tile (boxes of 64 columns, 128-byte rows) lands in V slot 1.
-  const u32 sQraw = sV0 + Cfg::SMEM_V_STAGE;
+  // fuse_q: the caller's Q tile (boxes of 64 columns, 128-byte rows) lands in V slot 1 (one
+  // warpgroup: V tile 1 is loaded once Q is out of the slot) or in its own buffer.
+  constexpr bool Q_IN_V1 = Cfg::FUSE_Q && Cfg::RAW_Q_BYTES == 0;
+  static_assert(!Q_IN_V1 || BM * D * 2 == Cfg::SMEM_V_STAGE, "fuse_q: the raw Q tile fills V slot 1");
+  const u32 sQraw = Q_IN_V1 ? sV0 + Cfg::SMEM_V_STAGE : smem_addr(smem + Cfg::RAW_Q_OFF);
   if (threadIdx.x == 0) {
     if constexpr (Cfg::FUSE_Q) {
       mbar_arrive_expect_tx(bar0, BM * D * 2);
 #pragma unroll
       for (int box = 0; box < D / 64; ++box) tma_load_4d(sQraw + box * BM * 128, &p.tma_q, 64 * box, c.m0, h, b, bar0);
       if (n_tiles > 0) load_kv(0, 0);
-      if (n_tiles > 1) {  // K now, V once Q is out of the slot
+      if (Q_IN_V1 && n_tiles > 1) {  // K now, V once Q is out of the slot
         mbar_arrive_expect_tx(full(1), KV_BYTES);
         tma_load_2d(sK0 + Cfg::SMEM_K_STAGE, &p.tma_k, 0, k_row0 + BN, full(1));
       }
 #pragma unroll
-      for (int s = 2; s < ST; ++s)
+      for (int s = Q_IN_V1 ? 2 : 1; s < ST; ++s)
         if (s < n_tiles) load_kv(s, s);
     } else {
       mbar_arrive_expect_tx(bar0, Cfg::SMEM_Q);
@@ -450,10 +460,10 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
   if constexpr (Cfg::FUSE_Q) {
     mbar_wait(bar0, 0);
     qs = quantize_q<Cfg>(p, smem + (sQraw - smem_addr(smem)), smem + L::Q, warp);
-    // The quantized Q for the tensor cores; V slot 1 free for the copy engine.
+    // The quantized Q for the tensor cores (and V slot 1 free for the copy engine).
     fence_proxy_async();
     __syncthreads();
-    if (threadIdx.x == 0 && n_tiles > 1) tma_load_2d(sQraw, &p.tma_v, BN, v_row0, full(1));
+    if (Q_IN_V1 && threadIdx.x == 0 && n_tiles > 1) tma_load_2d(sQraw, &p.tma_v, BN, v_row0, full(1));
   } else {
     qs = c.q_scale(p);
   }
@@ -564,7 +574,7 @@ SAGE_DEV void attn_kernel_ws(const SageAttnParams& p) {
   auto full = [&](int slot) { return bar0 + 8u * u32(1 + slot); };
   auto empty = [&](int slot) { return bar0 + 8u * u32(1 + ST + slot); };
   // fuse_q: the caller's Q tile (boxes of 64 columns, 128-byte rows), after the ring.
-  constexpr int kRawQ = Cfg::Base::SMEM_MAIN;
+  constexpr int kRawQ = Cfg::RAW_Q_OFF;
   const u32 sQraw = smem_addr(smem + kRawQ);
   if (threadIdx.x == 0) {
     tma_prefetch_map(&p.tma_q);

@@ -206,12 +206,17 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, boo
   const int hkv = IS_Q ? h / (p.heads_q / p.heads_kv) : h;
   const int dtype = p.dtype;
 
-  u32x4 raw[PASSES];
-#pragma unroll
-  for (int ps = 0; ps < PASSES; ++ps) {
+  auto load_row = [&](int ps) {
     const int n = n0 + ps * RPP + r;
-    if (n < seq) raw[ps] = *row_ptr(t, b, h, n, c0);
-    else raw[ps] = u32x4{0u, 0u, 0u, 0u};  // +0 in both FP16 and BF16
+    return n < seq ? *row_ptr(t, b, h, n, c0) : u32x4{0u, 0u, 0u, 0u};  // +0 in both FP16 and BF16
+  };
+  // The rows stay in registers for the quantization; a job that only computes the LSE
+  // correction (no QUANT) reads each row where it uses it, after the wait (a 192-row tile
+  // held whole spills at the preparation's 80 registers).
+  u32x4 raw[PASSES];
+  if constexpr (QUANT) {
+#pragma unroll
+    for (int ps = 0; ps < PASSES; ++ps) raw[ps] = load_row(ps);
   }
   if (wait) wait_stats<Cfg>(p, b * p.heads_kv + hkv);
   for (int g = threadIdx.x; g < GROUPS; g += kPrepThreads) smem_gmax[g] = 0.f;
@@ -232,7 +237,7 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, boo
 #pragma unroll
         for (int ps = 0; ps < PASSES; ++ps) {
           float x[8];
-          unpack8(raw[ps], dtype, x);
+          unpack8(QUANT ? raw[ps] : load_row(ps), dtype, x);
           float dot = 0.f;
 #pragma unroll
           for (int i = 0; i < 8; ++i) dot += x[i] * kmean[i];
