@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <random>
 
@@ -51,10 +52,15 @@ const Shape kShapes[] = {
     {1, 4, 4, 4097, 17, false, Layout::NHD, DType::bf16},
 };
 
+// The inputs' seed: fresh every run, or SAGE_TEST_SEED (a failure's printed seed reproduces it).
 std::uint64_t run_seed() {
   static const std::uint64_t s = [] {
-    std::uint64_t x = (std::uint64_t(std::random_device{}()) << 32) | std::random_device{}();
-    std::printf("[ sage ] input seed %llu (fresh every run)\n", (unsigned long long)x);
+    const char* env = std::getenv("SAGE_TEST_SEED");
+    const bool fixed = env && *env;
+    const std::uint64_t x = fixed ? std::strtoull(env, nullptr, 10)
+                                  : (std::uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+    std::printf("[ sage ] input seed %llu (%s)\n", (unsigned long long)x,
+                fixed ? "SAGE_TEST_SEED" : "fresh every run; SAGE_TEST_SEED=<seed> repeats it");
     return x;
   }();
   return s;

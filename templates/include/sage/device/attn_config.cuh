@@ -87,7 +87,8 @@ struct MmaAttnConfig {
   static constexpr int SMEM_BYTES = SMEM_MAIN > SMEM_EPI ? SMEM_MAIN : SMEM_EPI;
   // Occupancy target of the preparation kernel (CTAs of kPrepThreads per SM): its tile jobs
   // move 8-48 KB each, so at short sequences their latency sets the pace and more of them in
-  // flight help. At D=64 four fit in 64 registers; at D=128 the packed tile needs ~80 (three).
+  // flight help. At D=64 four fit in 64 registers; at D=128 the packed tile needs ~80 (three),
+  // except without Q jobs (WgmmaAttnConfig, fuse_q: four).
   static constexpr int PREP_MIN_BLOCKS = D == 64 ? 4 : 3;
   // Q tiles one preparation job quantizes (at least 128 rows, as a K job): small jobs are
   // latency-bound. Consecutive tiles' outputs and scales are contiguous, and the per-thread and

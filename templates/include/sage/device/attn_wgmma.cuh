@@ -51,6 +51,9 @@ struct WgmmaAttnConfig
                             ((!WS && (SCHED_ == Schedule::plain || SCHED_ == Schedule::turns)) ||
                              SCHED_ == Schedule::ws_overlap)),
                 "fuse_q: TMA, 128-key tiles, 2+ stages, per-thread groups; the plain, turns or ws_overlap kernel");
+  // Without Q jobs to quantize (the attention kernel does), the preparation's K and V jobs fit
+  // 64 registers at D=128 too: four CTAs per SM instead of three.
+  static constexpr int PREP_MIN_BLOCKS = FUSE_Q ? 4 : Base::PREP_MIN_BLOCKS;
   static constexpr int RAW_Q_BYTES = FUSE_Q && WARPGROUPS > 1 ? 64 * WARPGROUPS * HEAD_DIM * 2 : 0;
   // The raw Q buffer (1 KiB aligned, as the 128B swizzle needs) then the ones block, after the ring.
   static constexpr int RAW_Q_OFF = Base::SMEM_MAIN;

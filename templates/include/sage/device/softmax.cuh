@@ -22,16 +22,13 @@ SAGE_DEV void scaled_ds(const i32 (&ds)[SMOOTH_Q ? NT : 1][4], float ds_scale, f
 
 // Whether this lane's column 8n + e of a tile (first lane column col0) is visible to query
 // `row`: before the sequence end and, when causal, on or below the diagonal (bottom-right
-// aligned; causal_off = seq_kv - seq_q).
+// aligned; causal_off = seq_kv - seq_q). Both bounds fold into one per row: the lane's last
+// visible column relative to col0, so that each column costs one compare with an immediate.
 struct Visible {
-  const SageAttnParams& p;
-  int col0, limit;  // limit: the last visible key
-  SAGE_DEV Visible(const SageAttnParams& p_, int col0_, int causal_off, int row)
-      : p(p_), col0(col0_), limit(p_.causal ? row + causal_off : 0x7fffffff) {}
-  SAGE_DEV bool operator()(int n, int e) const {
-    const int col = col0 + 8 * n + e;
-    return col < p.seq_kv && col <= limit;
-  }
+  int last;  // column col0 + 8n + e is visible iff 8n + e <= last
+  SAGE_DEV Visible(const SageAttnParams& p, int col0, int causal_off, int row)
+      : last((p.causal ? min_(row + causal_off, p.seq_kv - 1) : p.seq_kv - 1) - col0) {}
+  SAGE_DEV bool operator()(int n, int e) const { return 8 * n + e <= last; }
 };
 
 // What online() and online_h() share for one row (half hh of a slab's scores `s`, this lane's
@@ -90,11 +87,15 @@ SAGE_DEV float row_max(const i32 (&s)[NT][4], int hh, const float (&dsf)[SMOOTH_
 // Without ROW_SUM the caller takes the row sums elsewhere (the sum_mma variants: on the tensor
 // cores) and `l` is left alone.
 // Without SMOOTH_Q a masked tile's hidden scores are first overwritten (in `s`) with
-// kHiddenScore, below every real score (|S| <= D * 127 * 127 < 2^21) and still in the range of
-// the magic-number conversion (|x| < 2^22): the row max needs no mask, and the exponentials
-// test each score's value, so no per-column visibility stays live between the two passes (a
-// masked tile then needs no more registers than an unmasked one).
-constexpr i32 kHiddenScore = -(1 << 22) + 1;
+// kHiddenScore, below every real score (|S| <= D * 127 * 127 < 2^21), whose magic-number
+// conversion is -inf (0xB4400000 + 0x4B400000 = 0xFF800000): the row max needs no mask, and
+// the exponentials are the unmasked ones (exp2(-inf * dq - c) = 0 for any dq > 0, which the
+// masked path guarantees with dq >= kMinDq: a zero scale means a zero score). No per-column
+// visibility stays live between the two passes, so a masked tile needs no more registers than
+// an unmasked one, and a hidden score costs one compare and one select.
+constexpr i32 kHiddenScore = i32(0xB4400000u);
+static_assert(u32(kHiddenScore) + 0x4B400000u == 0xFF800000u, "the magic conversion of a hidden score is -inf");
+constexpr float kMinDq = 1.17549435e-38f;  // the smallest normal float
 template <int SL, int NT, bool SMOOTH_Q, bool MASK, PScale PS, int CHAINS = 1, bool ROW_SUM = true>
 SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][2], i32 (&s)[SL][NT][4],
                      const i32 (&ds)[SMOOTH_Q ? NT : 1][4], float dq, float ds_scale, int col_base, int row0,
@@ -135,15 +136,15 @@ SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][
           }
       } else {
         // exp2(S*dq - base + shift) with S converted by the magic-number trick:
-        // (S + 12582912) * dq - (12582912 * dq + base - shift), one FFMA.
-        const float c = kMagic * dq + base - shift;
+        // (S + 12582912) * dq - (12582912 * dq + base - shift), one FFMA. A hidden score
+        // converts to -inf, and dq > 0 (dqm) makes its exponential 0.
+        const float dqm = HIDE ? fmaxf(dq, kMinDq) : dq;
+        const float c = kMagic * dqm + base - shift;
 #pragma unroll
         for (int n = 0; n < NT; ++n)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const i32 si = s[a][n][2 * hh + e];
-            float v = ex2(fmaf(magic_i2f(si), dq, -c));
-            if (HIDE && si == kHiddenScore) v = 0.f;
+            const float v = ex2(fmaf(magic_i2f(s[a][n][2 * hh + e]), dqm, -c));
             pf[a][n][2 * hh + e] = v;
             if (ROW_SUM) rs[(2 * n + e) % CHAINS] += v;
           }
