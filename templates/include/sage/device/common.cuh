@@ -39,6 +39,11 @@ SAGE_DEV float neg_inf() { return __int_as_float(0xff800000); }
 template <class T> SAGE_DEV T max_(T a, T b) { return a > b ? a : b; }
 template <class T> SAGE_DEV T min_(T a, T b) { return a < b ? a : b; }
 template <class T> __host__ __device__ constexpr T cdiv(T a, T b) { return (a + b - 1) / b; }
+// q = a / b, r = a % b for a >= 0, b > 0 (unsigned: about half the instructions of int division).
+SAGE_DEV void udivmod(int a, int b, int& q, int& r) {
+  q = int(unsigned(a) / unsigned(b));
+  r = a - q * b;
+}
 
 // ---- conversions ---------------------------------------------------------------------------
 SAGE_DEV float f16_to_f32(u16 h) {
@@ -95,6 +100,13 @@ SAGE_DEV u32 pack_s8x4_rn(float a, float b, float c, float d) {
   const u32 ic = __float_as_uint(c + 12582912.0f), id = __float_as_uint(d + 12582912.0f);
   return __byte_perm(__byte_perm(ia, ib, 0x0040), __byte_perm(ic, id, 0x0040), 0x5410);
 }
+// round(a * s) .. round(d * s) -> four s8, a in the low byte, for products within [-127, 127]:
+// one FFMA per value adds 1.5 * 2^23 to the exact product and rounds once (to nearest even).
+SAGE_DEV u32 pack_s8x4_scaled(float a, float b, float c, float d, float s) {
+  const u32 ia = __float_as_uint(fmaf(a, s, 12582912.0f)), ib = __float_as_uint(fmaf(b, s, 12582912.0f));
+  const u32 ic = __float_as_uint(fmaf(c, s, 12582912.0f)), id = __float_as_uint(fmaf(d, s, 12582912.0f));
+  return __byte_perm(__byte_perm(ia, ib, 0x0040), __byte_perm(ic, id, 0x0040), 0x5410);
+}
 // INT4: round to nearest even, clamp to [-7, 7]; element 0 in the low nibble.
 SAGE_DEV i32 quant_s4(float x) {
   i32 r;
@@ -128,6 +140,12 @@ SAGE_DEV u32 pack_e4m3x4(float a, float b, float c, float d) {
 SAGE_DEV float ex2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+// 1 / x within 1 ulp (MUFU.RCP alone; __fdividef adds range checks for |x| > 2^126).
+SAGE_DEV float rcp_approx(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
 SAGE_DEV float lg2(float x) {

@@ -301,7 +301,11 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, boo
   } else {
     __syncthreads();  // smem_gmax initialized
   }
-  // Group maxima of |x - sub| (non-negative floats order like their bit patterns).
+  // Group maxima of |x - sub| (non-negative floats order like their bit patterns). Where a
+  // thread's rows all fall in one scale group (K: rows r, r + RPP, ... agree mod 8; Q per
+  // block), one reduction and one shared-memory atomic per thread, after its last row.
+  constexpr bool ONE_GROUP = IS_Q ? Cfg::GRAN == Gran::per_block : (Cfg::GRAN != Gran::per_thread || RPP % 8 == 0);
+  float am_rows = 0.f;
 #pragma unroll
   for (int ps = 0; ps < PASSES; ++ps) {
     const int row = ps * RPP + r;
@@ -312,9 +316,18 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, boo
 #pragma unroll
       for (int i = 0; i < 8; ++i) am = fmaxf(am, fabsf(x[i] - sub[i]));
     }
-    am = group_max<TPR>(am);
-    if (threadIdx.x % TPR == 0 && am > 0.f)
-      atomicMax(reinterpret_cast<int*>(smem_gmax) + scale_group<Cfg, IS_Q>(row), __float_as_int(am));
+    if constexpr (ONE_GROUP) {
+      am_rows = fmaxf(am_rows, am);
+    } else {
+      am = group_max<TPR>(am);
+      if (threadIdx.x % TPR == 0 && am > 0.f)
+        atomicMax(reinterpret_cast<int*>(smem_gmax) + scale_group<Cfg, IS_Q>(row), __float_as_int(am));
+    }
+  }
+  if constexpr (ONE_GROUP) {
+    am_rows = group_max<TPR>(am_rows);
+    if (threadIdx.x % TPR == 0 && am_rows > 0.f)
+      atomicMax(reinterpret_cast<int*>(smem_gmax) + scale_group<Cfg, IS_Q>(r), __float_as_int(am_rows));
   }
   __syncthreads();
   const int groups_out = JT == 1 ? GROUPS : min_(GROUPS, (tiles - tile) * TILE_GROUPS);
@@ -332,22 +345,23 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, boo
   for (int ps = 0; ps < PASSES; ++ps) {
     const int row = ps * RPP + r;
     if (JT > 1 && row >= rows_out) break;  // past the last tile
-    const float inv = smem_gmax[scale_group<Cfg, IS_Q>(row)];
+    // Rows past the sequence (loaded as zeros) are written as zeros: (0 - sub) * 0.
+    const float inv = n0 + row < seq ? smem_gmax[scale_group<Cfg, IS_Q>(row)] : 0.f;
     float x[8];
     unpack8(raw[ps], dtype, x);
-    const bool valid = n0 + row < seq;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) x[i] = valid ? (x[i] - sub[i]) * inv : 0.f;
+    for (int i = 0; i < 8; ++i) x[i] -= sub[i];
     if constexpr (Cfg::INT4) {
       u32 w = 0;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) w |= (u32(quant_s4(x[i])) & 0xfu) << (4 * i);
+      for (int i = 0; i < 8; ++i) w |= (u32(quant_s4(x[i] * inv)) & 0xfu) << (4 * i);
       *reinterpret_cast<u32*>(out + row * Cfg::QROW + c0 / 2) = w;
     } else {
-      // round(|x|) <= QMAX: |x - sub| <= the group's maximum m (the same FADD), inv ~ QMAX / m.
+      // round(|x - sub| * inv) <= QMAX: |x - sub| <= the group's maximum m (the same FADD),
+      // inv ~ QMAX / m; the product is rounded once (an FFMA with the magic number).
       u32x2 w;
-      w.x = pack_s8x4_rn(x[0], x[1], x[2], x[3]);
-      w.y = pack_s8x4_rn(x[4], x[5], x[6], x[7]);
+      w.x = pack_s8x4_scaled(x[0], x[1], x[2], x[3], inv);
+      w.y = pack_s8x4_scaled(x[4], x[5], x[6], x[7], inv);
       *reinterpret_cast<u32x2*>(out + row * Cfg::QROW + c0) = w;
     }
   }
@@ -392,7 +406,7 @@ SAGE_DEV void v_channel_stats(const SageAttnParams& p, int bh, int c0, const flo
       float a = fmaxf(mx[i] - mean[i], mean[i] - mn[i]);
       if (sampled) a = fmaxf(a * kVHeadroom, 1e-30f);
       scale[i] = a > 0.f ? a * (1.0f / Cfg::V_QMAX) : 1.0f;
-      inv_scale[i] = a > 0.f ? __fdividef(Cfg::V_QMAX, a) : 0.f;  // as quant_qk_tile's inv
+      inv_scale[i] = a > 0.f ? Cfg::V_QMAX * rcp_approx(a) : 0.f;  // within 2 ulp, as quant_qk_tile's inv
     }
   } else {
 #pragma unroll
@@ -453,7 +467,9 @@ SAGE_DEV void quant_v8_tile(const SageAttnParams& p, int b, int h, int tile, boo
       unpack8(raw[it][k], p.dtype, x[k]);
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
-        x[k][i] = n < p.seq_kv ? (x[k][i] - mean[i]) * inv[i] : 0.f;
+        // Tokens past the sequence were loaded as zeros: without smoothing they stay 0.
+        if constexpr (Cfg::SMOOTH_V) x[k][i] = n < p.seq_kv ? (x[k][i] - mean[i]) * inv[i] : 0.f;
+        else x[k][i] *= inv[i];
         peak = fmaxf(peak, fabsf(x[k][i]));
       }
     }
@@ -605,16 +621,18 @@ SAGE_DEV void prep_kernel(const SageAttnParams& p) {
   }
   const bool is_v = job % kv_kinds == 1;
   const int kv = job / kv_kinds;
-  const int tile = kv % p.k_tiles, bh = kv / p.k_tiles;
+  int bh, tile, b, h;
+  udivmod(kv, p.k_tiles, bh, tile);
+  udivmod(bh, p.heads_kv, b, h);
   if (!is_v) {
-    quant_qk_tile<Cfg, false>(p, bh / p.heads_kv, bh % p.heads_kv, tile, Cfg::SMOOTH_K, smem_gmax, smem_red);
+    quant_qk_tile<Cfg, false>(p, b, h, tile, Cfg::SMOOTH_K, smem_gmax, smem_red);
     return;
   }
   const bool wait = Cfg::V8 || Cfg::SMOOTH_V;
   if constexpr (Cfg::V8) {
-    quant_v8_tile<Cfg>(p, bh / p.heads_kv, bh % p.heads_kv, tile, wait, nullptr, smem_t);
+    quant_v8_tile<Cfg>(p, b, h, tile, wait, nullptr, smem_t);
   } else {
-    convert_v_fp16_tile<Cfg>(p, bh / p.heads_kv, bh % p.heads_kv, tile, wait);
+    convert_v_fp16_tile<Cfg>(p, b, h, tile, wait);
   }
 }
 
