@@ -92,21 +92,17 @@ SAGE_DEV i32 quant_s8(float x) {
 SAGE_DEV u32 pack_s8x4(i32 a, i32 b, i32 c, i32 d) {
   return (u32(a) & 0xffu) | ((u32(b) & 0xffu) << 8) | ((u32(c) & 0xffu) << 16) | (u32(d) << 24);
 }
-// Four floats already within [-127, 127] -> four s8 (round to nearest even), a in the low
-// byte: adding 1.5 * 2^23 leaves round(x) in the low bits of the float (two's complement for
-// negative x), and three byte permutes gather the low bytes.
-SAGE_DEV u32 pack_s8x4_rn(float a, float b, float c, float d) {
-  const u32 ia = __float_as_uint(a + 12582912.0f), ib = __float_as_uint(b + 12582912.0f);
-  const u32 ic = __float_as_uint(c + 12582912.0f), id = __float_as_uint(d + 12582912.0f);
-  return __byte_perm(__byte_perm(ia, ib, 0x0040), __byte_perm(ic, id, 0x0040), 0x5410);
-}
-// round(a * s) .. round(d * s) -> four s8, a in the low byte, for products within [-127, 127]:
-// one FFMA per value adds 1.5 * 2^23 to the exact product and rounds once (to nearest even).
+// round(a * s) .. round(d * s) -> four s8 (round to nearest even), a in the low byte, for
+// products within [-127, 127]: one FFMA per value adds 1.5 * 2^23 to the exact product, which
+// leaves its rounded value in the low bits of the float (two's complement when negative), and
+// three byte permutes gather the low bytes.
 SAGE_DEV u32 pack_s8x4_scaled(float a, float b, float c, float d, float s) {
   const u32 ia = __float_as_uint(fmaf(a, s, 12582912.0f)), ib = __float_as_uint(fmaf(b, s, 12582912.0f));
   const u32 ic = __float_as_uint(fmaf(c, s, 12582912.0f)), id = __float_as_uint(fmaf(d, s, 12582912.0f));
   return __byte_perm(__byte_perm(ia, ib, 0x0040), __byte_perm(ic, id, 0x0040), 0x5410);
 }
+// Four floats already within [-127, 127] -> four s8, the same with s = 1 (an FADD per value).
+SAGE_DEV u32 pack_s8x4_rn(float a, float b, float c, float d) { return pack_s8x4_scaled(a, b, c, d, 1.0f); }
 // INT4: round to nearest even, clamp to [-7, 7]; element 0 in the low nibble.
 SAGE_DEV i32 quant_s4(float x) {
   i32 r;

@@ -621,6 +621,8 @@ SAGE_DEV void prep_kernel(const SageAttnParams& p) {
   }
   const bool is_v = job % kv_kinds == 1;
   const int kv = job / kv_kinds;
+  // Unsigned division here (the Q jobs' decode above keeps int division: unsigned there spills
+  // the three-warpgroup kernels' 192-row Q job at the 80-register cap).
   int bh, tile, b, h;
   udivmod(kv, p.k_tiles, bh, tile);
   udivmod(bh, p.heads_kv, b, h);
