@@ -198,7 +198,7 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
   constexpr bool SPLIT = ST == 1 || Cfg::WGS > 1;
   extern __shared__ __align__(1024) u8 smem_raw[];
   // [0]: Q full; then per slot s: K full, V full, K empty, V empty (SPLIT)
-  __shared__ __align__(8) u64 bars[1 + 4 * ST];
+  __shared__ __align__(8) u64 bars[1 + (SPLIT ? 4 : 2) * ST];
   u8* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   const wgmma_attn::CtaTile<Cfg> c(p, threadIdx.x);
   const int warp = c.warp, wg = c.wg, h = c.h, hkv = c.hkv, b = c.b, m0 = c.m0, row0 = c.row0;
@@ -223,15 +223,7 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
     for (int cc = 0; cc < CH; ++cc)
       tma_load_4d(sV0 + slot * Cfg::SMEM_V_STAGE + cc * BN * 128, &p.tma_v, cc * 64, tile * BN, hkv, b, v_full(slot));
   };
-  if (threadIdx.x == 0) {
-    tma_prefetch_map(&p.tma_q);
-    tma_prefetch_map(&p.tma_k);
-    tma_prefetch_map(&p.tma_v);
-    for (int i = 0; i < 1 + 2 * ST; ++i) mbar_init(bar0 + 8u * i, 1);
-    for (int i = 1 + 2 * ST; i < 1 + 4 * ST; ++i) mbar_init(bar0 + 8u * i, NWARPS);
-    mbar_init_fence();
-  }
-  __syncthreads();
+  wgmma_attn::tma_barriers_init(p, bar0, 1 + 2 * ST, SPLIT ? 2 * ST : 0, NWARPS);
   if (threadIdx.x == 0) {
     mbar_arrive_expect_tx(bar0, Cfg::SMEM_Q);
 #pragma unroll

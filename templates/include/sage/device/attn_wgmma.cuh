@@ -313,13 +313,15 @@ struct CtaTile {
 };
 
 // Thread 0 prefetches the three tensor maps and initializes `count` mbarriers from bar0 (one
-// arrival each); then the CTA synchronizes. The TMA kernels' set-up, before any load.
-SAGE_DEV void tma_barriers_init(const SageAttnParams& p, u32 bar0, int count) {
+// arrival each), then `arrivals_count` more after them that complete on `arrivals` arrivals
+// ("empty" barriers, one arrival per consumer warp); then the CTA synchronizes. The TMA
+// kernels' set-up, before any load.
+SAGE_DEV void tma_barriers_init(const SageAttnParams& p, u32 bar0, int count, int arrivals_count = 0, int arrivals = 1) {
   if (threadIdx.x == 0) {
     tma_prefetch_map(&p.tma_q);
     tma_prefetch_map(&p.tma_k);
     tma_prefetch_map(&p.tma_v);
-    for (int i = 0; i < count; ++i) mbar_init(bar0 + 8u * i, 1);
+    for (int i = 0; i < count + arrivals_count; ++i) mbar_init(bar0 + 8u * i, i < count ? 1 : arrivals);
     mbar_init_fence();
   }
   __syncthreads();
