@@ -67,8 +67,8 @@ TEST(Defaults, HopperPicksTheNativeFamilyForShortSequencesOnly) {
 
 // Within the native range, D=128 runs the persistent kernel with the intra-warpgroup overlap
 // and turns between its consumers (docs/kernels.md: N=1K 561-563 vs 433-441 TOPS for the
-// plain kernel on the H100); D=64 keeps the plain one-warpgroup kernel, which the persistent
-// ones do not beat there.
+// plain kernel on the H100); D=64 keeps the plain kernel, which the persistent ones do not
+// beat there.
 TEST(Defaults, HopperD128ShortSequencesRunThePersistentPingpongKernel) {
   auto schedule = [](int d, const std::string& policy, int seq_kv) {
     return hopper_default(d, policy, seq_kv).get_string("schedule");
@@ -106,19 +106,19 @@ TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
   EXPECT_EQ(qk64(2048, 0), "native");
   EXPECT_EQ(qk64(2048, 1), "native");
   EXPECT_EQ(qk64(8192, 1), "int8");
-  // Causal D=64 up to 1K keys: 64x64 tiles, two stages; causal 2K-4K: 128x128 tiles of two
-  // warpgroups, two stages; otherwise up to 2K keys 64x128 tiles with one stage (four CTAs per
-  // SM); the quantized kernel (64x128, two stages) from 4K.
+  // Causal D=64 up to 1K keys: 64x64 tiles, two stages; otherwise up to 2K keys, and causal up
+  // to 4K: 128x128 tiles of two warpgroups, three stages; the quantized kernel (64x128, two
+  // stages) from 4K.
   auto tile64 = [](int seq_kv, int causal) {
     const gen::Variant var = hopper_default(64, "balanced", seq_kv, causal);
     return std::make_tuple(int(var.get_int("block_m")), int(var.get_int("block_n")), int(var.get_int("stages")));
   };
   EXPECT_EQ(tile64(1024, 1), std::make_tuple(64, 64, 2));
-  EXPECT_EQ(tile64(2048, 1), std::make_tuple(128, 128, 2));
-  EXPECT_EQ(tile64(4096, 1), std::make_tuple(128, 128, 2));
-  EXPECT_EQ(tile64(1024, 0), std::make_tuple(64, 128, 1));
-  EXPECT_EQ(tile64(1024, -1), std::make_tuple(64, 128, 1));
-  EXPECT_EQ(tile64(2048, 0), std::make_tuple(64, 128, 1));
+  EXPECT_EQ(tile64(2048, 1), std::make_tuple(128, 128, 3));
+  EXPECT_EQ(tile64(4096, 1), std::make_tuple(128, 128, 3));
+  EXPECT_EQ(tile64(1024, 0), std::make_tuple(128, 128, 3));
+  EXPECT_EQ(tile64(1024, -1), std::make_tuple(128, 128, 3));
+  EXPECT_EQ(tile64(2048, 0), std::make_tuple(128, 128, 3));
   EXPECT_EQ(tile64(4096, 0), std::make_tuple(64, 128, 2));  // the quantized kernel
   EXPECT_EQ(tile64(8192, 1), std::make_tuple(64, 128, 2));  // the quantized kernel
 }

@@ -51,7 +51,8 @@ struct NativeAttnConfig {
   static constexpr int O_ROW_BYTES = D * 2 + 16;
   // persistent: O is staged in the warp's own rows of its Q buffer and stored by TMA
   static constexpr int SMEM_EPI = PERSISTENT ? 0 : BM * O_ROW_BYTES;
-  // +1024: the kernel aligns its tiles to the 1 KiB swizzle atom itself.
+  // +1024: the kernel aligns its tiles to the 1 KiB swizzle atom itself (the plain kernel keeps
+  // its mbarriers in what the alignment leaves over, before or after the tiles).
   static constexpr int SMEM_BYTES = (SMEM_MAIN > SMEM_EPI ? SMEM_MAIN : SMEM_EPI) + 1024;
 
   static_assert(D == 64 || D == 128, "head_dim 64 or 128");
@@ -197,16 +198,23 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
   constexpr int NWARPS = Cfg::CONSUMERS / 32;
   constexpr bool SPLIT = ST == 1 || Cfg::WGS > 1;
   extern __shared__ __align__(1024) u8 smem_raw[];
-  // [0]: Q full; then per slot s: K full, V full, K empty, V empty (SPLIT)
-  __shared__ __align__(8) u64 bars[1 + (SPLIT ? 4 : 2) * ST];
-  u8* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  // The barriers, [0]: Q full; then per slot s: K full, V full, K empty, V empty (SPLIT). They
+  // live in the dynamic buffer's alignment slack (no static shared memory: a 128x128 tile of two
+  // warpgroups with three stages at D=64 then fits two CTAs per SM): before the tiles where the
+  // base's padding to 1 KiB holds them, else after the tiles (SMEM_BYTES leaves 1024 - pad).
+  constexpr u32 BAR_BYTES = 8u * (1 + (SPLIT ? 4 : 2) * ST);
+  constexpr u32 TILES_BYTES = Cfg::SMEM_BYTES - 1024;
+  static_assert(BAR_BYTES <= 512, "the barriers fit the slack on one side of the tiles");
+  const u32 base = smem_addr(smem_raw);
+  const u32 pad = (1024u - (base & 1023u)) & 1023u;
+  u8* smem = smem_raw + pad;
   const wgmma_attn::CtaTile<Cfg> c(p, threadIdx.x);
   const int warp = c.warp, wg = c.wg, h = c.h, hkv = c.hkv, b = c.b, m0 = c.m0, row0 = c.row0;
   const int n_tiles = c.n_tiles, mask_from = c.mask_from;
   const u32 sQ = smem_addr(smem);
   const u32 sK0 = sQ + Cfg::SMEM_Q;
   const u32 sV0 = sK0 + ST * Cfg::SMEM_K_STAGE;
-  const u32 bar0 = smem_addr(&bars[0]);
+  const u32 bar0 = pad >= BAR_BYTES ? base : base + pad + TILES_BYTES;
   auto k_full = [&](int slot) { return bar0 + 8u * u32(1 + slot); };
   auto v_full = [&](int slot) { return bar0 + 8u * u32(1 + ST + slot); };
   auto k_empty = [&](int slot) { return bar0 + 8u * u32(1 + 2 * ST + slot); };
