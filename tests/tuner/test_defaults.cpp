@@ -107,7 +107,7 @@ TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
   EXPECT_EQ(qk64(2048, 1), "native");
   EXPECT_EQ(qk64(8192, 1), "int8");
   // Causal D=64 up to 1K keys: 64x64 tiles, two stages; otherwise up to 2K keys, and causal up
-  // to 4K: 128x128 tiles of two warpgroups, three stages; the quantized kernel (64x128, two
+  // to 4K: 128x128 tiles of two warpgroups, three stages; the quantized kernel (64x128, three
   // stages) from 4K.
   auto tile64 = [](int seq_kv, int causal) {
     const gen::Variant var = hopper_default(64, "balanced", seq_kv, causal);
@@ -119,8 +119,8 @@ TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
   EXPECT_EQ(tile64(1024, 0), std::make_tuple(128, 128, 3));
   EXPECT_EQ(tile64(1024, -1), std::make_tuple(128, 128, 3));
   EXPECT_EQ(tile64(2048, 0), std::make_tuple(128, 128, 3));
-  EXPECT_EQ(tile64(4096, 0), std::make_tuple(64, 128, 2));  // the quantized kernel
-  EXPECT_EQ(tile64(8192, 1), std::make_tuple(64, 128, 2));  // the quantized kernel
+  EXPECT_EQ(tile64(4096, 0), std::make_tuple(64, 128, 3));  // the quantized kernel
+  EXPECT_EQ(tile64(8192, 1), std::make_tuple(64, 128, 3));  // the quantized kernel
 }
 
 // At D=64 the quantized Hopper default runs four one-warpgroup CTAs per SM (128 registers),
@@ -131,9 +131,10 @@ TEST(Defaults, HopperD64QuantizedRunsFourCtasPerSm) {
   EXPECT_EQ(occ(128, 4096), 3);
 }
 
-// At D=128 the quantized defaults, the one-warpgroup kernel (4K keys, causal up to 8K) and
-// the three-warpgroup kernel of the longer calls, quantize Q in the attention kernel (fuse_q:
-// a preparation of K and V only); D=64 (four CTAs per SM) does not.
+// The quantized Hopper defaults quantize Q in the attention kernel (fuse_q: a preparation of
+// K and V only): at D=128 the one-warpgroup kernel (4K keys, causal up to 8K) and the
+// three-warpgroup kernel of the longer calls, at D=64 the one-warpgroup kernel at four CTAs per
+// SM with three stages.
 TEST(Defaults, HopperD128FusesQQuantization) {
   auto fused = [](int d, const std::string& policy, int seq_kv, int causal) {
     return flag(hopper_default(d, policy, seq_kv, causal), "fuse_q");
@@ -141,7 +142,8 @@ TEST(Defaults, HopperD128FusesQQuantization) {
   for (const char* policy : {"balanced", "fast"}) {
     for (int n : {4096, 8192, 16384, 32768, 0})
       for (int causal : {0, 1}) EXPECT_TRUE(fused(128, policy, n, causal)) << policy << " " << n << " " << causal;
-    for (int n : {8192, 16384, 0}) EXPECT_FALSE(fused(64, policy, n, 0)) << policy << " " << n;
+    for (int n : {4096, 8192, 16384, 0}) EXPECT_TRUE(fused(64, policy, n, 0)) << policy << " " << n;
+    EXPECT_FALSE(fused(64, policy, 2048, 0)) << policy;  // the native kernel
   }
   EXPECT_FALSE(fused(128, "accurate", 4096, 0));  // FP16 P.V: the mma pipeline, which has no fuse_q
 }
