@@ -4,8 +4,11 @@
 // quantized pipeline's preparation costs more than its faster MMAs save (short sequences),
 // the tuner picks this family.
 //   S = Q K^T        wgmma m64nBNk16 f16/bf16: Q and K from shared memory (K-major, 128B swizzle)
-//   softmax          FP32 scores, online, exp2 with sm_scale * log2 e folded into one FFMA
-//   O += P V         O rescaled in registers, then wgmma m64nDk16 with P from registers (the
+//   softmax          FP32 scores, online, exp2 with sm_scale * log2 e folded into one FFMA;
+//                    each row's reference maximum moves only when the row's maximum exceeds
+//                    it by more than a factor of 2^8 (lazy rescaling: P at most 256)
+//   O += P V         O rescaled in registers where a reference moved (rarely after the first
+//                    tiles), then wgmma m64nDk16 with P from registers (the
 //                    S accumulator layout is the 16-bit A fragment layout) and V from shared
 //                    memory as an MN-major (transposed) B operand: V needs no transpose
 // Tiles are stored as 64-column blocks of 128-byte rows (one TMA box each), the 128B swizzle
@@ -122,17 +125,26 @@ SAGE_DEV void issue_pv(float (&o)[Cfg::D / 2], const u32 (&pa)[Cfg::BN / 16][4],
   wgmma_commit();
 }
 
+// How far (log2 domain) a row's maximum may pass the reference its exponentials are taken
+// against before the reference moves: P is then at most 2^8, which FP16/BF16 P, the FP32 row
+// sums and O hold exactly as well, and O needs no rescaling on most tiles.
+constexpr float kRescaleSlack = 8.0f;
+
 // The online softmax of one tile of FP32 scores `s` (accumulator layout: chunk n, rows gid
 // and gid + 8 at [4n + 2hh + e]), in place: s becomes this tile's unnormalized P, with the row
-// state m (log2 domain, scaled), l (this lane's partial sums) and O's rescale factors `alpha`.
+// state m (the reference maximum, log2 domain, scaled), l (this lane's partial sums) and O's
+// rescale factors `alpha`. The reference moves only where a row's maximum passes it by more
+// than kRescaleSlack (lazy rescaling); returns whether it moved for any row of the warp
+// (warp-uniform: only then does O need rescaling, by alpha; otherwise alpha is 1).
 // MASK: hidden scores become -inf first (the scale is positive, so their exponentials are 0),
 // and the rest is the unmasked softmax: no per-column visibility stays live between passes.
 template <class Cfg, bool MASK>
-SAGE_DEV void softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2], float (&s)[Cfg::BN / 2],
+SAGE_DEV bool softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2], float (&s)[Cfg::BN / 2],
                            float scale, int col_base, int row0, float (&alpha)[2]) {
   constexpr int NT = Cfg::BN / 8;
   const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
   const int causal_off = p.seq_kv - p.seq_q;
+  bool moved = false;
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     if constexpr (MASK) {
@@ -149,9 +161,12 @@ SAGE_DEV void softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2]
 #pragma unroll
       for (int e = 0; e < 2; ++e) mx[e] = fmaxf(mx[e], s[4 * n + 2 * hh + e]);
     const float tmax = quad_max(fmaxf(mx[0], mx[1])) * scale;
-    const float m_new = fmaxf(m[hh], tmax);
+    // -inf + slack is -inf: the first visible score moves the reference.
+    const bool move = tmax > m[hh] + kRescaleSlack;
+    moved |= move;
+    const float m_new = move ? tmax : m[hh];
     const float base = m_new == neg_inf() ? 0.f : m_new;
-    alpha[hh] = ex2(m[hh] - base);
+    alpha[hh] = ex2(m[hh] - base);  // 1 where the reference stays (0 while it is -inf: O is 0)
     m[hh] = m_new;
     float rs[2] = {0.f, 0.f};
 #pragma unroll
@@ -164,6 +179,7 @@ SAGE_DEV void softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2]
       }
     l[hh] = l[hh] * alpha[hh] + (rs[0] + rs[1]);
   }
+  return __any_sync(0xffffffffu, moved);
 }
 
 // P (the softmax's output, accumulator layout) as the 16-bit A fragments of P V: the S
@@ -271,13 +287,15 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
     if (SPLIT && lane0) mbar_arrive(k_empty(slot));
     u32 pa[BN / 16][4];
     float alpha[2];
-    if (t >= mask_from) softmax_tile<Cfg, true>(p, m[0], l[0], s, scale, t * BN, row0, alpha);
-    else softmax_tile<Cfg, false>(p, m[0], l[0], s, scale, t * BN, row0, alpha);
+    const bool moved = t >= mask_from ? softmax_tile<Cfg, true>(p, m[0], l[0], s, scale, t * BN, row0, alpha)
+                                      : softmax_tile<Cfg, false>(p, m[0], l[0], s, scale, t * BN, row0, alpha);
     pack_p<Cfg, BF16>(s, pa);
+    if (moved) {
 #pragma unroll
-    for (int j = 0; j < D / 8; ++j)
+      for (int j = 0; j < D / 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) o[0][j][e] *= alpha[e / 2];
+        for (int e = 0; e < 4; ++e) o[0][j][e] *= alpha[e / 2];
+    }
     mbar_wait(v_full(slot), phase);
     issue_pv<Cfg, BF16>(of, pa, sV);
     // SPLIT, under this P V: this slot's K, once every warp's Q K^T of it has completed.
@@ -498,11 +516,13 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
       mbar_wait(v_full(slot(t)), phase(t));
       issue_pv<Cfg, BF16>(of, pa, sV0 + slot(t) * Cfg::SMEM_V_STAGE);
     };
+    bool moved = false;  // the last softmax moved a row's reference maximum: O needs rescaling
     auto softmax = [&](int t) {
-      if (t >= w.mask_from) softmax_tile<Cfg, true>(p, m[0], l[0], sc, scale, t * BN, row0, alpha);
-      else softmax_tile<Cfg, false>(p, m[0], l[0], sc, scale, t * BN, row0, alpha);
+      moved = t >= w.mask_from ? softmax_tile<Cfg, true>(p, m[0], l[0], sc, scale, t * BN, row0, alpha)
+                               : softmax_tile<Cfg, false>(p, m[0], l[0], sc, scale, t * BN, row0, alpha);
     };
     auto rescale = [&] {
+      if (!moved) return;
 #pragma unroll
       for (int j = 0; j < D / 8; ++j)
 #pragma unroll
