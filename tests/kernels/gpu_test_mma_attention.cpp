@@ -210,6 +210,67 @@ TEST_P(Fixture, VPastItsSampledRangeMatchesFp32Reference) {
   cu::api().cuStreamDestroy(st);
 }
 
+// The native kernels move a row's reference maximum only when the row's maximum exceeds it by
+// 2^8 (lazy rescaling), and the persistent ones take a tile's exponentials against the
+// references without the tile's own maxima, falling back (S recomputed by the warpgroup, the
+// exact online softmax) when a partial row sum passes 2^12. Here K's rows grow along the
+// sequence (x0.25 at the first key to x4 at the last, and x16 more on one late token), so each
+// row's maximum keeps growing over the tiles: references that lag, moves, fallbacks and tiles
+// with P up to 2^12 are checked against the FP32 reference at the native budgets.
+TEST_P(Fixture, ScoresGrowingAlongKeysMatchFp32Reference) {
+  SAGE_REQUIRE_GPU();
+  const test::CompiledVariant* cvp = nullptr;
+  usable_variant(GetParam(), &cvp);
+  if (!cvp) return;
+  const test::CompiledVariant& cv = *cvp;
+  auto k = tuner::load_attention(cv.variant, cv.compiled);
+  const KernelConfig& cfg = k->config();
+  if (cfg.qk != "native") GTEST_SKIP() << "the quantized kernels take every tile's row maxima (" << cfg.qk << ")";
+  auto refmod = tuner::reference_module(cv.variant.arch);
+  ReferenceKernel ref(refmod);
+  CUstream st;
+  SAGE_CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+  for (const Shape& sh : {Shape{1, 4, 2, 300, 4097, false, Layout::HND, DType::fp16},
+                          Shape{2, 4, 4, 1000, 1000, true, Layout::NHD, DType::fp16}}) {
+    const AttnProblem p = make_problem(sh, cfg.head_dim);
+    AttnBuffers buf(p);
+    buf.fill(*refmod, InputKind::gaussian, run_seed() ^ 0x6b6bull, st);
+    SAGE_CU(cuStreamSynchronize(st));
+    std::vector<std::uint16_t> kh = buf.k.to_host<std::uint16_t>(std::size_t(p.kv_elems()));
+    const int spike = p.seq_kv * 3 / 4 + 5;
+    for (int b = 0; b < p.batch; ++b)
+      for (int h = 0; h < p.heads_kv; ++h)
+        for (int j = 0; j < p.seq_kv; ++j) {
+          const float g = (j == spike ? 16.0f : 1.0f) * 0.25f * std::pow(16.0f, float(j) / float(p.seq_kv - 1));
+          const std::size_t row = p.layout == Layout::HND ? (std::size_t(b) * p.heads_kv + h) * p.seq_kv + j
+                                                          : (std::size_t(b) * p.seq_kv + j) * p.heads_kv + h;
+          for (int d = 0; d < p.head_dim; ++d) {
+            std::uint16_t& x = kh[row * p.head_dim + d];
+            x = tuner::float_to_half(tuner::half_to_float(x) * g);
+          }
+        }
+    buf.k.upload(kh.data(), kh.size() * sizeof(std::uint16_t));
+    const tuner::ReferenceResult r = tuner::run_reference(ref, buf, st);
+    DeviceBuffer ws(k->workspace_size(p));
+    buf.poison_output();
+    k->run(p, buf.args(), ws.get(), st);
+    SAGE_CU(cuStreamSynchronize(st));
+    const std::vector<float> o = buf.output_hnd();
+    const tuner::Metrics m = tuner::compare(o.data(), r.o.data(), o.size());
+    const std::vector<float> lse = buf.lse.to_host<float>(r.lse.size());
+    double lse_err = 0;
+    for (std::size_t i = 0; i < lse.size(); ++i)
+      lse_err = std::max(lse_err, std::isfinite(lse[i]) ? double(std::fabs(lse[i] - r.lse[i])) : 1e9);
+    const std::string what = p.str() + " growing K: " + m.str();
+    EXPECT_EQ(m.nonfinite, 0) << what;
+    EXPECT_GE(m.cos, 0.99999) << what;
+    EXPECT_LE(m.rel_l1, 0.005) << what;
+    EXPECT_LE(lse_err, 0.05) << what << " (LSE error " << lse_err << ")";
+    std::printf("[ sage ] growing K  %s  lse %.3f\n", what.c_str(), lse_err);
+  }
+  cu::api().cuStreamDestroy(st);
+}
+
 INSTANTIATE_TEST_SUITE_P(Mma, Fixture, ::testing::ValuesIn(test::gpu_variant_names("mma")),
                          [](const ::testing::TestParamInfo<std::string>& i) { return test::test_name(i.param); });
 // The Hopper pipeline: variants exist on sm_90a only ("NoGpu" elsewhere skips with the reason).

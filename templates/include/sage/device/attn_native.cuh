@@ -6,7 +6,9 @@
 //   S = Q K^T        wgmma m64nBNk16 f16/bf16: Q and K from shared memory (K-major, 128B swizzle)
 //   softmax          FP32 scores, online, exp2 with sm_scale * log2 e folded into one FFMA;
 //                    each row's reference maximum moves only when the row's maximum exceeds
-//                    it by more than a factor of 2^8 (lazy rescaling: P at most 256)
+//                    it by more than a factor of 2^8 (lazy rescaling: P at most 256); the
+//                    persistent kernels skip the row maxima where the references hold
+//                    (softmax_fast: P at most 2^12, else the tile again, exactly)
 //   O += P V         O rescaled in registers where a reference moved (rarely after the first
 //                    tiles), then wgmma m64nDk16 with P from registers (the
 //                    S accumulator layout is the 16-bit A fragment layout) and V from shared
@@ -134,13 +136,14 @@ constexpr float kRescaleSlack = 8.0f;
 // and gid + 8 at [4n + 2hh + e]), in place: s becomes this tile's unnormalized P, with the row
 // state m (the reference maximum, log2 domain, scaled), l (this lane's partial sums) and O's
 // rescale factors `alpha`. The reference moves only where a row's maximum passes it by more
-// than kRescaleSlack (lazy rescaling); returns whether it moved for any row of the warp
+// than `slack` (lazy rescaling; 0 after softmax_fast gave up on the tile, so that the next
+// tiles are fast again); returns whether it moved for any row of the warp
 // (warp-uniform: only then does O need rescaling, by alpha; otherwise alpha is 1).
 // MASK: hidden scores become -inf first (the scale is positive, so their exponentials are 0),
 // and the rest is the unmasked softmax: no per-column visibility stays live between passes.
 template <class Cfg, bool MASK>
 SAGE_DEV bool softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2], float (&s)[Cfg::BN / 2],
-                           float scale, int col_base, int row0, float (&alpha)[2]) {
+                           float scale, int col_base, int row0, float (&alpha)[2], float slack = kRescaleSlack) {
   constexpr int NT = Cfg::BN / 8;
   const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
   const int causal_off = p.seq_kv - p.seq_q;
@@ -162,7 +165,7 @@ SAGE_DEV bool softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2]
       for (int e = 0; e < 2; ++e) mx[e] = fmaxf(mx[e], s[4 * n + 2 * hh + e]);
     const float tmax = quad_max(fmaxf(mx[0], mx[1])) * scale;
     // -inf + slack is -inf: the first visible score moves the reference.
-    const bool move = tmax > m[hh] + kRescaleSlack;
+    const bool move = tmax > m[hh] + slack;
     moved |= move;
     const float m_new = move ? tmax : m[hh];
     const float base = m_new == neg_inf() ? 0.f : m_new;
@@ -182,6 +185,53 @@ SAGE_DEV bool softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2]
   return __any_sync(0xffffffffu, moved);
 }
 
+// The bound on a lane's partial row sum of one tile that softmax_fast accepts: then every P
+// of the tile is at most 2^12, which FP16 P holds with its usual relative precision.
+constexpr float kFastSumMax = 4096.0f;
+// Named barriers 8 + wg: a warpgroup's vote on softmax_fast (the pingpong turns use 1 + wg).
+constexpr int kBarFastVote = 8;
+
+// The online softmax of one tile without its row maxima: the exponentials are taken against
+// the rows' reference maxima as they stand, and they stand when no lane's partial row sum
+// exceeds kFastSumMax (then no P of the tile does): O needs no rescaling and the reference
+// stays. Saves the max pass (a compare per score and two shuffles a row) and its latency
+// before the first exponential. Returns 0 when that held for the whole warp (s is P, and
+// `sum` this lane's partial row sums for l); 1 when a row of the warp has no reference yet
+// (-inf: nothing was done, s is intact); 2 when a sum passed the bound or is not a number
+// (s is clobbered). Warp-uniform; fast_tile makes it the warpgroup's decision.
+template <class Cfg, bool MASK>
+SAGE_DEV int softmax_fast(const SageAttnParams& p, const float (&m)[2], float (&s)[Cfg::BN / 2], float scale,
+                          int col_base, int row0, float (&sum)[2]) {
+  constexpr int NT = Cfg::BN / 8;
+  if (!__all_sync(0xffffffffu, m[0] != neg_inf() && m[1] != neg_inf())) return 1;
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  const int causal_off = p.seq_kv - p.seq_q;
+  bool ok = true;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    if constexpr (MASK) {
+      const softmax::Visible visible(p, col_base + 2 * tig, causal_off, row0 + gid + 8 * hh);
+#pragma unroll
+      for (int n = 0; n < NT; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          if (!visible(n, e)) s[4 * n + 2 * hh + e] = neg_inf();
+    }
+    float rs[2] = {0.f, 0.f};
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float v = ex2(fmaf(s[4 * n + 2 * hh + e], scale, -m[hh]));
+        s[4 * n + 2 * hh + e] = v;
+        rs[e] += v;
+      }
+    sum[hh] = rs[0] + rs[1];
+    ok = ok && sum[hh] <= kFastSumMax;  // false for NaN too
+  }
+  return __all_sync(0xffffffffu, ok) ? 0 : 2;
+}
+
 // P (the softmax's output, accumulator layout) as the 16-bit A fragments of P V: the S
 // accumulator's layout is the A fragment's, so this is only packing.
 template <class Cfg, bool BF16>
@@ -194,6 +244,27 @@ SAGE_DEV void pack_p(const float (&pf)[Cfg::BN / 2], u32 (&pa)[Cfg::BN / 16][4])
     pa[k][2] = pack_x2(pf[8 * k + 4], pf[8 * k + 5], dtype);  // row gid,     keys 16k + 8 + 2tig, +1
     pa[k][3] = pack_x2(pf[8 * k + 6], pf[8 * k + 7], dtype);  // row gid + 8
   }
+}
+
+// Tile t's online softmax for a warp of warpgroup `wg` of the persistent kernels (S in s,
+// just computed by qk(s)): the fast form where it holds for every warp of the warpgroup, else
+// S again (qk(s): a wgmma, so the whole warpgroup votes on it, on named barrier
+// kBarFastVote + wg, and issues it; the caller keeps the K tile until this returns) and the
+// exact form, its reference moved to the tile's maximum (so that the next tiles are fast
+// again). Returns whether O needs rescaling by alpha.
+template <class Cfg, bool MASK, class Qk>
+SAGE_DEV bool fast_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2], float (&s)[Cfg::BN / 2], float scale,
+                        int col_base, int row0, float (&alpha)[2], int wg, const Qk& qk) {
+  float sum[2];
+  const int fast = softmax_fast<Cfg, MASK>(p, m, s, scale, col_base, row0, sum);
+  const bool redo = named_bar_any(kBarFastVote + wg, 128, fast == 2);
+  if (!redo && fast == 0) {
+    l[0] += sum[0];
+    l[1] += sum[1];
+    return false;
+  }
+  if (redo) qk(s);
+  return softmax_tile<Cfg, MASK>(p, m, l, s, scale, col_base, row0, alpha, redo ? 0.f : kRescaleSlack);
 }
 
 // grid (q_tiles, Hq, B) (causal: mma_attn::cta_coords), Cfg::THREADS threads,
@@ -517,9 +588,17 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
       issue_pv<Cfg, BF16>(of, pa, sV0 + slot(t) * Cfg::SMEM_V_STAGE);
     };
     bool moved = false;  // the last softmax moved a row's reference maximum: O needs rescaling
+    // Tile t's softmax (the fast one where it holds; S recomputed when it does not, so the K
+    // slot is released only after it).
     auto softmax = [&](int t) {
-      moved = t >= w.mask_from ? softmax_tile<Cfg, true>(p, m[0], l[0], sc, scale, t * BN, row0, alpha)
-                               : softmax_tile<Cfg, false>(p, m[0], l[0], sc, scale, t * BN, row0, alpha);
+      auto qk_again = [&](float(&sr)[BN / 2]) {
+        issue_qk<Cfg, BF16>(sr, sQw, sK0 + slot(t) * Cfg::SMEM_K_STAGE);
+        wgmma_wait<0>();
+        fence_regs(sr);
+      };
+      moved = t >= w.mask_from
+                  ? fast_tile<Cfg, true>(p, m[0], l[0], sc, scale, t * BN, row0, alpha, wg, qk_again)
+                  : fast_tile<Cfg, false>(p, m[0], l[0], sc, scale, t * BN, row0, alpha, wg, qk_again);
     };
     auto rescale = [&] {
       if (!moved) return;
@@ -541,8 +620,8 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
         release_q();
         wgmma_wait<0>();
         fence_regs(sc);
-        release(k_empty(slot(0)));
         softmax(0);  // O is still zero: nothing to rescale
+        release(k_empty(slot(0)));
         pack_p<Cfg, BF16>(sc, pa);
 #pragma unroll 1
         for (int t = 1; t < n; ++t) {
@@ -552,8 +631,8 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
           turn_end();
           wgmma_wait<1>();
           fence_regs(sc);
-          release(k_empty(slot(t)));
           softmax(t);
+          release(k_empty(slot(t)));
           wgmma_wait<0>();
           fence_regs(of);
           release(v_empty(slot(t - 1)));
@@ -574,8 +653,8 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
         release_q();
         wgmma_wait<0>();
         fence_regs(sc);
-        release(k_empty(slot(t)));
         softmax(t);
+        release(k_empty(slot(t)));
         pack_p<Cfg, BF16>(sc, pa);
         rescale();
         pv(t);
