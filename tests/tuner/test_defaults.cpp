@@ -106,15 +106,15 @@ TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
   EXPECT_EQ(qk64(2048, 0), "native");
   EXPECT_EQ(qk64(2048, 1), "native");
   EXPECT_EQ(qk64(8192, 1), "int8");
-  // Causal D=64 up to 1K keys: 64x64 tiles, two stages; otherwise up to 2K keys, and causal up
-  // to 4K: 128x128 tiles of two warpgroups, three stages; the quantized kernel (64x128, three
-  // stages) from 4K.
+  // Causal D=64 up to 2K keys: 64x64 tiles, two stages; otherwise up to 2K keys, and causal 4K:
+  // 128x128 tiles of two warpgroups, three stages; the quantized kernel (64x128, three stages)
+  // from 4K.
   auto tile64 = [](int seq_kv, int causal) {
     const gen::Variant var = hopper_default(64, "balanced", seq_kv, causal);
     return std::make_tuple(int(var.get_int("block_m")), int(var.get_int("block_n")), int(var.get_int("stages")));
   };
   EXPECT_EQ(tile64(1024, 1), std::make_tuple(64, 64, 2));
-  EXPECT_EQ(tile64(2048, 1), std::make_tuple(128, 128, 3));
+  EXPECT_EQ(tile64(2048, 1), std::make_tuple(64, 64, 2));
   EXPECT_EQ(tile64(4096, 1), std::make_tuple(128, 128, 3));
   EXPECT_EQ(tile64(1024, 0), std::make_tuple(128, 128, 3));
   EXPECT_EQ(tile64(1024, -1), std::make_tuple(128, 128, 3));

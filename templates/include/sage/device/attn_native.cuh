@@ -339,7 +339,17 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
   const u32 sQw = sQ + wg * 64 * 128;
   const bool lane0 = threadIdx.x % 32 == 0;
   mbar_wait(bar0, 0);
-  for (int t = 0; t < n_tiles; ++t) {
+  // FAST (one warpgroup with two or more stages, the kernels that end each tile with a CTA
+  // barrier): each warp's softmax first tries softmax_fast (no row maxima). A warp for which it
+  // does not hold adds nothing to O on this tile (P V with P = 0), and the barrier votes
+  // (bar.red): if any warp gave up, the tile runs again, its K and V still in their slot, those
+  // warps with the exact softmax and the others with P = 0. One Q K^T and one P V in the loop
+  // body: a second pair in a redo branch cost 30-70 registers. The SPLIT kernels keep the exact
+  // softmax: a per-warpgroup vote there (a named barrier) took them from 128 to 167 registers.
+  constexpr bool FAST = !SPLIT;
+  bool again = false;  // this iteration repeats tile t
+  bool mine = false;   // ... for this warp's sake
+  for (int t = 0; t < n_tiles;) {
     const int slot = t % ST;
     const u32 phase = (t / ST) & 1;
     const u32 sK = sK0 + slot * Cfg::SMEM_K_STAGE, sV = sV0 + slot * Cfg::SMEM_V_STAGE;
@@ -358,8 +368,33 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
     if (SPLIT && lane0) mbar_arrive(k_empty(slot));
     u32 pa[BN / 16][4];
     float alpha[2];
-    const bool moved = t >= mask_from ? softmax_tile<Cfg, true>(p, m[0], l[0], s, scale, t * BN, row0, alpha)
-                                      : softmax_tile<Cfg, false>(p, m[0], l[0], s, scale, t * BN, row0, alpha);
+    // 0: fast softmax held; 1: exact (lazy); 2: gave up (P = 0 now, exact on the repeat);
+    // 3: exact with the reference moved to the tile's maximum (the repeat, for this warp);
+    // 4: P = 0 (the repeat, for the other warps).
+    int mode = 1;
+    if (FAST) {
+      if (again) {
+        mode = mine ? 3 : 4;
+      } else {
+        float sum[2];
+        mode = t >= mask_from ? softmax_fast<Cfg, true>(p, m[0], s, scale, t * BN, row0, sum)
+                              : softmax_fast<Cfg, false>(p, m[0], s, scale, t * BN, row0, sum);
+        if (mode == 0) {
+          l[0][0] += sum[0];
+          l[0][1] += sum[1];
+        }
+      }
+    }
+    bool moved = false;
+    if (mode == 1 || mode == 3) {
+      const float slack = mode == 3 ? 0.f : kRescaleSlack;
+      moved = t >= mask_from ? softmax_tile<Cfg, true>(p, m[0], l[0], s, scale, t * BN, row0, alpha, slack)
+                             : softmax_tile<Cfg, false>(p, m[0], l[0], s, scale, t * BN, row0, alpha, slack);
+    }
+    if (mode == 2 || mode == 4) {
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) s[i] = 0.f;
+    }
     pack_p<Cfg, BF16>(s, pa);
     if (moved) {
 #pragma unroll
@@ -379,13 +414,20 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
     if constexpr (SPLIT) {
       if (lane0) mbar_arrive(v_empty(slot));
     } else {
-      // Every warp's wgmma reads of this slot have completed: refill it.
-      __syncthreads();
+      // Every warp's wgmma reads of this slot have completed: refill it, unless a warp gave up
+      // on the tile, which then runs again.
+      if (__syncthreads_or(mode == 2) != 0) {
+        again = true;
+        mine = mode == 2;
+        continue;
+      }
+      again = false;
       if (threadIdx.x == 0 && t + ST < n_tiles) {
         load_k(t + ST, slot);
         load_v(t + ST, slot);
       }
     }
+    ++t;
   }
   // Every issued copy was waited for; the epilogue stages O over the tiles once every warp is
   // past its last P V.
