@@ -211,8 +211,9 @@ TEST_P(Fixture, VPastItsSampledRangeMatchesFp32Reference) {
 }
 
 // The native kernels move a row's reference maximum only when the row's maximum exceeds it by
-// 2^8 (lazy rescaling), and the persistent ones take a tile's exponentials against the
-// references without the tile's own maxima, falling back (S recomputed by the warpgroup, the
+// 2^8 (lazy rescaling), and most take a tile's exponentials against the references without
+// the tile's own maxima, falling back (S recomputed: by the warp with mma.sync in the
+// persistent kernels, by running the tile again in the plain one-warpgroup kernels; then the
 // exact online softmax) when a partial row sum passes 2^12. Here K's rows grow along the
 // sequence (x0.25 at the first key to x4 at the last, and x16 more on one late token), so each
 // row's maximum keeps growing over the tiles: references that lag, moves, fallbacks and tiles

@@ -188,8 +188,6 @@ SAGE_DEV bool softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2]
 // The bound on a lane's partial row sum of one tile that softmax_fast accepts: then every P
 // of the tile is at most 2^12, which FP16 P holds with its usual relative precision.
 constexpr float kFastSumMax = 4096.0f;
-// Named barriers 8 + wg: a warpgroup's vote on softmax_fast (the pingpong turns use 1 + wg).
-constexpr int kBarFastVote = 8;
 
 // The online softmax of one tile without its row maxima: the exponentials are taken against
 // the rows' reference maxima as they stand, and they stand when no lane's partial row sum
@@ -198,7 +196,7 @@ constexpr int kBarFastVote = 8;
 // before the first exponential. Returns 0 when that held for the whole warp (s is P, and
 // `sum` this lane's partial row sums for l); 1 when a row of the warp has no reference yet
 // (-inf: nothing was done, s is intact); 2 when a sum passed the bound or is not a number
-// (s is clobbered). Warp-uniform; fast_tile makes it the warpgroup's decision.
+// (s is clobbered). Warp-uniform.
 template <class Cfg, bool MASK>
 SAGE_DEV int softmax_fast(const SageAttnParams& p, const float (&m)[2], float (&s)[Cfg::BN / 2], float scale,
                           int col_base, int row0, float (&sum)[2]) {
@@ -246,25 +244,53 @@ SAGE_DEV void pack_p(const float (&pf)[Cfg::BN / 2], u32 (&pa)[Cfg::BN / 16][4])
   }
 }
 
-// Tile t's online softmax for a warp of warpgroup `wg` of the persistent kernels (S in s,
-// just computed by qk(s)): the fast form where it holds for every warp of the warpgroup, else
-// S again (qk(s): a wgmma, so the whole warpgroup votes on it, on named barrier
-// kBarFastVote + wg, and issues it; the caller keeps the K tile until this returns) and the
-// exact form, its reference moved to the tile's maximum (so that the next tiles are fast
-// again). Returns whether O needs rescaling by alpha.
-template <class Cfg, bool MASK, class Qk>
+// S of one warp's 16 rows by mma.sync m16n8k16 (warp-local, unlike a wgmma): the persistent
+// kernels' fallback from softmax_fast. Q's rows at sQw (column blocks of BM rows), the warp's
+// first row `wrow` of them, the K tile at sK; both 64-column blocks of 128-byte rows, 16-byte
+// chunks swizzled by (row % 8). The m16n8 accumulator is the wgmma accumulator's layout for
+// the warp's rows. (In the plain kernels, whose registers are capped by their occupancy, it
+// cost 40-70 registers: S lands outside the wgmma accumulator's registers.)
+template <class Cfg, bool BF16>
+SAGE_DEV void qk_warp(float (&s)[Cfg::BN / 2], u32 sQw, u32 sK, int wrow) {
+  constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN;
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  auto pair = [](u32 base, int rows, int r, int k) {  // elements k, k + 1 of row r (k even)
+    u32 v;
+    const u32 addr = base + u32((k / 64) * rows * 128 + r * 128 + ((((k % 64) / 8) ^ (r & 7)) << 4) + (k % 8) * 2);
+    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+    return v;
+  };
+#pragma unroll
+  for (int n = 0; n < BN / 8; ++n) {
+    float(&d)[4] = *reinterpret_cast<float(*)[4]>(&s[4 * n]);
+    d[0] = d[1] = d[2] = d[3] = 0.f;
+#pragma unroll 1
+    for (int kk = 0; kk < D; kk += 16) {
+      const u32 a[4] = {pair(sQw, BM, wrow + gid, kk + 2 * tig), pair(sQw, BM, wrow + gid + 8, kk + 2 * tig),
+                        pair(sQw, BM, wrow + gid, kk + 8 + 2 * tig), pair(sQw, BM, wrow + gid + 8, kk + 8 + 2 * tig)};
+      const u32 b0 = pair(sK, BN, 8 * n + gid, kk + 2 * tig), b1 = pair(sK, BN, 8 * n + gid, kk + 8 + 2 * tig);
+      if constexpr (BF16) mma_bf16_f32(d, a, b0, b1);
+      else mma_f16_f32(d, a, b0, b1);
+    }
+  }
+}
+
+// Tile t's online softmax for one warp of the persistent kernels (S in s): the fast form where
+// it holds, else S again for the warp's rows (qk_warp: the caller keeps the Q and K tiles
+// until this returns) and the exact form, its reference moved to the tile's maximum (so that
+// the next tiles are fast again). Returns whether O needs rescaling by alpha.
+template <class Cfg, bool MASK, bool BF16>
 SAGE_DEV bool fast_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2], float (&s)[Cfg::BN / 2], float scale,
-                        int col_base, int row0, float (&alpha)[2], int wg, const Qk& qk) {
+                        int col_base, int row0, float (&alpha)[2], u32 sQw, u32 sK, int wrow) {
   float sum[2];
   const int fast = softmax_fast<Cfg, MASK>(p, m, s, scale, col_base, row0, sum);
-  const bool redo = named_bar_any(kBarFastVote + wg, 128, fast == 2);
-  if (!redo && fast == 0) {
+  if (fast == 0) {
     l[0] += sum[0];
     l[1] += sum[1];
     return false;
   }
-  if (redo) qk(s);
-  return softmax_tile<Cfg, MASK>(p, m, l, s, scale, col_base, row0, alpha, redo ? 0.f : kRescaleSlack);
+  if (fast == 2) qk_warp<Cfg, BF16>(s, sQw, sK, wrow);
+  return softmax_tile<Cfg, MASK>(p, m, l, s, scale, col_base, row0, alpha, fast == 2 ? 0.f : kRescaleSlack);
 }
 
 // grid (q_tiles, Hq, B) (causal: mma_attn::cta_coords), Cfg::THREADS threads,
@@ -633,14 +659,11 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
     // Tile t's softmax (the fast one where it holds; S recomputed when it does not, so the K
     // slot is released only after it).
     auto softmax = [&](int t) {
-      auto qk_again = [&](float(&sr)[BN / 2]) {
-        issue_qk<Cfg, BF16>(sr, sQw, sK0 + slot(t) * Cfg::SMEM_K_STAGE);
-        wgmma_wait<0>();
-        fence_regs(sr);
-      };
+      const u32 sK = sK0 + slot(t) * Cfg::SMEM_K_STAGE;
+      const int wrow = (warp % 4) * 16;
       moved = t >= w.mask_from
-                  ? fast_tile<Cfg, true>(p, m[0], l[0], sc, scale, t * BN, row0, alpha, wg, qk_again)
-                  : fast_tile<Cfg, false>(p, m[0], l[0], sc, scale, t * BN, row0, alpha, wg, qk_again);
+                  ? fast_tile<Cfg, true, BF16>(p, m[0], l[0], sc, scale, t * BN, row0, alpha, sQw, sK, wrow)
+                  : fast_tile<Cfg, false, BF16>(p, m[0], l[0], sc, scale, t * BN, row0, alpha, sQw, sK, wrow);
     };
     auto rescale = [&] {
       if (!moved) return;

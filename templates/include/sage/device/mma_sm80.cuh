@@ -48,6 +48,14 @@ SAGE_DEV void mma_f16_f32(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+// D += A(16x16 bf16) * B(16x8 bf16), fp32 accumulate.
+SAGE_DEV void mma_bf16_f32(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 // D += A(16x16 f16) * B(16x8 f16), fp16 accumulate (2 registers: rows l/4 and l/4+8).
 SAGE_DEV void mma_f16_f16(u32 (&d)[2], const u32 (&a)[4], u32 b0, u32 b1) {
   asm volatile(

@@ -77,17 +77,6 @@ SAGE_DEV void named_bar_sync(int id, int threads) {
 SAGE_DEV void named_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
-// Named barrier `id` over `threads` threads that also returns whether `pred` held for any of
-// them (bar.red.or): a decision every thread of a warpgroup takes alike.
-SAGE_DEV bool named_bar_any(int id, int threads, bool pred) {
-  u32 r;
-  asm volatile(
-      "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}\n"
-      : "=r"(r)
-      : "r"(u32(pred)), "r"(id), "r"(threads)
-      : "memory");
-  return r != 0;
-}
 // Moves registers between warpgroups (sm_90a): every warp of a warpgroup lowers or raises its
 // per-thread register count to N (a multiple of 8 in [24, 256]).
 template <int N>
