@@ -102,6 +102,34 @@ void usable_variant(const std::string& name, const test::CompiledVariant** out) 
   *out = &cv;
 }
 
+// One special-input test's kernel: the variant a test is named for, loaded, with a stream.
+struct Loaded {
+  const test::CompiledVariant* cv = nullptr;
+  std::shared_ptr<AttnKernel> k;
+  CUstream st = nullptr;
+  explicit operator bool() const { return k != nullptr; }
+  ~Loaded() {
+    if (st) cu::api().cuStreamDestroy(st);
+  }
+};
+void load(const std::string& name, Loaded* out) {
+  usable_variant(name, &out->cv);
+  if (!out->cv) return;
+  out->k = tuner::load_attention(out->cv->variant, out->cv->compiled);
+  SAGE_CU(cuStreamCreate(&out->st, CU_STREAM_NON_BLOCKING));
+}
+
+// Runs k on buf (the output poisoned first, a workspace of 0xff bytes) and returns O in FP32,
+// [B, Hq, Nq, D].
+std::vector<float> run_poisoned(const AttnKernel& k, const AttnProblem& p, AttnBuffers& buf, CUstream st) {
+  DeviceBuffer ws(k.workspace_size(p));
+  buf.poison_output();
+  ws.fill_bytes(0xff);  // the kernels must not depend on workspace contents
+  k.run(p, buf.args(), ws.get(), st);
+  SAGE_CU(cuStreamSynchronize(st));
+  return buf.output_hnd();
+}
+
 TEST_P(Fixture, MatchesFp32Reference) {
   SAGE_REQUIRE_GPU();
   const test::CompiledVariant* cvp = nullptr;
@@ -128,7 +156,6 @@ TEST_P(Fixture, MatchesFp32Reference) {
     if (small && std::max(kShapes[si].nq, kShapes[si].nkv) > 1000) continue;
     const AttnProblem p = make_problem(kShapes[si], cfg.head_dim);
     AttnBuffers buf(p);
-    DeviceBuffer ws(k->workspace_size(p));
     for (InputKind kind : {InputKind::gaussian, InputKind::outliers}) {
       const std::uint64_t seed = run_seed() + std::uint64_t(si) * 7919 + (kind == InputKind::outliers);
       buf.fill(*refmod, kind, seed, st);
@@ -136,11 +163,7 @@ TEST_P(Fixture, MatchesFp32Reference) {
       auto it = refs().find(rkey);
       if (it == refs().end()) it = refs().emplace(rkey, tuner::run_reference(ref, buf, st)).first;
       const tuner::ReferenceResult& r = it->second;
-      buf.poison_output();
-      ws.fill_bytes(0xff);  // the kernels must not depend on workspace contents
-      k->run(p, buf.args(), ws.get(), st);
-      SAGE_CU(cuStreamSynchronize(st));
-      const std::vector<float> o = buf.output_hnd();
+      const std::vector<float> o = run_poisoned(*k, p, buf, st);
       const tuner::Metrics m = tuner::compare(o.data(), r.o.data(), o.size());
       const std::vector<float> lse = buf.lse.to_host<float>(r.lse.size());
       double lse_err = 0;
@@ -168,17 +191,14 @@ TEST_P(Fixture, MatchesFp32Reference) {
 // outputs that attend to it would be off by tens of percent.
 TEST_P(Fixture, VPastItsSampledRangeMatchesFp32Reference) {
   SAGE_REQUIRE_GPU();
-  const test::CompiledVariant* cvp = nullptr;
-  usable_variant(GetParam(), &cvp);
-  if (!cvp) return;
-  const test::CompiledVariant& cv = *cvp;
-  auto k = tuner::load_attention(cv.variant, cv.compiled);
-  const KernelConfig& cfg = k->config();
+  Loaded l;
+  load(GetParam(), &l);
+  if (!l) return;
+  const KernelConfig& cfg = l.k->config();
   if (cfg.pv != "fp8") GTEST_SKIP() << "V is not FP8 in this variant (" << cfg.pv << ")";
-  auto refmod = tuner::reference_module(cv.variant.arch);
+  auto refmod = tuner::reference_module(l.cv->variant.arch);
   ReferenceKernel ref(refmod);
-  CUstream st;
-  SAGE_CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+  const CUstream st = l.st;
   const AttnProblem p = make_problem({1, 4, 2, 300, 4097, false, Layout::HND, DType::fp16}, cfg.head_dim);
   AttnBuffers buf(p);
   buf.fill(*refmod, InputKind::gaussian, run_seed() ^ 0x51ull, st);
@@ -188,12 +208,7 @@ TEST_P(Fixture, VPastItsSampledRangeMatchesFp32Reference) {
   for (int d = 0; d < p.head_dim; ++d) v[(std::size_t(h) * p.seq_kv + spike_row) * p.head_dim + d] = 0x5c00;  // 256.0
   buf.v.upload(v.data(), v.size() * sizeof(std::uint16_t));
   const tuner::ReferenceResult r = tuner::run_reference(ref, buf, st);
-  DeviceBuffer ws(k->workspace_size(p));
-  buf.poison_output();
-  ws.fill_bytes(0xff);
-  k->run(p, buf.args(), ws.get(), st);
-  SAGE_CU(cuStreamSynchronize(st));
-  const std::vector<float> o = buf.output_hnd();
+  const std::vector<float> o = run_poisoned(*l.k, p, buf, st);
   // Query heads 2 and 3 (kv head 1) see the token: their outputs, and the whole output (the
   // per-head statistic of 300 x D Gaussian outputs alone varies by a few thousandths around
   // FP8's ~0.038, so the unflagged heads are judged with the others, as in MatchesFp32Reference).
@@ -207,7 +222,6 @@ TEST_P(Fixture, VPastItsSampledRangeMatchesFp32Reference) {
     EXPECT_LE(m.rel_l1, 0.04) << what;
     std::printf("[ sage ] V spike  %s\n", what.c_str());
   }
-  cu::api().cuStreamDestroy(st);
 }
 
 // The native kernels move a row's reference maximum only when the row's maximum exceeds it by
@@ -220,17 +234,14 @@ TEST_P(Fixture, VPastItsSampledRangeMatchesFp32Reference) {
 // with P up to 2^12 are checked against the FP32 reference at the native budgets.
 TEST_P(Fixture, ScoresGrowingAlongKeysMatchFp32Reference) {
   SAGE_REQUIRE_GPU();
-  const test::CompiledVariant* cvp = nullptr;
-  usable_variant(GetParam(), &cvp);
-  if (!cvp) return;
-  const test::CompiledVariant& cv = *cvp;
-  auto k = tuner::load_attention(cv.variant, cv.compiled);
-  const KernelConfig& cfg = k->config();
+  Loaded l;
+  load(GetParam(), &l);
+  if (!l) return;
+  const KernelConfig& cfg = l.k->config();
   if (cfg.qk != "native") GTEST_SKIP() << "the quantized kernels take every tile's row maxima (" << cfg.qk << ")";
-  auto refmod = tuner::reference_module(cv.variant.arch);
+  auto refmod = tuner::reference_module(l.cv->variant.arch);
   ReferenceKernel ref(refmod);
-  CUstream st;
-  SAGE_CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+  const CUstream st = l.st;
   for (const Shape& sh : {Shape{1, 4, 2, 300, 4097, false, Layout::HND, DType::fp16},
                           Shape{2, 4, 4, 1000, 1000, true, Layout::NHD, DType::fp16}}) {
     const AttnProblem p = make_problem(sh, cfg.head_dim);
@@ -252,11 +263,7 @@ TEST_P(Fixture, ScoresGrowingAlongKeysMatchFp32Reference) {
         }
     buf.k.upload(kh.data(), kh.size() * sizeof(std::uint16_t));
     const tuner::ReferenceResult r = tuner::run_reference(ref, buf, st);
-    DeviceBuffer ws(k->workspace_size(p));
-    buf.poison_output();
-    k->run(p, buf.args(), ws.get(), st);
-    SAGE_CU(cuStreamSynchronize(st));
-    const std::vector<float> o = buf.output_hnd();
+    const std::vector<float> o = run_poisoned(*l.k, p, buf, st);
     const tuner::Metrics m = tuner::compare(o.data(), r.o.data(), o.size());
     const std::vector<float> lse = buf.lse.to_host<float>(r.lse.size());
     double lse_err = 0;
@@ -269,7 +276,6 @@ TEST_P(Fixture, ScoresGrowingAlongKeysMatchFp32Reference) {
     EXPECT_LE(lse_err, 0.05) << what << " (LSE error " << lse_err << ")";
     std::printf("[ sage ] growing K  %s  lse %.3f\n", what.c_str(), lse_err);
   }
-  cu::api().cuStreamDestroy(st);
 }
 
 INSTANTIATE_TEST_SUITE_P(Mma, Fixture, ::testing::ValuesIn(test::gpu_variant_names("mma")),

@@ -127,6 +127,19 @@ SAGE_DEV void issue_pv(float (&o)[Cfg::D / 2], const u32 (&pa)[Cfg::BN / 16][4],
   wgmma_commit();
 }
 
+// Hidden scores of one tile (the lane's row gid + 8 hh, accumulator layout) become -inf: the
+// scale is positive, so their exponentials are 0.
+template <class Cfg>
+SAGE_DEV void hide(const SageAttnParams& p, float (&s)[Cfg::BN / 2], int col_base, int row0, int hh) {
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  const softmax::Visible visible(p, col_base + 2 * tig, p.seq_kv - p.seq_q, row0 + gid + 8 * hh);
+#pragma unroll
+  for (int n = 0; n < Cfg::BN / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+      if (!visible(n, e)) s[4 * n + 2 * hh + e] = neg_inf();
+}
+
 // How far (log2 domain) a row's maximum may pass the reference its exponentials are taken
 // against before the reference moves: P is then at most 2^8, which FP16/BF16 P, the FP32 row
 // sums and O hold exactly as well, and O needs no rescaling on most tiles.
@@ -139,25 +152,16 @@ constexpr float kRescaleSlack = 8.0f;
 // than `slack` (lazy rescaling; 0 after softmax_fast gave up on the tile, so that the next
 // tiles are fast again); returns whether it moved for any row of the warp
 // (warp-uniform: only then does O need rescaling, by alpha; otherwise alpha is 1).
-// MASK: hidden scores become -inf first (the scale is positive, so their exponentials are 0),
-// and the rest is the unmasked softmax: no per-column visibility stays live between passes.
+// MASK: hidden scores become -inf first (hide), and the rest is the unmasked softmax: no
+// per-column visibility stays live between passes.
 template <class Cfg, bool MASK>
 SAGE_DEV bool softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2], float (&s)[Cfg::BN / 2],
                            float scale, int col_base, int row0, float (&alpha)[2], float slack = kRescaleSlack) {
   constexpr int NT = Cfg::BN / 8;
-  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  const int causal_off = p.seq_kv - p.seq_q;
   bool moved = false;
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
-    if constexpr (MASK) {
-      const softmax::Visible visible(p, col_base + 2 * tig, causal_off, row0 + gid + 8 * hh);
-#pragma unroll
-      for (int n = 0; n < NT; ++n)
-#pragma unroll
-        for (int e = 0; e < 2; ++e)
-          if (!visible(n, e)) s[4 * n + 2 * hh + e] = neg_inf();
-    }
+    if constexpr (MASK) hide<Cfg>(p, s, col_base, row0, hh);
     float mx[2] = {neg_inf(), neg_inf()};
 #pragma unroll
     for (int n = 0; n < NT; ++n)
@@ -202,19 +206,10 @@ SAGE_DEV int softmax_fast(const SageAttnParams& p, const float (&m)[2], float (&
                           int col_base, int row0, float (&sum)[2]) {
   constexpr int NT = Cfg::BN / 8;
   if (!__all_sync(0xffffffffu, m[0] != neg_inf() && m[1] != neg_inf())) return 1;
-  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  const int causal_off = p.seq_kv - p.seq_q;
   bool ok = true;
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
-    if constexpr (MASK) {
-      const softmax::Visible visible(p, col_base + 2 * tig, causal_off, row0 + gid + 8 * hh);
-#pragma unroll
-      for (int n = 0; n < NT; ++n)
-#pragma unroll
-        for (int e = 0; e < 2; ++e)
-          if (!visible(n, e)) s[4 * n + 2 * hh + e] = neg_inf();
-    }
+    if constexpr (MASK) hide<Cfg>(p, s, col_base, row0, hh);
     float rs[2] = {0.f, 0.f};
 #pragma unroll
     for (int n = 0; n < NT; ++n)
