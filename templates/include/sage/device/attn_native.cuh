@@ -451,8 +451,9 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
     ++t;
   }
   // Every issued copy was waited for; the epilogue stages O over the tiles once every warp is
-  // past its last P V.
-  __syncthreads();
+  // past its last P V (without SPLIT, the barrier that ended the last tile saw to that; with
+  // no tile, Q has landed and no warp reads the tiles).
+  if constexpr (SPLIT) __syncthreads();
   epilogue::store<Cfg, 1>(p, m, l, o, b, h, c.kv_bh, warp, row0, smem);
 }
 
