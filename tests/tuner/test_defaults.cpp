@@ -123,6 +123,19 @@ TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
   EXPECT_EQ(tile64(8192, 1), std::make_tuple(64, 128, 3));  // the quantized kernel
 }
 
+// The D=64 native default of two warpgroups is capped at 128 registers (min_ctas 2: two CTAs
+// per SM), which lets it run the softmax without row maxima (docs/kernels.md).
+TEST(Defaults, HopperD64NativeDefaultIsCappedAtTwoCtasPerSm) {
+  for (int n : {1024, 2048}) {
+    const gen::Variant var = hopper_default(64, "balanced", n, 0);
+    EXPECT_EQ(var.get_string("qk"), "native") << n;
+    EXPECT_EQ(var.get_int("warpgroups"), 2) << n;
+    EXPECT_EQ(var.get_int("min_ctas"), 2) << n;
+  }
+  EXPECT_EQ(hopper_default(64, "balanced", 4096, 1).get_int("min_ctas"), 2);
+  EXPECT_EQ(hopper_default(64, "accurate", 4096, 0).get_int("min_ctas"), 2);
+}
+
 // At D=64 the quantized Hopper default runs four one-warpgroup CTAs per SM (128 registers),
 // without fuse_q; D=128 keeps three (it would spill at 128).
 TEST(Defaults, HopperD64QuantizedRunsFourCtasPerSm) {

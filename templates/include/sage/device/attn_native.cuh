@@ -360,14 +360,18 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
   const u32 sQw = sQ + wg * 64 * 128;
   const bool lane0 = threadIdx.x % 32 == 0;
   mbar_wait(bar0, 0);
-  // FAST (one warpgroup with two or more stages, the kernels that end each tile with a CTA
-  // barrier): each warp's softmax first tries softmax_fast (no row maxima). A warp for which it
-  // does not hold adds nothing to O on this tile (P V with P = 0), and the barrier votes
-  // (bar.red): if any warp gave up, the tile runs again, its K and V still in their slot, those
-  // warps with the exact softmax and the others with P = 0. One Q K^T and one P V in the loop
-  // body: a second pair in a redo branch cost 30-70 registers. The SPLIT kernels keep the exact
-  // softmax: a per-warpgroup vote there (a named barrier) took them from 128 to 167 registers.
-  constexpr bool FAST = !SPLIT;
+  // FAST: each warp's softmax first tries softmax_fast (no row maxima). A warp for which it
+  // does not hold adds nothing to O on this tile (P V with P = 0), and a CTA barrier at the
+  // tile's end votes (bar.red): if any warp gave up, the tile runs again (its K and V are still
+  // in their slot), those warps with the exact softmax and the others with P = 0. One Q K^T
+  // and one P V stay in the loop body (a second pair in a redo branch cost 30-70 registers).
+  // The one-warpgroup kernels with two or more stages end each tile with that barrier anyway.
+  // SPLIT kernels take it only with a register cap (MIN_CTAS >= 2; D=64 128x128 of two
+  // warpgroups stays at 128 registers, no spills): uncapped, ptxas gives them 167 and one CTA
+  // per SM. With FAST a SPLIT kernel releases a slot's K at the tile's end too and refills it
+  // with V at the top of the next tile; one-stage rings keep the exact softmax and the K
+  // refill under P V.
+  constexpr bool FAST = ST >= 2 && (!SPLIT || Cfg::MIN_CTAS >= 2);
   bool again = false;  // this iteration repeats tile t
   bool mine = false;   // ... for this warp's sake
   for (int t = 0; t < n_tiles;) {
@@ -376,9 +380,14 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
     const u32 sK = sK0 + slot * Cfg::SMEM_K_STAGE, sV = sV0 + slot * Cfg::SMEM_V_STAGE;
     // SPLIT: tile t-1's V slot, once every warp's P V of it has completed (before this tile's
     // K is awaited: with one stage, V is loaded under this tile's Q K^T and softmax).
-    if (SPLIT && threadIdx.x == 0 && t >= 1 && t - 1 + ST < n_tiles) {
+    if (SPLIT && threadIdx.x == 0 && !again && t >= 1 && t - 1 + ST < n_tiles) {
       const int ps = (t - 1) % ST;
-      mbar_wait(v_empty(ps), ((t - 1) / ST) & 1);
+      const u32 pph = ((t - 1) / ST) & 1;
+      if (FAST) {
+        mbar_wait(k_empty(ps), pph);
+        load_k(t - 1 + ST, ps);
+      }
+      mbar_wait(v_empty(ps), pph);
       load_v(t - 1 + ST, ps);
     }
     mbar_wait(k_full(slot), phase);
@@ -386,7 +395,7 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
     issue_qk<Cfg, BF16>(s, sQw, sK);
     wgmma_wait<0>();
     fence_regs(s);
-    if (SPLIT && lane0) mbar_arrive(k_empty(slot));
+    if (SPLIT && !FAST && lane0) mbar_arrive(k_empty(slot));
     u32 pa[BN / 16][4];
     float alpha[2];
     // 0: fast softmax held; 1: exact (lazy); 2: gave up (P = 0 now, exact on the repeat);
@@ -426,23 +435,26 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
     mbar_wait(v_full(slot), phase);
     issue_pv<Cfg, BF16>(of, pa, sV);
     // SPLIT, under this P V: this slot's K, once every warp's Q K^T of it has completed.
-    if (SPLIT && threadIdx.x == 0 && t + ST < n_tiles) {
+    if (SPLIT && !FAST && threadIdx.x == 0 && t + ST < n_tiles) {
       mbar_wait(k_empty(slot), phase);
       load_k(t + ST, slot);
     }
     wgmma_wait<0>();
     fence_regs(of);
-    if constexpr (SPLIT) {
-      if (lane0) mbar_arrive(v_empty(slot));
-    } else {
-      // Every warp's wgmma reads of this slot have completed: refill it, unless a warp gave up
-      // on the tile, which then runs again.
+    if (FAST) {
       if (__syncthreads_or(mode == 2) != 0) {
         again = true;
         mine = mode == 2;
         continue;
       }
       again = false;
+    }
+    if constexpr (SPLIT) {
+      if (lane0) {
+        if (FAST) mbar_arrive(k_empty(slot));
+        mbar_arrive(v_empty(slot));
+      }
+    } else {
       if (threadIdx.x == 0 && t + ST < n_tiles) {
         load_k(t + ST, slot);
         load_v(t + ST, slot);
@@ -453,7 +465,7 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
   // Every issued copy was waited for; the epilogue stages O over the tiles once every warp is
   // past its last P V (without SPLIT, the barrier that ended the last tile saw to that; with
   // no tile, Q has landed and no warp reads the tiles).
-  if constexpr (SPLIT) __syncthreads();
+  if constexpr (SPLIT && !FAST) __syncthreads();
   epilogue::store<Cfg, 1>(p, m, l, o, b, h, c.kv_bh, warp, row0, smem);
 }
 
