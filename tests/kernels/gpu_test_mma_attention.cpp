@@ -278,6 +278,61 @@ TEST_P(Fixture, ScoresGrowingAlongKeysMatchFp32Reference) {
   }
 }
 
+// The persistent_split kernels split the last round's query tiles along the keys where the
+// tiles do not divide evenly among the CTAs (attn_native.cuh: TailSplit; the launcher decides
+// where it pays): pieces at the end of a range go to the workspace and the CTA holding a tile's
+// first keys merges them. Two shapes with such a tail, their head counts fitted to this GPU's
+// grid G: about 1.5 G query tiles of 33 key tiles (cut over every CTA, a tile's keys over two
+// or three of them; GQA, HND, FP16), and G + a few query tiles of 32 key tiles, the last one
+// partly masked (cut over fewer CTAs than G, a tile's keys over six or more, each merged by
+// the first; NHD, BF16).
+TEST_P(Fixture, SplitTailMatchesFp32Reference) {
+  SAGE_REQUIRE_GPU();
+  Loaded l;
+  load(GetParam(), &l);
+  if (!l) return;
+  const KernelConfig& cfg = l.k->config();
+  if (cfg.schedule != "persistent_split") GTEST_SKIP() << "the split tail is the persistent_split schedule's";
+  auto refmod = tuner::reference_module(l.cv->variant.arch);
+  ReferenceKernel ref(refmod);
+  const CUstream st = l.st;
+  AttnProblem big = make_problem({64, 64, 64, 65536, 64, false, Layout::HND, DType::fp16}, cfg.head_dim);
+  const std::int64_t g = l.k->persistent_grid(big);
+  // Heads (a multiple of `group`) for about `units` query tiles of nq rows, past a multiple of g.
+  auto heads_for = [&](int nq, std::int64_t units, int group) {
+    const std::int64_t q_tiles = (nq + cfg.block_m - 1) / cfg.block_m;
+    std::int64_t h = std::max<std::int64_t>(group, (units / q_tiles + group - 1) / group * group);
+    while ((h * q_tiles) % g == 0 || h * q_tiles <= g) h += group;
+    return int(h);
+  };
+  const int h1 = heads_for(1100, g + g / 2, 2), h2 = heads_for(300, g + 1, 1);
+  std::vector<Shape> shapes = {Shape{1, h1, h1 / 2, 1100, 4100, false, Layout::HND, DType::fp16},
+                               Shape{1, h2, h2, 300, 4000, false, Layout::NHD, DType::bf16}};
+  if (env_flag("SAGE_TEST_SMALL")) shapes.erase(shapes.begin());  // compute-sanitizer runs
+  for (const Shape& sh : shapes) {
+    const AttnProblem p = make_problem(sh, cfg.head_dim);
+    const std::int64_t units = l.k->persistent_units(p), grid = l.k->persistent_grid(p);
+    const int ranges = l.k->plan(p).split_ranges;
+    ASSERT_GT(ranges, 0) << p.str() << ": " << units << " query tiles on " << grid << " CTAs, not split";
+    AttnBuffers buf(p);
+    buf.fill(*refmod, InputKind::gaussian, run_seed() ^ 0x5917ull, st);
+    const tuner::ReferenceResult r = tuner::run_reference(ref, buf, st);
+    const std::vector<float> o = run_poisoned(*l.k, p, buf, st);
+    const tuner::Metrics m = tuner::compare(o.data(), r.o.data(), o.size());
+    const std::vector<float> lse = buf.lse.to_host<float>(r.lse.size());
+    double lse_err = 0;
+    for (std::size_t i = 0; i < lse.size(); ++i)
+      lse_err = std::max(lse_err, std::isfinite(lse[i]) ? double(std::fabs(lse[i] - r.lse[i])) : 1e9);
+    const std::string what = p.str() + " split tail (" + std::to_string(units) + " query tiles, " +
+                             std::to_string(grid) + " CTAs, " + std::to_string(ranges) + " ranges): " + m.str();
+    EXPECT_EQ(m.nonfinite, 0) << what;
+    EXPECT_GE(m.cos, 0.99999) << what;
+    EXPECT_LE(m.rel_l1, 0.005 + (p.dtype == DType::bf16 ? 0.002 : 0.0)) << what;
+    EXPECT_LE(lse_err, 0.05) << what << " (LSE error " << lse_err << ")";
+    std::printf("[ sage ] split tail  %s  lse %.3f\n", what.c_str(), lse_err);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Mma, Fixture, ::testing::ValuesIn(test::gpu_variant_names("mma")),
                          [](const ::testing::TestParamInfo<std::string>& i) { return test::test_name(i.param); });
 // The Hopper pipeline: variants exist on sm_90a only ("NoGpu" elsewhere skips with the reason).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
@@ -280,13 +281,58 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   (void)a;
 }
 
+// The kernel walks a static list of work units (persistent_units in attn_native.cuh): a query
+// tile, or for causal masks a pair of one head's tiles; one CTA per SM and occupancy slot, or
+// one per unit where there are fewer.
+std::int64_t AttnKernel::persistent_units(const AttnProblem& p) const {
+  const std::int64_t q_tiles = cdiv(p.seq_q, cfg_.block_m);
+  return (p.causal ? (q_tiles + 1) / 2 : q_tiles) * p.heads_q * p.batch;
+}
+std::int64_t AttnKernel::persistent_grid(const AttnProblem& p) const {
+  return std::max<std::int64_t>(1, std::min(persistent_units(p), persistent_ctas_));
+}
+
+// The split tail (attn_native.cuh: TailSplit), in key tiles of time: without it the last round
+// takes a unit's T tiles while G - units % G CTAs idle; cut into ranges of L tiles it takes
+// about L, plus a second piece's start and end and the partial's write (kSplitPieceTiles), plus
+// the owner's merge of about T / L partials (kSplitMergeTiles each, one after the other). L is
+// at least sqrt(T * merge cost), where those terms balance, so a short tail goes to fewer CTAs
+// than G. Split where that saves at least a quarter of T (the last round of an unsplit call
+// also runs faster than a full one: fewer SMs share the power and the memory). Measured on the
+// H100 (D=128 persistent_pingpong; docs/kernels.md): B=4 H=32 1K keys (T=8, L=6.1 over every
+// CTA) 1.5-3% slower split, 2K (T=16, L=8.2) level to 1% faster; B=1 H=17 8K (T=64, L=15.5)
+// 6% faster.
+constexpr double kSplitPieceTiles = 4.0, kSplitMergeTiles = 1.0, kSplitMinGain = 0.25;
+int AttnKernel::split_ranges(const AttnProblem& p) const {
+  const std::int64_t units = persistent_units(p), grid = persistent_grid(p);
+  if (cfg_.schedule != "persistent_split" || p.causal || units <= grid || units % grid == 0) return 0;
+  const std::int64_t tiles = cdiv(p.seq_kv, cfg_.block_n), work = (units % grid) * tiles;
+  const double len = std::max(double(work) / double(grid), std::sqrt(double(tiles) * kSplitMergeTiles));
+  const std::int64_t ranges = std::clamp<std::int64_t>(std::int64_t(double(work) / len), 1, grid);
+  const double per = double(work) / double(ranges);
+  const double split = per + kSplitPieceTiles + double(tiles) / per * kSplitMergeTiles;
+  if (split > double(tiles) * (1.0 - kSplitMinGain)) return 0;
+  if (work * ranges >= (std::int64_t(1) << 31)) return 0;  // the kernel's range arithmetic is 32-bit
+  return int(ranges);
+}
+
 WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   const KernelConfig& c = cfg_;
   WorkspacePlan w;
   w.q_tiles = cdiv(p.seq_q, c.block_m);
   w.k_tiles = cdiv(p.seq_kv, c.block_n);
-  if (native()) {  // reads the caller's tensors: no workspace
-    w.total = 256;
+  if (native()) {  // reads the caller's tensors: a workspace only for the split tail
+    std::size_t off = 0;
+    w.split_ranges = persistent() ? split_ranges(p) : 0;
+    w.split_tail = w.split_ranges > 0;
+    if (w.split_tail) {
+      const std::size_t consumers = std::size_t(c.threads) - 128;  // the producer warpgroup is the last
+      w.split_o = 0;
+      off = align_up(sizeof(float) * std::size_t(w.split_ranges) * (c.head_dim / 2 + 4) * consumers);
+      w.sync = off;
+      off = align_up(off + sizeof(std::uint64_t) * std::size_t(w.split_ranges) * (consumers / 32));
+    }
+    w.total = std::max<std::size_t>(off, 256);
     return w;
   }
   const std::int64_t bhq = std::int64_t(p.batch) * p.heads_q, bhk = std::int64_t(p.batch) * p.heads_kv;
@@ -381,6 +427,12 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
   s.k_tiles = w.k_tiles;
   s.num_sms = num_sms_;
   if (native()) {
+    if (w.split_tail) {
+      s.split_ranges = w.split_ranges;
+      s.split_o = reinterpret_cast<float*>(base + w.split_o);
+      s.sync = reinterpret_cast<unsigned long long*>(base + w.sync);
+      s.generation = next_generation();
+    }
     native_tensor_maps(p, s);
     return;
   }
@@ -540,13 +592,8 @@ void AttnKernel::launch_prep(const AttnProblem& p, const WorkspacePlan& w, const
 
 void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUstream stream) const {
   if (persistent()) {
-    // The kernel walks a static list of work units (persistent_units in attn_native.cuh): a
-    // query tile, or for causal masks a pair of one head's tiles.
-    const std::int64_t per_head = p.causal ? (std::int64_t(s.q_tiles) + 1) / 2 : s.q_tiles;
-    const std::int64_t units = per_head * p.heads_q * p.batch;
-    if (units > 0x7fffffff) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for one launch"));
-    launch(attn_, unsigned(std::max<std::int64_t>(1, std::min(units, persistent_ctas_))), 1, 1, unsigned(cfg_.threads),
-           unsigned(cfg_.smem_bytes), stream, s);
+    if (persistent_units(p) > 0x7fffffff) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for one launch"));
+    launch(attn_, unsigned(persistent_grid(p)), 1, 1, unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s);
     return;
   }
   CUfunction f = s.lse && attn_lse_ ? attn_lse_ : attn_;

@@ -18,8 +18,8 @@ typedef std::int64_t sage_i64;
 #endif
 
 // 5: the launch grid of causal calls (non-persistent kernels) is (pairs of a group, q_tiles,
-// groups), attn_mma.cuh: cta_coords.
-#define SAGE_KERNEL_ABI_VERSION 5
+// groups), attn_mma.cuh: cta_coords. 6: split_o (the persistent native kernels' split tail).
+#define SAGE_KERNEL_ABI_VERSION 6
 
 // Element types of the user's tensors.
 enum SageDType { SAGE_DTYPE_FP16 = 0, SAGE_DTYPE_BF16 = 1 };
@@ -61,15 +61,22 @@ struct SageAttnParams {
                                // fp16: [B, Hkv, k_tiles*BLOCK_N, D]; null: read v directly
   float* v_scale;              // fp8: [B, Hkv, D] per-channel scale
   float* v_mean;               // smooth_v: [B, Hkv, D]
+  // The persistent native kernels, non-causal calls whose query tiles do not divide evenly
+  // among the CTAs: the last round's key tiles are cut into split_ranges ranges, each a CTA's
+  // (attn_native.cuh: TailSplit). split_o: [split_ranges][D/2 + 4][consumer threads] FP32
+  // partial results (O's fragment, row maxima, row sums); sync: [split_ranges][consumer warps]
+  // flags, = generation once a warp's partial is written. Null: no split.
+  float* split_o;
   // The statistics and the quantization run in one launch: quantization CTAs that need the
   // statistics of a (batch, kv head) wait until its statistics CTAs (stat_splits of each
   // kind: K, V) have published them.
   unsigned long long* sync;    // [B*Hkv] counters: generation << 24 | statistics CTAs done;
                                // then [B*Hkv] V flags: = generation when V of that head went
-                               // past the range its sampled statistics allowed
+                               // past the range its sampled statistics allowed (native
+                               // persistent kernels: the split tail's flags, see split_o)
   unsigned long long generation;  // unique per call (40 bits): a stale counter never matches
   sage_i32 num_sms;            // for grid sizing inside the kernels (persistent loops)
-  sage_i32 pad_;
+  sage_i32 split_ranges;       // see split_o (0: no split)
   // TMA variants (wgmma pipeline): tensor maps (CUtensorMap, opaque) of q_quant, k_quant and
   // v_prep in the tile boxes and swizzle the kernel reads, encoded by the launcher (zero
   // otherwise); the persistent native kernels also store O through tma_o. Kernels take the

@@ -27,7 +27,7 @@ struct KernelConfig {
   std::string pv = "fp8";    // fp16 | fp16acc | fp8 | int8 | native
   std::string granularity = "per_thread";  // per_thread | per_warp | per_block
   bool smooth_k = true, smooth_q = false, smooth_v = false;
-  std::string schedule = "plain";  // plain | overlap | pingpong | pingpong_overlap | ws | ws_overlap | turns | persistent | persistent_overlap | persistent_pingpong
+  std::string schedule = "plain";  // plain | overlap | pingpong | pingpong_overlap | ws | ws_overlap | turns | persistent | persistent_overlap | persistent_pingpong | persistent_split
   int min_ctas = 1;                // occupancy target of __launch_bounds__
   bool tma = false;                // wgmma: tiles loaded by TMA (the launcher encodes tensor maps)
   bool fuse_q = false;             // wgmma: the attention kernel quantizes Q (read from the caller's tensor)
@@ -71,7 +71,11 @@ struct AttnArgs {
 struct WorkspacePlan {
   std::size_t total = 0;
   std::size_t stats = 0, sync = 0, q_quant = 0, q_scale = 0, q_mean_quant = 0, q_mean_scale = 0, q_kmean = 0,
-              k_quant = 0, k_scale = 0, v_prep = 0, v_scale = 0, v_mean = 0;
+              k_quant = 0, k_scale = 0, v_prep = 0, v_scale = 0, v_mean = 0, split_o = 0;
+  // Persistent native kernels: the last round's query tiles are split along the keys over every
+  // CTA (attn_native.cuh: TailSplit), with partial results and flags (in `sync`) in the workspace.
+  bool split_tail = false;
+  int split_ranges = 0;  // the ranges the tail's key tiles are cut into (AttnKernel::split_ranges)
   bool has_stats = false, has_q_mean = false, has_q_kmean = false, has_v_prep = false,
        has_v_scale = false, has_v_mean = false;
   int q_tiles = 0, k_tiles = 0, stat_splits = 1;
@@ -104,11 +108,17 @@ class AttnKernel {
   AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module);
   const KernelConfig& config() const { return cfg_; }
   // The unquantized family (qk "native"): reads the caller's FP16/BF16 tensors directly, with
-  // no preparation kernel and no workspace.
+  // no preparation kernel (a workspace only for the persistent kernels' split tail).
   bool native() const { return cfg_.qk == "native"; }
   bool has_prep() const { return !native(); }
   // The persistent schedule: a grid of one CTA per SM (and occupancy slot) walks the query tiles.
   bool persistent() const { return cfg_.schedule.rfind("persistent", 0) == 0; }
+  // Its work units (query tiles, or causal pairs of them) and grid for `p`.
+  std::int64_t persistent_units(const AttnProblem& p) const;
+  std::int64_t persistent_grid(const AttnProblem& p) const;
+  // Persistent native kernels: the ranges the last round's key tiles are cut into (at most the
+  // grid), or 0 where the split would not pay (or the call is causal, or has no partial round).
+  int split_ranges(const AttnProblem& p) const;
   WorkspacePlan plan(const AttnProblem& p) const;
   std::size_t workspace_size(const AttnProblem& p) const { return plan(p).total; }
   // Bytes the preparation kernels read and write (the bandwidth benchmark's numerator).

@@ -26,8 +26,11 @@ namespace sage {
 // OVERLAP (persistent_overlap): each consumer runs tile t's softmax while its P V of tile t-1
 // is on the tensor cores. PINGPONG (persistent_pingpong, with OVERLAP): the two consumers take
 // turns at issuing their GEMMs (named barriers), so one's softmax runs under the others' GEMMs.
+// SPLIT (persistent_split, with PINGPONG): non-causal calls whose query tiles do not divide
+// evenly among the CTAs cut the last round's key tiles over the CTAs (TailSplit below); the
+// producer warp hands each item to the consumers in shared memory.
 template <int HEAD_DIM, int BLOCK_N, int WARPGROUPS, int STAGES_, int MIN_CTAS_, bool PERSISTENT_ = false,
-          bool OVERLAP_ = false, bool PINGPONG_ = false>
+          bool OVERLAP_ = false, bool PINGPONG_ = false, bool SPLIT_ = false>
 struct NativeAttnConfig {
   static constexpr int D = HEAD_DIM;
   static constexpr int BN = BLOCK_N;
@@ -38,6 +41,7 @@ struct NativeAttnConfig {
   static constexpr bool PERSISTENT = PERSISTENT_;
   static constexpr bool OVERLAP = OVERLAP_;
   static constexpr bool PINGPONG = PINGPONG_;
+  static constexpr bool SPLIT = SPLIT_;
   static constexpr int CONSUMERS = 128 * WARPGROUPS;
   static constexpr int THREADS = CONSUMERS + (PERSISTENT ? 128 : 0);
   // What the shared helpers (CtaTile, the epilogue) read: no scales, no FP8, no smoothing.
@@ -67,14 +71,16 @@ struct NativeAttnConfig {
   // persistent: the registers setmaxnreg leaves the producer's threads and gives the
   // consumers'. A CTA starts with ptxas's launch allocation (64K over its warpgroups, in
   // multiples of 8) and setmaxnreg.inc waits for registers the CTA's own .dec released: the
-  // consumers may take at most what the producer gives up, or they wait forever.
+  // consumers may take at most what the producer gives up, or they wait forever. SPLIT: 32 for
+  // the producer (its work list with the split tail spilled at 24), 232 for two consumers.
   static constexpr int LAUNCH_REGS = (65536 / THREADS) / 8 * 8;
-  static constexpr int PRODUCER_REGS = WARPGROUPS == 3 ? 32 : 24;
-  static constexpr int CONSUMER_REGS = WARPGROUPS == 3 ? 160 : 240;
+  static constexpr int PRODUCER_REGS = WARPGROUPS == 3 || SPLIT ? 32 : 24;
+  static constexpr int CONSUMER_REGS = WARPGROUPS == 3 ? 160 : SPLIT ? 232 : 240;
   static_assert(!PERSISTENT || (CONSUMER_REGS - LAUNCH_REGS) * CONSUMERS <= (LAUNCH_REGS - PRODUCER_REGS) * 128,
                 "the consumers take more registers than the producer gives up");
   static_assert(!OVERLAP || PERSISTENT, "the overlap is the persistent kernel's");
   static_assert(!PINGPONG || OVERLAP, "the turns are built into the overlapped loop");
+  static_assert(!SPLIT || PINGPONG, "the split tail is built on the pingpong schedule");
   static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 stages");
 };
 
@@ -479,9 +485,49 @@ SAGE_DEV int persistent_units(const SageAttnParams& p) {
   return (p.causal ? (p.q_tiles + 1) / 2 : p.q_tiles) * p.heads_q * p.batch;
 }
 
-// One query tile of a unit: its head, batch, first row and key range.
+// The split tail (non-causal calls with p.split_o, when the units do not divide evenly among
+// the G CTAs): the rounds of G units run as above, and the key tiles of the last, partial
+// round's units (`work` in all) are cut into p.split_ranges <= G contiguous ranges of nearly
+// equal length (the launcher's choice: launch.cpp, split_ranges), so the CTAs end at about the
+// same time instead of G - units % G of them idling through the last round. Range r (tail tiles
+// [lo(r), lo(r + 1))) is CTA G - 1 - r's. A range is shorter than a unit, so it holds at most
+// two pieces: first the end of a unit begun in range r - 1 (a partial piece: its O, row maxima
+// and row sums go to the workspace, slot r), then the start of the next unit (its owner piece:
+// once done, it waits for the partials of the ranges after r that hold the unit's other tiles,
+// merges them and stores O). Owners wait only for CTAs of lower index, whose partial pieces
+// come first and wait for nothing: dispatched before the owner, they finish whatever else the
+// GPU runs. 32-bit arithmetic throughout (the launcher splits only where work x ranges < 2^31):
+// a 64-bit division is a call, and a call in the kernel takes the wgmma descriptors out of the
+// uniform registers.
+struct TailSplit {
+  int first;   // the first unit of the tail (the units when there is none)
+  int tiles;   // key tiles of a unit
+  int work;    // key tiles of the tail
+  int ranges;  // ranges they are cut into
+  SAGE_DEV int lo(int r) const { return int(unsigned(work) * unsigned(min_(r, ranges)) / unsigned(ranges)); }
+};
+template <class Cfg>
+SAGE_DEV TailSplit tail_split(const SageAttnParams& p) {
+  const int units = persistent_units(p), G = int(gridDim.x);
+  TailSplit t;
+  t.tiles = p.k_tiles;
+  const bool split = Cfg::SPLIT && p.split_o && p.split_ranges > 0;
+  t.first = split ? units / G * G : units;
+  t.work = (units - t.first) * t.tiles;
+  t.ranges = split ? p.split_ranges : 1;
+  return t;
+}
+
+// One query tile of a unit (or a piece of one), as the producer hands it to the consumers with
+// its Q buffer: query head, batch, first row, and key tiles [t0, t0 + n_tiles); n_tiles < 0
+// ends the list; mask_from: the first key tile that needs masking; part: what the consumers
+// do with the result (0 store it; 2 a partial piece of a split unit, the end of its keys: to
+// the workspace, slot G - 1 - blockIdx.x; 1 its owner piece, the start of its keys: merge the
+// partials of the ranges after this CTA's, then store). It is handed over in shared memory on
+// named barriers (consumers that computed the list themselves took 40 bytes of spills and the
+// wgmma descriptors out of the uniform registers).
 struct WorkItem {
-  int h, b, hkv, m0, n_tiles, mask_from;
+  int h, b, m0, t0, n_tiles, mask_from, part, pad_;
 };
 // Item i (0 or 1) of unit u; false when the unit has no such item.
 template <class Cfg>
@@ -499,26 +545,100 @@ SAGE_DEV bool work_item(const SageAttnParams& p, int u, int i, WorkItem* w) {
   }
   w->h = bh % p.heads_q;
   w->b = bh / p.heads_q;
-  w->hkv = w->h / (p.heads_q / p.heads_kv);
   w->m0 = qt * Cfg::BM;
+  w->t0 = 0;
+  w->part = 0;
   mma_attn::kv_range(p, w->m0, Cfg::BM, Cfg::BN, &w->n_tiles, &w->mask_from);
   return true;
 }
 
-// This CTA's next work item after (unit u, item i), which it advances; false when none is left.
-// Start from u = blockIdx.x, i = 0.
+// A CTA's place in its work list: unit u, item i (start: blockIdx.x, 0), then the next tail
+// tile x of its range, which ends at x_end.
+struct Cursor {
+  int u, i, x, x_end;
+};
 template <class Cfg>
-SAGE_DEV bool next_item(const SageAttnParams& p, int& u, int& i, WorkItem* w) {
-  const int units = persistent_units(p);
-  while (u < units) {
-    const bool ok = work_item<Cfg>(p, u, i, w);
-    if (++i == 2) {
-      i = 0;
-      u += gridDim.x;
+SAGE_DEV Cursor cursor_start(const SageAttnParams& p) {
+  const TailSplit ts = tail_split<Cfg>(p);
+  const int r = int(gridDim.x - 1 - blockIdx.x);
+  return {int(blockIdx.x), 0, ts.lo(r), ts.lo(r + 1)};
+}
+
+// This CTA's next work item after the cursor, which it advances; false when none is left.
+template <class Cfg>
+SAGE_DEV bool next_item(const SageAttnParams& p, Cursor& c, WorkItem* w) {
+  const TailSplit ts = tail_split<Cfg>(p);
+  while (c.u < ts.first) {
+    const bool ok = work_item<Cfg>(p, c.u, c.i, w);
+    if (++c.i == 2) {
+      c.i = 0;
+      c.u += gridDim.x;
     }
     if (ok) return true;
   }
-  return false;
+  if (c.x >= c.x_end) return false;
+  int ut, t0;
+  udivmod(c.x, ts.tiles, ut, t0);
+  work_item<Cfg>(p, ts.first + ut, 0, w);
+  w->t0 = t0;
+  w->n_tiles = min_(ts.tiles - t0, c.x_end - c.x);
+  w->part = t0 > 0 ? 2 : w->n_tiles < ts.tiles ? 1 : 0;
+  c.x += w->n_tiles;
+  return true;
+}
+
+// The split tail's partial results: slot's element e (of D/2 + 4) of consumer thread `tid`.
+template <class Cfg>
+SAGE_DEV float* partial_at(const SageAttnParams& p, int slot, int e, int tid) {
+  return p.split_o + (i64(slot) * (Cfg::D / 2 + 4) + e) * Cfg::CONSUMERS + tid;
+}
+// A partial piece's O (this thread's fragment), row maxima and row sums, then the warp's flag.
+template <class Cfg>
+SAGE_DEV void write_partial(const SageAttnParams& p, int slot, int warp, int lane, const float (&m)[2],
+                            const float (&l)[2], const float (&of)[Cfg::D / 2]) {
+  const int tid = warp * 32 + lane;
+#pragma unroll
+  for (int e = 0; e < Cfg::D / 2; ++e) __stcg(partial_at<Cfg>(p, slot, e, tid), of[e]);
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    __stcg(partial_at<Cfg>(p, slot, Cfg::D / 2 + hh, tid), m[hh]);
+    __stcg(partial_at<Cfg>(p, slot, Cfg::D / 2 + 2 + hh, tid), l[hh]);
+  }
+  asm volatile("fence.acq_rel.gpu;\n" ::: "memory");  // this lane's stores, before lane 0's release
+  __syncwarp();
+  if (lane == 0) st_release(p.sync + i64(slot) * (Cfg::CONSUMERS / 32) + warp, p.generation);
+}
+// An owner piece: waits for the warp's partial in each range after `slot` that holds tiles of
+// the unit (tail tiles up to unit_end) and folds it into m, l and O (each against the larger
+// of the two maxima; the row sums stay per lane, as the epilogue expects).
+template <class Cfg>
+SAGE_DEV void merge_partials(const SageAttnParams& p, int slot, int warp, int lane, float (&m)[2], float (&l)[2],
+                             float (&of)[Cfg::D / 2]) {
+  const TailSplit ts = tail_split<Cfg>(p);
+  const int tid = warp * 32 + lane;
+  // The owner piece holds the unit's first key tile: the first unit start in the range.
+  const int unit_end = (ts.lo(slot) + ts.tiles - 1) / ts.tiles * ts.tiles + ts.tiles;
+  for (int r = slot + 1; r < ts.ranges && ts.lo(r) < unit_end; ++r) {
+    if (ts.lo(r + 1) == ts.lo(r)) continue;  // an empty range
+    const unsigned long long* flag = p.sync + i64(r) * (Cfg::CONSUMERS / 32) + warp;
+    while (ld_acquire(flag) != p.generation) __nanosleep(64);
+    float f0[2], f1[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const float m2 = __ldcg(partial_at<Cfg>(p, r, Cfg::D / 2 + hh, tid));
+      const float l2 = __ldcg(partial_at<Cfg>(p, r, Cfg::D / 2 + 2 + hh, tid));
+      const float mm = max_(m[hh], m2);
+      f0[hh] = mm == neg_inf() ? 0.f : ex2(m[hh] - mm);
+      f1[hh] = mm == neg_inf() ? 0.f : ex2(m2 - mm);
+      m[hh] = mm;
+      l[hh] = l[hh] * f0[hh] + l2 * f1[hh];
+    }
+#pragma unroll
+    for (int e = 0; e < Cfg::D / 2; ++e) {
+      const int hh = (e / 2) % 2;  // the fragment's rows: elements 0, 1 row gid, 2, 3 row gid + 8
+      of[e] = of[e] * f0[hh] + __ldcg(partial_at<Cfg>(p, r, e, tid)) * f1[hh];
+    }
+  }
 }
 
 // grid (min(units, SMs x CTAs per SM)), Cfg::THREADS threads (the consumer warpgroups, then
@@ -537,6 +657,12 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
   extern __shared__ __align__(1024) u8 smem_raw[];
   // [0, 2): Q full, [2, 4): Q empty, then K full, V full, K empty, V empty (ST each)
   __shared__ __align__(8) u64 bars[4 + 4 * ST];
+  // SPLIT: the item of each Q buffer, handed over on named barriers (1 .. WGS are the pingpong
+  // turns'): written, one per (buffer, consumer warpgroup), so that the hand-over does not align
+  // the warpgroups (a CTA-wide one cost the pingpong 1-3% at 1K-2K keys); read, one per buffer
+  // (the consumers arrive, the producer warp waits). Without SPLIT every role walks the list.
+  __shared__ WorkItem items[Cfg::SPLIT ? 2 : 1];
+  constexpr int kItemFull = 4, kItemFree = 4 + 2 * Cfg::WGS, FULL_THREADS = 128 + 32, FREE_THREADS = Cfg::CONSUMERS + 32;
   u8* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   const u32 sQ0 = smem_addr(smem);
   const u32 sK0 = sQ0 + 2 * Cfg::SMEM_Q;
@@ -570,33 +696,55 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
   }
   __syncthreads();
 
-  if (warp >= int(CONSUMER_WARPS)) {  // the producer warpgroup: one lane issues every load
+  if (warp >= int(CONSUMER_WARPS)) {  // the producer warpgroup: one warp, one lane issues every load
     setmaxnreg_dec<Cfg::PRODUCER_REGS>();
-    if (warp != int(CONSUMER_WARPS) || lane != 0) return;
-    // Items loaded so far (k), and the ring slot and round of the next K/V tile: counters,
-    // not divisions, as this thread has only Cfg::PRODUCER_REGS registers.
+    if (warp != int(CONSUMER_WARPS) || (!Cfg::SPLIT && lane != 0)) return;
+    // One lane issues every load; SPLIT: its warp computes the work list and hands each item to
+    // the consumers through items[] (kItemFull: written; kItemFree + qb: read, and free again).
+    // Items loaded so far (k), and the ring slot and round of the next K/V tile: counters, not
+    // divisions, as this warp has only Cfg::PRODUCER_REGS registers.
     int k = 0, s = 0, round = 0;
-    int u = blockIdx.x, i = 0;
+    Cursor cur = cursor_start<Cfg>(p);
     WorkItem w;
-    while (next_item<Cfg>(p, u, i, &w)) {
+    while (true) {
       const int qb = k & 1;
-      if (k >= 2) mbar_wait(q_empty(qb), ((k >> 1) - 1) & 1);
-      mbar_arrive_expect_tx(q_full(qb), Cfg::SMEM_Q);
+      if (k >= 2) {
+        if constexpr (Cfg::SPLIT) named_bar_sync(kItemFree + qb, FREE_THREADS);
+        mbar_wait(q_empty(qb), ((k >> 1) - 1) & 1);
+      }
+      const bool more = next_item<Cfg>(p, cur, &w);
+      if constexpr (Cfg::SPLIT) {
+        if (!more) w.n_tiles = -1;  // the end of the list
+        if (lane == 0) items[qb] = w;
 #pragma unroll
-      for (int cc = 0; cc < CH; ++cc)
-        tma_load_4d(sQ0 + qb * Cfg::SMEM_Q + cc * BM * 128, &p.tma_q, cc * 64, w.m0, w.h, w.b, q_full(qb));
+        for (int c = 0; c < Cfg::WGS; ++c) named_bar_arrive(kItemFull + qb * Cfg::WGS + c, FULL_THREADS);
+        if (!more && k >= 1) named_bar_sync(kItemFree + (qb ^ 1), FREE_THREADS);  // the last item's
+      }
+      if (!more) break;
+      // Lane 0 issues the loads; the warp stays converged for the named barriers.
+      const int hkv = w.h / (p.heads_q / p.heads_kv);
+      if (lane == 0) {
+        mbar_arrive_expect_tx(q_full(qb), Cfg::SMEM_Q);
+#pragma unroll
+        for (int cc = 0; cc < CH; ++cc)
+          tma_load_4d(sQ0 + qb * Cfg::SMEM_Q + cc * BM * 128, &p.tma_q, cc * 64, w.m0, w.h, w.b, q_full(qb));
+      }
 #pragma unroll 1
-      for (int t = 0; t < w.n_tiles; ++t) {
+      for (int t = w.t0; t < w.t0 + w.n_tiles; ++t) {
         if (round > 0) mbar_wait(k_empty(s), (round - 1) & 1);
-        mbar_arrive_expect_tx(k_full(s), Cfg::SMEM_K_STAGE);
+        if (lane == 0) {
+          mbar_arrive_expect_tx(k_full(s), Cfg::SMEM_K_STAGE);
 #pragma unroll
-        for (int cc = 0; cc < CH; ++cc)
-          tma_load_4d(sK0 + s * Cfg::SMEM_K_STAGE + cc * BN * 128, &p.tma_k, cc * 64, t * BN, w.hkv, w.b, k_full(s));
+          for (int cc = 0; cc < CH; ++cc)
+            tma_load_4d(sK0 + s * Cfg::SMEM_K_STAGE + cc * BN * 128, &p.tma_k, cc * 64, t * BN, hkv, w.b, k_full(s));
+        }
         if (round > 0) mbar_wait(v_empty(s), (round - 1) & 1);
-        mbar_arrive_expect_tx(v_full(s), Cfg::SMEM_V_STAGE);
+        if (lane == 0) {
+          mbar_arrive_expect_tx(v_full(s), Cfg::SMEM_V_STAGE);
 #pragma unroll
-        for (int cc = 0; cc < CH; ++cc)
-          tma_load_4d(sV0 + s * Cfg::SMEM_V_STAGE + cc * BN * 128, &p.tma_v, cc * 64, t * BN, w.hkv, w.b, v_full(s));
+          for (int cc = 0; cc < CH; ++cc)
+            tma_load_4d(sV0 + s * Cfg::SMEM_V_STAGE + cc * BN * 128, &p.tma_v, cc * 64, t * BN, hkv, w.b, v_full(s));
+        }
         if (++s == ST) {
           s = 0;
           ++round;
@@ -637,12 +785,30 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
     pending_q = -1;
   };
   int g = 0, k = 0;  // ring tiles and items taken so far
-  int u = blockIdx.x, i = 0;
+  Cursor cur = cursor_start<Cfg>(p);  // without SPLIT: this warp's own walk of the list
   WorkItem w;
-  while (next_item<Cfg>(p, u, i, &w)) {
+  while (true) {
     const int qb = k & 1;
+    int n, t0, m0, mask_from;
+    if constexpr (Cfg::SPLIT) {
+      named_bar_sync(kItemFull + qb * Cfg::WGS + wg, FULL_THREADS);
+      // The item's fields, read from shared memory where they are used; those that set ring
+      // slots and branches broadcast from lane 0, so that ptxas sees them warp-uniform (the
+      // wgmma descriptors then stay in uniform registers).
+      n = __shfl_sync(0xffffffffu, items[qb].n_tiles, 0);
+      if (n < 0) break;
+      t0 = __shfl_sync(0xffffffffu, items[qb].t0, 0);
+      m0 = items[qb].m0;
+      mask_from = __shfl_sync(0xffffffffu, items[qb].mask_from, 0);
+    } else {
+      if (!next_item<Cfg>(p, cur, &w)) break;
+      n = w.n_tiles;
+      t0 = 0;
+      m0 = w.m0;
+      mask_from = w.mask_from;
+    }
     const u32 sQw = sQ0 + qb * Cfg::SMEM_Q + wg * 64 * 128;
-    const int row0 = w.m0 + warp * 16;
+    const int row0 = m0 + warp * 16;
     float m[1][2], l[1][2], o[1][D / 8][4];
     wgmma_attn::init_state<D>(m, l, o);
     float(&of)[D / 2] = reinterpret_cast<float(&)[D / 2]>(o);
@@ -650,8 +816,8 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
     u32 pa[BN / 16][4];
     float alpha[2];
     const int g0 = g;
-    g += w.n_tiles;
-    // Tile t of this item: its ring slot and the parity of its fill.
+    g += n;
+    // Tile t of this item (key tile t0 + t): its ring slot and the parity of its fill.
     auto slot = [&](int t) { return (g0 + t) % ST; };
     auto phase = [&](int t) { return u32((g0 + t) / ST) & 1u; };
     // S = Q K^T and O += P V of tile t, issued once its K or V has landed.
@@ -669,10 +835,12 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
     auto softmax = [&](int t) {
       const u32 sK = sK0 + slot(t) * Cfg::SMEM_K_STAGE;
       const int wrow = (warp % 4) * 16;
-      moved = t >= w.mask_from
-                  ? fast_tile<Cfg, true, BF16>(p, m[0], l[0], sc, scale, t * BN, row0, alpha, sQw, sK, wrow)
-                  : fast_tile<Cfg, false, BF16>(p, m[0], l[0], sc, scale, t * BN, row0, alpha, sQw, sK, wrow);
+      const int kt = t0 + t;
+      moved = kt >= mask_from
+                  ? fast_tile<Cfg, true, BF16>(p, m[0], l[0], sc, scale, kt * BN, row0, alpha, sQw, sK, wrow)
+                  : fast_tile<Cfg, false, BF16>(p, m[0], l[0], sc, scale, kt * BN, row0, alpha, sQw, sK, wrow);
     };
+    mbar_wait(q_full(qb), (k >> 1) & 1);
     auto rescale = [&] {
       if (!moved) return;
 #pragma unroll
@@ -680,8 +848,6 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[0][j][e] *= alpha[e / 2];
     };
-    mbar_wait(q_full(qb), (k >> 1) & 1);
-    const int n = w.n_tiles;
     if constexpr (Cfg::OVERLAP) {
       // Intra-warpgroup overlap: tile t's softmax runs (in place, on S) while P V of tile t-1
       // is on the tensor cores, issued right after Q K^T of tile t; P is packed into the A
@@ -743,14 +909,32 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
     // (async proxy) reads them. The Q buffer is released once the store has read it, after
     // the next item's first Q K^T is issued (or at the end), so the warp does not wait for it.
     release_q();
+    // A split unit's partial piece goes to the workspace (O is staged as for a store, but
+    // neither it nor the LSE is stored: one epilogue path keeps the wgmma descriptors in
+    // uniform registers, which a branch around the epilogue did not); its owner piece merges
+    // the other pieces' partials first.
+    int part = 0, b, h;
+    if constexpr (Cfg::SPLIT) {
+      part = __shfl_sync(0xffffffffu, items[qb].part, 0);
+      const int range = int(gridDim.x - 1 - blockIdx.x);
+      if (part == 2) write_partial<Cfg>(p, range, warp, lane, m[0], l[0], of);
+      if (part == 1) merge_partials<Cfg>(p, range, warp, lane, m[0], l[0], of);
+      b = items[qb].b;
+      h = items[qb].h;
+      named_bar_arrive(kItemFree + qb, FREE_THREADS);  // items[qb] read
+    } else {
+      b = w.b;
+      h = w.h;
+    }
     const int wi = warp % 4;
     const u32 stage = (qb * Cfg::SMEM_Q) + (wg * 64 + wi * 16) * 128;
-    epilogue::store<Cfg, 1, BM * 128>(p, m, l, o, w.b, w.h, i64(w.b) * p.heads_kv + w.hkv, warp, row0, smem + stage);
+    epilogue::store<Cfg, 1, BM * 128>(p, m, l, o, b, h, i64(b) * p.heads_kv + h / (p.heads_q / p.heads_kv), warp, row0, smem + stage,
+                                      nullptr, part != 2);
     fence_proxy_async();
     __syncwarp();
-    if (lane == 0) {
+    if (lane == 0 && part != 2) {
 #pragma unroll
-      for (int cc = 0; cc < CH; ++cc) tma_store_4d(&p.tma_o, sQ0 + stage + cc * BM * 128, cc * 64, row0, w.h, w.b);
+      for (int cc = 0; cc < CH; ++cc) tma_store_4d(&p.tma_o, sQ0 + stage + cc * BM * 128, cc * 64, row0, h, b);
       tma_store_commit();
     }
     pending_q = qb;

@@ -254,5 +254,16 @@ SAGE_DEV void griddep_launch_dependents() {
 #endif
 }
 
+// A flag in global memory that orders other global writes and reads across CTAs: the writer's
+// stores before st_release are visible to a reader once its ld_acquire has read the value.
+SAGE_DEV void st_release(unsigned long long* p, unsigned long long v) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;\n" ::"l"(p), "l"(v) : "memory");
+}
+SAGE_DEV unsigned long long ld_acquire(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
 }  // namespace dev
 }  // namespace sage

@@ -15,11 +15,11 @@ using namespace dev;
 // 16 * SL rows in the store's layout, 64-column blocks TMA_BLOCK bytes apart, each row 128
 // bytes with its 16-byte chunks XOR-swizzled by (row % 8) (the 128B swizzle; the rows start
 // 1024-byte aligned), so the fragment writes do not conflict on banks either (the persistent
-// native kernel stages O in its dead Q rows).
+// native kernel stages O in its dead Q rows). write_lse false: no LSE (a partial result).
 template <class Cfg, int SL, int TMA_BLOCK = 0>
 SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const float (&l)[SL][2],
                     const float (&o)[SL][Cfg::D / 8][4], int b, int h, i64 kv_bh, int warp, int row0, u8* smem,
-                    const float (*l_lse)[2] = nullptr) {
+                    const float (*l_lse)[2] = nullptr, bool write_lse = true) {
   constexpr int D = Cfg::D, WARP_Q = 16 * SL;
   const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
   const float shift = p_log2_scale(Cfg::P_SCALE);
@@ -34,7 +34,7 @@ SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const floa
       // l_lse: the row sums the LSE is taken from when they differ from O's normalizer
       // (this lane's columns; the int8 P.V path's sums of P before rounding).
       const float ls = p.lse && l_lse ? quad_sum(l_lse[a][hh]) : lt;
-      if (p.lse && tig == 0 && row < p.seq_q) {
+      if (write_lse && p.lse && tig == 0 && row < p.seq_q) {
         const i64 idx = (i64(b) * p.heads_q + h) * p.seq_q + row;
         float lse = neg_inf();
         if (ls > 0.f) {
