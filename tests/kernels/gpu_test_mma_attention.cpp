@@ -130,6 +130,25 @@ std::vector<float> run_poisoned(const AttnKernel& k, const AttnProblem& p, AttnB
   return buf.output_hnd();
 }
 
+// Runs a native variant on buf against the reference r and checks it at the native budgets
+// (FP16/BF16 operands, FP32 accumulation: cos >= 0.99999, rel-L1 <= 0.005 plus BF16's own
+// 0.002, LSE within 0.05); `label` names the case in the messages.
+void expect_native_accuracy(const AttnKernel& k, const AttnProblem& p, AttnBuffers& buf,
+                            const tuner::ReferenceResult& r, CUstream st, const std::string& label) {
+  const std::vector<float> o = run_poisoned(k, p, buf, st);
+  const tuner::Metrics m = tuner::compare(o.data(), r.o.data(), o.size());
+  const std::vector<float> lse = buf.lse.to_host<float>(r.lse.size());
+  double lse_err = 0;
+  for (std::size_t i = 0; i < lse.size(); ++i)
+    lse_err = std::max(lse_err, std::isfinite(lse[i]) ? double(std::fabs(lse[i] - r.lse[i])) : 1e9);
+  const std::string what = p.str() + " " + label + ": " + m.str();
+  EXPECT_EQ(m.nonfinite, 0) << what;
+  EXPECT_GE(m.cos, 0.99999) << what;
+  EXPECT_LE(m.rel_l1, 0.005 + (p.dtype == DType::bf16 ? 0.002 : 0.0)) << what;
+  EXPECT_LE(lse_err, 0.05) << what << " (LSE error " << lse_err << ")";
+  std::printf("[ sage ] %s  lse %.3f\n", what.c_str(), lse_err);
+}
+
 TEST_P(Fixture, MatchesFp32Reference) {
   SAGE_REQUIRE_GPU();
   const test::CompiledVariant* cvp = nullptr;
@@ -262,19 +281,7 @@ TEST_P(Fixture, ScoresGrowingAlongKeysMatchFp32Reference) {
           }
         }
     buf.k.upload(kh.data(), kh.size() * sizeof(std::uint16_t));
-    const tuner::ReferenceResult r = tuner::run_reference(ref, buf, st);
-    const std::vector<float> o = run_poisoned(*l.k, p, buf, st);
-    const tuner::Metrics m = tuner::compare(o.data(), r.o.data(), o.size());
-    const std::vector<float> lse = buf.lse.to_host<float>(r.lse.size());
-    double lse_err = 0;
-    for (std::size_t i = 0; i < lse.size(); ++i)
-      lse_err = std::max(lse_err, std::isfinite(lse[i]) ? double(std::fabs(lse[i] - r.lse[i])) : 1e9);
-    const std::string what = p.str() + " growing K: " + m.str();
-    EXPECT_EQ(m.nonfinite, 0) << what;
-    EXPECT_GE(m.cos, 0.99999) << what;
-    EXPECT_LE(m.rel_l1, 0.005) << what;
-    EXPECT_LE(lse_err, 0.05) << what << " (LSE error " << lse_err << ")";
-    std::printf("[ sage ] growing K  %s  lse %.3f\n", what.c_str(), lse_err);
+    expect_native_accuracy(*l.k, p, buf, tuner::run_reference(ref, buf, st), st, "growing K");
   }
 }
 
@@ -316,20 +323,9 @@ TEST_P(Fixture, SplitTailMatchesFp32Reference) {
     ASSERT_GT(ranges, 0) << p.str() << ": " << units << " query tiles on " << grid << " CTAs, not split";
     AttnBuffers buf(p);
     buf.fill(*refmod, InputKind::gaussian, run_seed() ^ 0x5917ull, st);
-    const tuner::ReferenceResult r = tuner::run_reference(ref, buf, st);
-    const std::vector<float> o = run_poisoned(*l.k, p, buf, st);
-    const tuner::Metrics m = tuner::compare(o.data(), r.o.data(), o.size());
-    const std::vector<float> lse = buf.lse.to_host<float>(r.lse.size());
-    double lse_err = 0;
-    for (std::size_t i = 0; i < lse.size(); ++i)
-      lse_err = std::max(lse_err, std::isfinite(lse[i]) ? double(std::fabs(lse[i] - r.lse[i])) : 1e9);
-    const std::string what = p.str() + " split tail (" + std::to_string(units) + " query tiles, " +
-                             std::to_string(grid) + " CTAs, " + std::to_string(ranges) + " ranges): " + m.str();
-    EXPECT_EQ(m.nonfinite, 0) << what;
-    EXPECT_GE(m.cos, 0.99999) << what;
-    EXPECT_LE(m.rel_l1, 0.005 + (p.dtype == DType::bf16 ? 0.002 : 0.0)) << what;
-    EXPECT_LE(lse_err, 0.05) << what << " (LSE error " << lse_err << ")";
-    std::printf("[ sage ] split tail  %s  lse %.3f\n", what.c_str(), lse_err);
+    expect_native_accuracy(*l.k, p, buf, tuner::run_reference(ref, buf, st), st,
+                           "split tail (" + std::to_string(units) + " query tiles, " + std::to_string(grid) + " CTAs, " +
+                               std::to_string(ranges) + " ranges)");
   }
 }
 
