@@ -299,7 +299,7 @@ std::int64_t AttnKernel::persistent_grid(const AttnProblem& p) const {
 // at least sqrt(T * merge cost), where those terms balance, so a short tail goes to fewer CTAs
 // than G. Split where that saves at least a quarter of T (the last round of an unsplit call
 // also runs faster than a full one: fewer SMs share the power and the memory). Measured on the
-// H100 (D=128 persistent_pingpong; docs/kernels.md): B=4 H=32 1K keys (T=8, L=6.1 over every
+// H100 (D=128, the split over every CTA; docs/kernels.md): B=4 H=32 1K keys (T=8, L=6.1 over every
 // CTA) 1.5-3% slower split, 2K (T=16, L=8.2) level to 1% faster; B=1 H=17 8K (T=64, L=15.5)
 // 6% faster.
 constexpr double kSplitPieceTiles = 4.0, kSplitMergeTiles = 1.0, kSplitMinGain = 0.25;
@@ -323,11 +323,9 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   w.k_tiles = cdiv(p.seq_kv, c.block_n);
   if (native()) {  // reads the caller's tensors: a workspace only for the split tail
     std::size_t off = 0;
-    w.split_ranges = persistent() ? split_ranges(p) : 0;
-    w.split_tail = w.split_ranges > 0;
-    if (w.split_tail) {
+    w.split_ranges = split_ranges(p);
+    if (w.split_ranges > 0) {  // split_o at 0, then the flags
       const std::size_t consumers = std::size_t(c.threads) - 128;  // the producer warpgroup is the last
-      w.split_o = 0;
       off = align_up(sizeof(float) * std::size_t(w.split_ranges) * (c.head_dim / 2 + 4) * consumers);
       w.sync = off;
       off = align_up(off + sizeof(std::uint64_t) * std::size_t(w.split_ranges) * (consumers / 32));
@@ -427,7 +425,7 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
   s.k_tiles = w.k_tiles;
   s.num_sms = num_sms_;
   if (native()) {
-    if (w.split_tail) {
+    if (w.split_ranges > 0) {
       s.split_ranges = w.split_ranges;
       s.split_o = reinterpret_cast<float*>(base + w.split_o);
       s.sync = reinterpret_cast<unsigned long long*>(base + w.sync);

@@ -72,10 +72,9 @@ struct WorkspacePlan {
   std::size_t total = 0;
   std::size_t stats = 0, sync = 0, q_quant = 0, q_scale = 0, q_mean_quant = 0, q_mean_scale = 0, q_kmean = 0,
               k_quant = 0, k_scale = 0, v_prep = 0, v_scale = 0, v_mean = 0, split_o = 0;
-  // Persistent native kernels: the last round's query tiles are split along the keys over every
-  // CTA (attn_native.cuh: TailSplit), with partial results and flags (in `sync`) in the workspace.
-  bool split_tail = false;
-  int split_ranges = 0;  // the ranges the tail's key tiles are cut into (AttnKernel::split_ranges)
+  // persistent_split: the ranges the last round's key tiles are cut into (AttnKernel::split_ranges;
+  // 0: no split), with partial results at split_o and flags at `sync` in the workspace.
+  int split_ranges = 0;
   bool has_stats = false, has_q_mean = false, has_q_kmean = false, has_v_prep = false,
        has_v_scale = false, has_v_mean = false;
   int q_tiles = 0, k_tiles = 0, stat_splits = 1;
