@@ -152,6 +152,44 @@ TEST(Compiler, Sm80_WgmmaRejectedWithClearError) {
             std::string::npos) << errors[0];
 }
 
+// A wgmma accumulator of 128 registers under a 64-register cap (eight CTAs of 128 threads):
+// ptxas cannot compile the instruction (C7602) and says how many registers it needs.
+const char* kWgmmaCapKernel = R"(
+extern "C" __global__ void __launch_bounds__(128, 8) capped(float* out, unsigned long long da,
+                                                          unsigned long long db) {
+  float d[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) d[i] = 0.f;
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#define R8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,"
+      "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,"
+      "%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,"
+      "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,"
+      "%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,"
+      "%126,%127}, %128, %129, 1, 1, 1, 0, 0;\n"
+      : R8(0), R8(8), R8(16), R8(24), R8(32), R8(40), R8(48), R8(56), R8(64), R8(72), R8(80), R8(88), R8(96),
+        R8(104), R8(112), R8(120)
+      : "l"(da), "l"(db));
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+  for (int i = 0; i < 128; ++i) out[i * 128 + threadIdx.x] = d[i];
+}
+)";
+
+TEST(Compiler, Sm90a_RegisterAllocationFailureNamesTheCause) {
+  CompileResult r = compile("capped", kWgmmaCapKernel, no_cache("sm_90a"));
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.log.find('\0'), std::string::npos) << "the log keeps no NUL bytes";
+  auto errors = error_lines(r.log);
+  ASSERT_FALSE(errors.empty()) << r.log;
+  EXPECT_NE(errors[0].find("Insufficient registers (64)"), std::string::npos) << errors[0];
+  EXPECT_EQ(errors[0].find("aborted due to errors"), std::string::npos) << errors[0];
+}
+
 TEST(Compiler, InvalidExtraOptionIsACompileFailureNotAThrow) {
   CompileOptions o = no_cache("sm_86");
   o.extra = {"--no-such-option"};

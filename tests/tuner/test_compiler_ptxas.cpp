@@ -224,6 +224,23 @@ TEST(ErrorLines, PtxasErrorsNameThePtxLine) {
   EXPECT_EQ(e[0], "<ptx>:26: error: Instruction 'wgmma.fence' not supported on .target 'sm_80'");
 }
 
+TEST(ErrorLines, MessagesAfterANulByteAreRead) {
+  // NVRTC 13.0's log of a variant whose wgmma accumulators did not fit its register cap
+  // (sm_90a, 128x64 tiles of two warpgroups at three CTAs per SM): ptxas' remark and its
+  // errors come as separate strings joined with a NUL byte.
+  std::string log =
+      "ptxas info    : (C7512) Potential Performance Loss: wgmma.mma_async instructions are serialized due to "
+      "insufficient register resources for the function 'sage_attn'\n";
+  log += '\0';
+  log +=
+      "ptxas fatal   : (C7600) Register allocation failed with register count of '80'. Compile the program with a "
+      "higher register target\n"
+      "ptxas fatal   : Ptx assembly aborted due to errors\n";
+  auto e = error_lines(log);
+  ASSERT_EQ(e.size(), 1u) << "the cause, not only the closing 'aborted' line";
+  EXPECT_EQ(e[0].rfind("ptxas fatal   : (C7600) Register allocation failed with register count of '80'", 0), 0u) << e[0];
+}
+
 TEST(ErrorLines, OptionAndFatalErrorsAreKept) {
   auto e = error_lines("nvrtc: error: unrecognized option --bogus found\n");
   ASSERT_EQ(e.size(), 1u);

@@ -97,6 +97,9 @@ std::string program_log(nvrtcProgram p) {
   std::string log(n, '\0');
   if (nvrtcGetProgramLog(p, log.data()) != NVRTC_SUCCESS) return {};
   while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  // ptxas' remark and its errors come as strings joined by a NUL: keep them as lines.
+  for (char& c : log)
+    if (c == '\0') c = '\n';
   return log + "\n";
 }
 

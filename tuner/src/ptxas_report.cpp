@@ -14,7 +14,11 @@
 namespace sage::tuner {
 namespace {
 
-std::vector<std::string> lines_of(const std::string& text) {
+// NVRTC joins the strings of ptxas' messages with NUL bytes (a remark, then the errors): a NUL
+// ends a line too.
+std::vector<std::string> lines_of(std::string text) {
+  for (char& c : text)
+    if (c == '\0') c = '\n';
   std::vector<std::string> out = split(text, '\n');
   for (auto& l : out)
     if (!l.empty() && l.back() == '\r') l.pop_back();
