@@ -110,26 +110,32 @@ SAGE_DEV void mma_rs(float (&d)[N / 2], const u32 (&a)[4], u64 b, int acc) {
   }
 }
 
+// A tile's descriptor from its low word (desc_lo, built once per tile; each k-step adds its
+// offset / 16): 64-column blocks of 128-byte rows, 128B swizzle, 8-row groups 1024 bytes apart.
+SAGE_DEV u64 desc_of(u32 lo) { return desc_from_lo(lo, 1024, 1); }
+
 // S = Q K^T of one tile, issued as one wgmma group: Q's rows at sQw (column blocks of BM rows,
-// the CTA's Q tile) and the K tile at sK, both 64-column blocks of 128-byte rows.
+// the CTA's Q tile) and the K tile at sK, both K-major.
 template <class Cfg, bool BF16>
 SAGE_DEV void issue_qk(float (&s)[Cfg::BN / 2], u32 sQw, u32 sK) {
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN;
+  const u32 dq = desc_lo(sQw), dk = desc_lo(sK);
   wgmma_fence();
 #pragma unroll
   for (int k = 0; k < D / 16; ++k)
-    mma_ss<BN, BF16>(s, wgmma_desc(sQw + (k / 4) * BM * 128 + (k % 4) * 32, 1024, 1),
-                     wgmma_desc(sK + (k / 4) * BN * 128 + (k % 4) * 32, 1024, 1), k > 0);
+    mma_ss<BN, BF16>(s, desc_of(dq + u32(((k / 4) * BM * 128 + (k % 4) * 32) >> 4)),
+                     desc_of(dk + u32(((k / 4) * BN * 128 + (k % 4) * 32) >> 4)), k > 0);
   wgmma_commit();
 }
 // O += P V of one tile, issued as one wgmma group: P's A fragments from registers, the V tile
-// at sV read MN-major.
+// at sV read MN-major (the leading offset: the next 64-column block, BN rows further).
 template <class Cfg, bool BF16>
 SAGE_DEV void issue_pv(float (&o)[Cfg::D / 2], const u32 (&pa)[Cfg::BN / 16][4], u32 sV) {
   constexpr int D = Cfg::D, BN = Cfg::BN;
+  const u32 dv = desc_lo(sV, BN * 128);
   wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < BN / 16; ++k) mma_rs<D, BF16>(o, pa[k], wgmma_desc_mn(sV + k * 16 * 128, BN * 128, 1024, 1), 1);
+  for (int k = 0; k < BN / 16; ++k) mma_rs<D, BF16>(o, pa[k], desc_of(dv + u32((k * 16 * 128) >> 4)), 1);
   wgmma_commit();
 }
 

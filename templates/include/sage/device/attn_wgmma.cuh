@@ -114,30 +114,26 @@ SAGE_DEV void load_q_frags(u32 (&qa)[KS][4], const u8* smem, int row) {
             *reinterpret_cast<const u32*>(smem + L::Q + swz<L::QCPR>(row + gid + 8 * h, 2 * k + half) + 4 * tig);
 }
 
-// S = Q K^T with Q from registers: the tensor cores read only K from shared memory.
-template <class Cfg, int KS>
-SAGE_DEV void qk_issue_rs(i32 (&s)[1][Cfg::BN / 8][4], const u32 (&qa)[KS][4], u32 sK) {
-  constexpr int QROW = Cfg::QROW, QSW = wgmma_swizzle_mode(QROW);
-  i32(&sf)[Cfg::BN / 2] = reinterpret_cast<i32(&)[Cfg::BN / 2]>(s);
-  wgmma_fence();
-#pragma unroll
-  for (int k = 0; k < Cfg::QK_KSTEPS; ++k)
-    qk_mma_rs<Cfg::BN>(sf, qa[k], wgmma_desc(sK + 32 * k, 8 * QROW, QSW), k > 0);
-}
-
 // The shared-memory descriptors of Q/K tiles (K-major rows of QROW bytes) and of V^T tiles
-// (rows of BLOCK_N bytes). The high word (stride offset, swizzle) is a constant of the tile
-// shape; the low word is the address / 16 (14 bits: shared addresses are below 256 KiB) and
-// the leading offset, so the low word of an address `off` bytes further is the base's +
-// off / 16: the kernels keep one 32-bit low word per operand and add offsets (k-steps, slots).
-SAGE_DEV u32 desc_lo(u32 addr) { return ((addr & 0x3FFFF) >> 4) | (1u << 16); }
+// (rows of BLOCK_N bytes) from their low words (desc_lo: the kernels keep one 32-bit low word
+// per operand and add offsets for k-steps and slots).
 template <class Cfg>
 SAGE_DEV u64 qk_desc(u32 lo) {
-  return u64(lo) | (u64((8 * Cfg::QROW) >> 4) << 32) | (u64(wgmma_swizzle_mode(Cfg::QROW)) << 62);
+  return desc_from_lo(lo, 8 * Cfg::QROW, wgmma_swizzle_mode(Cfg::QROW));
 }
 template <class Cfg>
 SAGE_DEV u64 v_desc(u32 lo) {
-  return u64(lo) | (u64((8 * Cfg::BN) >> 4) << 32) | (u64(wgmma_swizzle_mode(Cfg::BN)) << 62);
+  return desc_from_lo(lo, 8 * Cfg::BN, wgmma_swizzle_mode(Cfg::BN));
+}
+
+// S = Q K^T with Q from registers: the tensor cores read only K from shared memory.
+template <class Cfg, int KS>
+SAGE_DEV void qk_issue_rs(i32 (&s)[1][Cfg::BN / 8][4], const u32 (&qa)[KS][4], u32 sK) {
+  const u32 dK = desc_lo(sK);
+  i32(&sf)[Cfg::BN / 2] = reinterpret_cast<i32(&)[Cfg::BN / 2]>(s);
+  wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < Cfg::QK_KSTEPS; ++k) qk_mma_rs<Cfg::BN>(sf, qa[k], qk_desc<Cfg>(dK + 2 * k), k > 0);  // 32 bytes a k-step
 }
 
 // Issues S = Q K^T for one tile from Q's and K's descriptor low words (asynchronous: the

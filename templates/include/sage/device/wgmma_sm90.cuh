@@ -13,15 +13,20 @@ typedef unsigned long long u64;
 
 // Shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): start address,
 // leading and stride byte offsets (all >> 4), and the swizzle mode (1: 128B, 2: 64B, 3: 32B).
-// For the K-major tiles used here the stride offset is the distance between 8-row groups
-// (8 rows x row bytes) and the leading offset is unused (one swizzle atom spans K).
-SAGE_DEV u64 wgmma_desc(u32 smem_byte_addr, u32 stride_bytes, int swizzle_mode) {
-  u64 d = 0;
-  d |= u64((smem_byte_addr & 0x3FFFF) >> 4);
-  d |= u64(1) << 16;                             // leading byte offset (unused for swizzled K-major)
-  d |= u64((stride_bytes & 0x3FFFF) >> 4) << 32;
-  d |= u64(swizzle_mode & 3) << 62;
-  return d;
+// K-major tiles: the stride offset is the distance between 8-row groups (8 rows x row bytes),
+// the leading offset is unused (one swizzle atom spans K). MN-major 128B-swizzled tiles (V as
+// the B of P V, N = D contiguous): the leading offset is the distance between 64-element
+// (128-byte) column blocks, the stride offset that between 8-row groups along K.
+// The low word holds the address / 16 (14 bits: shared addresses are below 256 KiB) and the
+// leading offset above it, so the low word of an operand `off` bytes further is the base's +
+// off / 16: kernels build an operand's low word once per tile and add each k-step's constant
+// (built per k-step, each descriptor is a chain of dependent uniform instructions ahead of its
+// wgmma). The high word (stride, swizzle) is a constant of the tile shape.
+SAGE_DEV u32 desc_lo(u32 smem_byte_addr, u32 leading_bytes = 16) {
+  return ((smem_byte_addr & 0x3FFFF) >> 4) | (((leading_bytes & 0x3FFFF) >> 4) << 16);
+}
+SAGE_DEV u64 desc_from_lo(u32 lo, u32 stride_bytes, int swizzle_mode) {
+  return u64(lo) | (u64((stride_bytes & 0x3FFFF) >> 4) << 32) | (u64(swizzle_mode & 3) << 62);
 }
 // Swizzle mode of K-major rows of `row_bytes` bytes (the tiles' XOR pattern, see swz<>()).
 __host__ __device__ constexpr int wgmma_swizzle_mode(int row_bytes) { return row_bytes >= 128 ? 1 : row_bytes == 64 ? 2 : 3; }
@@ -110,19 +115,6 @@ SAGE_DEV void wgmma_e4m3_m64n8k32(float (&d)[4], const u32 (&a)[4], u64 desc_b, 
       "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
-}
-
-// Shared-memory descriptor with an explicit leading byte offset: the MN-major operands (V as
-// the B of P V, N = D contiguous). For MN-major 128B-swizzled tiles the leading offset is the
-// distance between 64-element (128-byte) column blocks and the stride offset the distance
-// between 8-row groups along K.
-SAGE_DEV u64 wgmma_desc_mn(u32 smem_byte_addr, u32 leading_bytes, u32 stride_bytes, int swizzle_mode) {
-  u64 d = 0;
-  d |= u64((smem_byte_addr & 0x3FFFF) >> 4);
-  d |= u64((leading_bytes & 0x3FFFF) >> 4) << 16;
-  d |= u64((stride_bytes & 0x3FFFF) >> 4) << 32;
-  d |= u64(swizzle_mode & 3) << 62;
-  return d;
 }
 
 // The FP16 and BF16 wgmma wrappers (identical but for the operand type T, f16 or bf16):
