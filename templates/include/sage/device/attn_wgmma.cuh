@@ -280,7 +280,10 @@ struct CtaTile {
   i64 q_tile_id, kv_bh;
   // `tid`: the thread's index among the CTA's consumer threads.
   SAGE_DEV CtaTile(const SageAttnParams& p, unsigned tid) {
-    warp = int(tid / 32);
+    // Broadcast from lane 0: ptxas then knows the warp (and warpgroup) index is the same for
+    // every lane, and keeps what derives from it (the Q tile's wgmma descriptors) in uniform
+    // registers instead of building it in vector registers and moving it over per wgmma.
+    warp = __shfl_sync(0xffffffffu, int(tid / 32), 0);
     const int lane = int(tid % 32);
     gid = lane / 4;
     tig = lane % 4;
