@@ -118,6 +118,13 @@ void load(const std::string& name, Loaded* out) {
   out->k = tuner::load_attention(out->cv->variant, out->cv->compiled);
   SAGE_CU(cuStreamCreate(&out->st, CU_STREAM_NON_BLOCKING));
 }
+// The FP32 reference of a loaded variant's architecture: its module (for the inputs' fill) and
+// the reference kernel.
+struct Reference {
+  std::shared_ptr<Module> mod;
+  ReferenceKernel kernel;
+  explicit Reference(const Loaded& l) : mod(tuner::reference_module(l.cv->variant.arch)), kernel(mod) {}
+};
 
 // Runs k on buf (the output poisoned first, a workspace of 0xff bytes) and returns O in FP32,
 // [B, Hq, Nq, D].
@@ -218,18 +225,17 @@ TEST_P(Fixture, VPastItsSampledRangeMatchesFp32Reference) {
   if (!l) return;
   const KernelConfig& cfg = l.k->config();
   if (cfg.pv != "fp8") GTEST_SKIP() << "V is not FP8 in this variant (" << cfg.pv << ")";
-  auto refmod = tuner::reference_module(l.cv->variant.arch);
-  ReferenceKernel ref(refmod);
+  const Reference ref(l);
   const CUstream st = l.st;
   const AttnProblem p = make_problem({1, 4, 2, 300, 4097, false, Layout::HND, DType::fp16}, cfg.head_dim);
   AttnBuffers buf(p);
-  buf.fill(*refmod, InputKind::gaussian, run_seed() ^ 0x51ull, st);
+  buf.fill(*ref.mod, InputKind::gaussian, run_seed() ^ 0x51ull, st);
   SAGE_CU(cuStreamSynchronize(st));
   std::vector<std::uint16_t> v = buf.v.to_host<std::uint16_t>(std::size_t(p.kv_elems()));
   const int spike_row = 4093, h = 1;  // HND: [b][h][n][d]; 4093 is not a multiple of 8
   for (int d = 0; d < p.head_dim; ++d) v[(std::size_t(h) * p.seq_kv + spike_row) * p.head_dim + d] = 0x5c00;  // 256.0
   buf.v.upload(v.data(), v.size() * sizeof(std::uint16_t));
-  const tuner::ReferenceResult r = tuner::run_reference(ref, buf, st);
+  const tuner::ReferenceResult r = tuner::run_reference(ref.kernel, buf, st);
   const std::vector<float> o = run_poisoned(*l.k, p, buf, st);
   // Query heads 2 and 3 (kv head 1) see the token: their outputs, and the whole output (the
   // per-head statistic of 300 x D Gaussian outputs alone varies by a few thousandths around
@@ -261,14 +267,13 @@ TEST_P(Fixture, ScoresGrowingAlongKeysMatchFp32Reference) {
   if (!l) return;
   const KernelConfig& cfg = l.k->config();
   if (cfg.qk != "native") GTEST_SKIP() << "the quantized kernels take every tile's row maxima (" << cfg.qk << ")";
-  auto refmod = tuner::reference_module(l.cv->variant.arch);
-  ReferenceKernel ref(refmod);
+  const Reference ref(l);
   const CUstream st = l.st;
   for (const Shape& sh : {Shape{1, 4, 2, 300, 4097, false, Layout::HND, DType::fp16},
                           Shape{2, 4, 4, 1000, 1000, true, Layout::NHD, DType::fp16}}) {
     const AttnProblem p = make_problem(sh, cfg.head_dim);
     AttnBuffers buf(p);
-    buf.fill(*refmod, InputKind::gaussian, run_seed() ^ 0x6b6bull, st);
+    buf.fill(*ref.mod, InputKind::gaussian, run_seed() ^ 0x6b6bull, st);
     SAGE_CU(cuStreamSynchronize(st));
     std::vector<std::uint16_t> kh = buf.k.to_host<std::uint16_t>(std::size_t(p.kv_elems()));
     const int spike = p.seq_kv * 3 / 4 + 5;
@@ -284,15 +289,14 @@ TEST_P(Fixture, ScoresGrowingAlongKeysMatchFp32Reference) {
           }
         }
     buf.k.upload(kh.data(), kh.size() * sizeof(std::uint16_t));
-    expect_native_accuracy(*l.k, p, buf, tuner::run_reference(ref, buf, st), st, "growing K");
+    expect_native_accuracy(*l.k, p, buf, tuner::run_reference(ref.kernel, buf, st), st, "growing K");
   }
 }
 
 // Bottom-right causal masks with more queries than keys: the first query rows see no key at
 // all (O = 0, LSE -inf), and whole query tiles have no key tile, which the persistent kernels'
-// work lists carry as items without keys (the persistent_plain loader skips them; their
-// epilogue still stores the zeros). Native variants (the quantized ones share the plain
-// kernels' per-CTA grid and are covered by the plain kernels' tests of the same path).
+// work lists carry as items without keys (their epilogue still stores the zeros). Native
+// variants (the quantized ones have the plain kernels' per-CTA grid).
 TEST_P(Fixture, CausalRowsWithoutKeysMatchFp32Reference) {
   SAGE_REQUIRE_GPU();
   Loaded l;
@@ -300,15 +304,14 @@ TEST_P(Fixture, CausalRowsWithoutKeysMatchFp32Reference) {
   if (!l) return;
   const KernelConfig& cfg = l.k->config();
   if (cfg.qk != "native") GTEST_SKIP() << "the native kernels' work lists (" << cfg.qk << ")";
-  auto refmod = tuner::reference_module(l.cv->variant.arch);
-  ReferenceKernel ref(refmod);
+  const Reference ref(l);
   const CUstream st = l.st;
   for (const Shape& sh : {Shape{1, 4, 2, 1100, 300, true, Layout::HND, DType::fp16},
                           Shape{2, 3, 1, 700, 64, true, Layout::NHD, DType::bf16}}) {
     const AttnProblem p = make_problem(sh, cfg.head_dim);
     AttnBuffers buf(p);
-    buf.fill(*refmod, InputKind::gaussian, run_seed() ^ 0x2c2cull, st);
-    expect_native_accuracy(*l.k, p, buf, tuner::run_reference(ref, buf, st), st, "rows without keys");
+    buf.fill(*ref.mod, InputKind::gaussian, run_seed() ^ 0x2c2cull, st);
+    expect_native_accuracy(*l.k, p, buf, tuner::run_reference(ref.kernel, buf, st), st, "rows without keys");
   }
 }
 
@@ -327,8 +330,7 @@ TEST_P(Fixture, SplitTailMatchesFp32Reference) {
   if (!l) return;
   const KernelConfig& cfg = l.k->config();
   if (cfg.schedule != "persistent_split") GTEST_SKIP() << "the split tail is the persistent_split schedule's";
-  auto refmod = tuner::reference_module(l.cv->variant.arch);
-  ReferenceKernel ref(refmod);
+  const Reference ref(l);
   const CUstream st = l.st;
   AttnProblem big = make_problem({64, 64, 64, 65536, 64, false, Layout::HND, DType::fp16}, cfg.head_dim);
   const std::int64_t g = l.k->persistent_grid(big);
@@ -349,8 +351,8 @@ TEST_P(Fixture, SplitTailMatchesFp32Reference) {
     const int ranges = l.k->plan(p).split_ranges;
     ASSERT_GT(ranges, 0) << p.str() << ": " << units << " query tiles on " << grid << " CTAs, not split";
     AttnBuffers buf(p);
-    buf.fill(*refmod, InputKind::gaussian, run_seed() ^ 0x5917ull, st);
-    expect_native_accuracy(*l.k, p, buf, tuner::run_reference(ref, buf, st), st,
+    buf.fill(*ref.mod, InputKind::gaussian, run_seed() ^ 0x5917ull, st);
+    expect_native_accuracy(*l.k, p, buf, tuner::run_reference(ref.kernel, buf, st), st,
                            "split tail (" + std::to_string(units) + " query tiles, " + std::to_string(grid) + " CTAs, " +
                                std::to_string(ranges) + " ranges)");
   }
