@@ -62,7 +62,25 @@ TEST(Defaults, HopperPicksTheNativeFamilyForShortSequencesOnly) {
   EXPECT_EQ(qk(128, "balanced", 4096), "int8");
   EXPECT_EQ(qk(64, "balanced", 8192), "int8");
   EXPECT_EQ(qk(128, "balanced", 0), "int8");  // no sequence length: the entries without max_seq_kv
-  EXPECT_NE(qk(128, "accurate", 16384), "native");
+}
+
+// The accurate policy admits FP16 P.V only: on Hopper the native kernels serve it at every
+// length (1.4-1.7x the mma.sync kernels with INT8 Q.K^T and FP16 P.V on the H100,
+// configs/defaults.yaml), with the schedules of the short calls.
+TEST(Defaults, HopperAccuratePolicyRunsTheNativeKernelsAtEveryLength) {
+  for (int n : {1024, 4096, 8192, 16384, 32768, 0})
+    for (int causal : {0, 1, -1}) {
+      const gen::Variant v128 = hopper_default(128, "accurate", n, causal);
+      EXPECT_EQ(v128.pipeline, "wgmma") << n << " " << causal;
+      EXPECT_EQ(v128.get_string("qk"), "native") << n << " " << causal;
+      EXPECT_EQ(v128.get_string("schedule"), "persistent_pingpong") << n << " " << causal;
+      const gen::Variant v64 = hopper_default(64, "accurate", n, causal);
+      EXPECT_EQ(v64.get_string("qk"), "native") << n << " " << causal;
+      EXPECT_EQ(v64.get_string("pv"), "native") << n << " " << causal;
+    }
+  // D=64 past 2K keys: the 128x128 tile of two warpgroups, three stages, causal masks included.
+  EXPECT_EQ(hopper_default(64, "accurate", 16384, 1).get_int("block_m"), 128);
+  EXPECT_EQ(hopper_default(64, "accurate", 16384, 1).get_int("stages"), 3);
 }
 
 // Within the native range, D=128 runs the persistent kernel with the intra-warpgroup overlap
@@ -81,17 +99,17 @@ TEST(Defaults, HopperD128ShortSequencesRunThePersistentPingpongKernel) {
   EXPECT_EQ(schedule(128, "balanced", 4096), "plain");
 }
 
-// An entry that names `causal` matches calls with that mask only: Hopper keeps the native
-// persistent kernel for causal D=128 calls of 4K keys under the accurate policy (the quantized
-// one serves the others), and callers that do not say (causal -1) get the mask-independent
-// entries.
+// An entry that names `causal` matches calls with that mask only: under the balanced policy
+// Hopper keeps the quantized one-warpgroup kernel for causal D=128 calls up to 8K keys and the
+// native one for causal D=64 calls of 4K keys, and callers that do not say (causal -1) get the
+// mask-independent entries.
 TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
   auto qk = [](int seq_kv, int causal, const char* policy = "balanced") {
     return hopper_default(128, policy, seq_kv, causal).get_string("qk");
   };
   EXPECT_EQ(qk(4096, 1), "int8");
   EXPECT_EQ(qk(4096, 1, "accurate"), "native");
-  EXPECT_NE(qk(4096, 0, "accurate"), "native");
+  EXPECT_EQ(qk(4096, 0, "accurate"), "native");
   EXPECT_EQ(qk(4096, 0), "int8");
   EXPECT_EQ(qk(4096, -1), "int8");
   EXPECT_EQ(qk(8192, 1), "int8");
@@ -158,7 +176,7 @@ TEST(Defaults, HopperD128FusesQQuantization) {
     for (int n : {4096, 8192, 16384, 0}) EXPECT_TRUE(fused(64, policy, n, 0)) << policy << " " << n;
     EXPECT_FALSE(fused(64, policy, 2048, 0)) << policy;  // the native kernel
   }
-  EXPECT_FALSE(fused(128, "accurate", 4096, 0));  // FP16 P.V: the mma pipeline, which has no fuse_q
+  EXPECT_FALSE(fused(128, "accurate", 4096, 0));  // FP16 P.V: the native kernel, which has no preparation
 }
 
 // Past 4K keys (8K for causal masks) the D=128 quantized default is three warpgroups of 64
