@@ -11,6 +11,13 @@ to the cuDNN backend, and measures each output against an FP32 reference compute
 
     python3 bench/compare.py                          # B=4, H=32, D=128, N in {1K, 8K, 32K}
     python3 bench/compare.py --seqs 1024,4096 --causal both --dtype bf16
+    python3 bench/compare.py --heads-kv 8 --seq-kv 8192 --seqs 2048   # GQA 4:1, 2K queries over 8K keys
+    python3 bench/compare.py --models all             # the attention shapes of a few public models
+
+With --models the shapes come from the MODELS table below (batch, heads, KV heads, query and key
+lengths, head dim, mask), and --batch/--heads/--heads-kv/--head-dim/--seqs/--seq-kv/--causal
+are ignored. SDPA gets K and V repeated to the query heads where they have fewer (its FLOPs are
+the same; its backends' GQA support varies between PyTorch versions).
 
 Needs PyTorch with CUDA; Triton's do_bench is used for timing when present (median, L2 flushed
 between runs), CUDA events otherwise. The sagetune library is found as sagetune/_capi.py says
@@ -29,6 +36,22 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import sagetune  # noqa: E402
 
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
+
+
+# name: (what, batch, heads, kv heads, query length, key length, head dim, causal). The lengths
+# are the token counts these models attend over at the resolution or context named.
+MODELS = {
+    "llama3-8b-8k": ("Llama 3 8B prefill, 8K context", 1, 32, 8, 8192, 8192, 128, True),
+    "llama3-8b-2.9k": ("Llama 3 8B prefill, a 2900-token prompt", 1, 32, 8, 2900, 2900, 128, True),
+    "llama3-70b-2k": ("Llama 3 70B prefill, 4 x 2K prompts", 4, 64, 8, 2048, 2048, 128, True),
+    "chunked-prefill": ("Llama 3 8B, a 2K chunk over 16K cached keys", 1, 32, 8, 2048, 16384, 128, True),
+    "flux-1024": ("FLUX.1 at 1024x1024 (4096 image + 512 text tokens)", 1, 24, 24, 4608, 4608, 128, False),
+    "sd3-1024": ("SD3 medium at 1024x1024, CFG batch (4096 + 154 tokens)", 2, 24, 24, 4250, 4250, 64, False),
+    "cogvideox-5b": ("CogVideoX-5B, 49 frames 720x480, CFG batch (17550 + 226 tokens)", 2, 48, 48, 17776, 17776, 64,
+                     False),
+    "hunyuan-video": ("HunyuanVideo, 33 frames 544x960 (18360 + 256 tokens)", 1, 24, 24, 18616, 18616, 128, False),
+    "wan2.1-14b": ("Wan2.1 14B, 81 frames 832x480 (32760 tokens)", 1, 40, 40, 32760, 32760, 128, False),
+}
 
 
 def median_ms(fn, warmup, reps):
@@ -55,21 +78,25 @@ def median_ms(fn, warmup, reps):
 
 
 def reference_batch0(q, k, v, causal, chunk=2048):
-    """FP32 attention of batch 0, [H, N, D], computed a block of query rows at a time."""
+    """FP32 attention of batch 0, [H, N_q, D], computed a block of query rows at a time. K and V
+    may have fewer heads (query head h reads KV head h // (H / H_kv)); the causal mask is
+    bottom-right aligned (row i sees keys j <= i + N_kv - N_q), as sagetune's."""
     q0, k0, v0 = q[0].float(), k[0].float(), v[0].float()
     heads, n, d = q0.shape
+    heads_kv, n_kv = k0.shape[0], k0.shape[1]
+    group = heads // heads_kv
     scale = 1.0 / math.sqrt(d)
     out = torch.empty_like(q0)
     for h in range(heads):
-        kt = k0[h].transpose(0, 1)
+        kt = k0[h // group].transpose(0, 1)
         for s in range(0, n, chunk):
             e = min(n, s + chunk)
             scores = torch.matmul(q0[h, s:e], kt) * scale
-            if causal:  # N_q == N_kv here: row i sees keys j <= i
+            if causal:
                 i = torch.arange(s, e, device=q.device)[:, None]
-                j = torch.arange(n, device=q.device)[None, :]
-                scores.masked_fill_(j > i, float("-inf"))
-            out[h, s:e] = torch.matmul(torch.softmax(scores, dim=-1), v0[h])
+                j = torch.arange(n_kv, device=q.device)[None, :]
+                scores.masked_fill_(j > i + (n_kv - n), float("-inf"))
+            out[h, s:e] = torch.matmul(torch.softmax(scores, dim=-1), v0[h // group])
     return out
 
 
@@ -80,66 +107,109 @@ def accuracy(o, ref):
     return cos, rel_l1
 
 
+def sdpa_call(q, k, v, causal):
+    """PyTorch SDPA on the same problem: K and V repeated to the query heads, and a causal mask
+    bottom-right aligned where N_q != N_kv (is_causal alone is top-left aligned)."""
+    group = q.shape[1] // k.shape[1]
+    if group > 1:
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    n, n_kv = q.shape[2], k.shape[2]
+    if causal and n != n_kv:
+        from torch.nn.attention.bias import causal_lower_right
+
+        mask = causal_lower_right(n, n_kv)
+        return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--heads-kv", type=int, default=0, help="KV heads (grouped-query attention; default: --heads)")
     ap.add_argument("--head-dim", type=int, default=128)
-    ap.add_argument("--seqs", default="1024,8192,32768", help="comma-separated sequence lengths (N_q = N_kv)")
+    ap.add_argument("--seqs", default="1024,8192,32768", help="comma-separated query lengths (and key lengths)")
+    ap.add_argument("--seq-kv", type=int, default=0, help="key length (default: each query length)")
     ap.add_argument("--causal", choices=["no", "yes", "both"], default="no")
+    ap.add_argument("--models", default="", help="comma-separated names from MODELS, or 'all' (see --list-models)")
+    ap.add_argument("--list-models", action="store_true", help="print the MODELS table and exit")
     ap.add_argument("--dtype", choices=["fp16", "bf16"], default="fp16")
     ap.add_argument("--warmup", type=int, default=25, help="warm-up time (ms) per measurement")
     ap.add_argument("--rep", type=int, default=200, help="measured time (ms) per measurement")
     args = ap.parse_args()
+    if args.list_models:
+        for name, (what, b, h, hkv, n, nkv, d, causal) in MODELS.items():
+            print(f"{name:<16} B={b} H={h} H_kv={hkv} N_q={n} N_kv={nkv} D={d} {'causal' if causal else 'full'}  {what}")
+        return
+    # (label, B, H, H_kv, N_q, N_kv, D, causal)
+    cases = []
+    if args.models:
+        names = list(MODELS) if args.models == "all" else args.models.split(",")
+        for name in names:
+            if name not in MODELS:
+                sys.exit(f"unknown model '{name}': one of {', '.join(MODELS)} or 'all'")
+            cases.append((name,) + MODELS[name][1:])
+    else:
+        heads_kv = args.heads_kv or args.heads
+        if heads_kv < 1 or args.heads % heads_kv:
+            sys.exit(f"--heads-kv must divide --heads ({args.heads}), got {heads_kv}")
+        for n in (int(x) for x in args.seqs.split(",")):
+            n_kv = args.seq_kv or n
+            for causal in {"no": [False], "yes": [True], "both": [False, True]}[args.causal]:
+                if causal and n > n_kv:
+                    sys.exit(f"causal needs the query length <= --seq-kv (bottom-right aligned mask), got {n} > {n_kv}")
+                cases.append((str(n), args.batch, args.heads, heads_kv, n, n_kv, args.head_dim, causal))
     if not torch.cuda.is_available():
         sys.exit("compare.py needs a CUDA device")
     # FP32 reference without TF32 rounding.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dtype = torch.float16 if args.dtype == "fp16" else torch.bfloat16
-    B, H, D = args.batch, args.heads, args.head_dim
-    seqs = [int(x) for x in args.seqs.split(",")]
-    causals = {"no": [False], "yes": [True], "both": [False, True]}[args.causal]
 
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  sagetune library {sagetune.LIBRARY_PATH}")
-    print(f"B={B} H={H} D={D} {args.dtype}, HND layout; TOPS = 4*B*H*N^2*D / time (halved for causal); "
-          f"accuracy vs FP32 on batch 0\n")
-    header = f"{'N':>6}  {'causal':>6}  {'method':<14} {'ms':>9} {'TOPS':>7} {'cos':>9} {'rel-L1':>8}  note"
+    print(f"{args.dtype}, HND layout; TOPS = 4*B*H*N_q*N_kv*D / time (halved for causal); accuracy vs FP32 on batch 0\n")
+    header = (f"{'case':<16} {'B':>2} {'H':>3} {'Hkv':>3} {'N_q':>6} {'N_kv':>6} {'D':>3} {'causal':>6}  "
+              f"{'method':<11} {'ms':>9} {'TOPS':>6} {'cos':>9} {'rel-L1':>8}  note")
     print(header)
     print("-" * len(header))
     gen = torch.Generator(device="cuda").manual_seed(0)
-    for n in seqs:
-        q, k, v = (torch.randn(B, H, n, D, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
-        for causal in causals:
-            flops = 4.0 * B * H * n * n * D / (2 if causal else 1)
-            ref = reference_batch0(q, k, v, causal)
-            methods = [
-                ("sagetune", lambda: sagetune.attention(q, k, v, is_causal=causal), None),
-                ("sdpa-flash", lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal),
-                 SDPBackend.FLASH_ATTENTION),
-                ("sdpa-cudnn", lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal),
-                 SDPBackend.CUDNN_ATTENTION),
-            ]
-            for name, fn, backend in methods:
-                note = ""
-                ctx = sdpa_kernel(backend) if backend is not None else contextlib.nullcontext()
-                try:
-                    with torch.no_grad(), ctx:
-                        o = fn()  # first call: sagetune selects (and may compile) here, untimed
-                        torch.cuda.synchronize()
-                        ms = median_ms(fn, args.warmup, args.rep)
-                    cos, rel = accuracy(o, ref)
-                    del o
-                    if name == "sagetune":
-                        note = sagetune.variant(q, k, v, is_causal=causal)
-                    print(f"{n:>6}  {str(causal).lower():>6}  {name:<14} {ms:>9.3f} {flops / ms / 1e9:>7.0f} "
-                          f"{cos:>9.6f} {rel:>8.5f}  {note}", flush=True)
-                except Exception as e:  # a backend this PyTorch or GPU lacks: say so and go on
-                    print(f"{n:>6}  {str(causal).lower():>6}  {name:<14} {'n/a':>9} {'':>7} {'':>9} {'':>8}  "
-                          f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}", flush=True)
-            del ref
-        del q, k, v
-        torch.cuda.empty_cache()
+    shapes = {}
+    for label, B, H, Hkv, n, n_kv, D, causal in cases:
+        key = (B, H, Hkv, n, n_kv, D)
+        if key not in shapes:  # consecutive cases on one shape (both masks) share the inputs
+            shapes.clear()
+            torch.cuda.empty_cache()
+            shapes[key] = (torch.randn(B, H, n, D, device="cuda", dtype=dtype, generator=gen),
+                           torch.randn(B, Hkv, n_kv, D, device="cuda", dtype=dtype, generator=gen),
+                           torch.randn(B, Hkv, n_kv, D, device="cuda", dtype=dtype, generator=gen))
+        q, k, v = shapes[key]
+        flops = 4.0 * B * H * n * n_kv * D / (2 if causal else 1)
+        ref = reference_batch0(q, k, v, causal)
+        methods = [
+            ("sagetune", lambda: sagetune.attention(q, k, v, is_causal=causal), None),
+            ("sdpa-flash", None, SDPBackend.FLASH_ATTENTION),
+            ("sdpa-cudnn", None, SDPBackend.CUDNN_ATTENTION),
+        ]
+        row = f"{label:<16} {B:>2} {H:>3} {Hkv:>3} {n:>6} {n_kv:>6} {D:>3} {str(causal).lower():>6}  "
+        for name, fn, backend in methods:
+            note = ""
+            ctx = sdpa_kernel(backend) if backend is not None else contextlib.nullcontext()
+            try:
+                with torch.no_grad(), ctx:
+                    if fn is None:
+                        fn = sdpa_call(q, k, v, causal)
+                    o = fn()  # first call: sagetune selects (and may compile) here, untimed
+                    torch.cuda.synchronize()
+                    ms = median_ms(fn, args.warmup, args.rep)
+                cos, rel = accuracy(o, ref)
+                del o
+                if name == "sagetune":
+                    note = sagetune.variant(q, k, v, is_causal=causal)
+                print(f"{row}{name:<11} {ms:>9.3f} {flops / ms / 1e9:>6.0f} {cos:>9.6f} {rel:>8.5f}  {note}", flush=True)
+            except Exception as e:  # a backend this PyTorch or GPU lacks: say so and go on
+                msg = str(e).splitlines()[0][:100] if str(e) else ""
+                print(f"{row}{name:<11} {'n/a':>9} {'':>6} {'':>9} {'':>8}  {type(e).__name__}: {msg}", flush=True)
+        del ref
 
 
 if __name__ == "__main__":

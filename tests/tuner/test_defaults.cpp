@@ -2,13 +2,17 @@
 // dimension and policy, and each names a variant the generator produces (not pruned), with
 // the P.V precision its policy admits.
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
 #include <utility>
+#include <vector>
 
+#include "sage/common/embedded.h"
 #include "sage/gen/search_space.h"
 #include "sage/tuner/problems.h"
 #include "sage/tuner/tune.h"
@@ -55,7 +59,9 @@ TEST(Defaults, HopperPicksTheNativeFamilyForShortSequencesOnly) {
   for (const char* policy : {"accurate", "balanced", "fast"}) {
     EXPECT_EQ(qk(128, policy, 1024), "native") << policy;
     EXPECT_EQ(qk(128, policy, 2048), "native") << policy;
+    EXPECT_EQ(qk(128, policy, 3072), "native") << policy;
     EXPECT_EQ(qk(64, policy, 2048), "native") << policy;
+    EXPECT_EQ(qk(64, policy, 3072), "native") << policy;
   }
   EXPECT_EQ(qk(64, "accurate", 4096), "native");
   EXPECT_EQ(qk(64, "balanced", 4096), "int8");
@@ -94,6 +100,7 @@ TEST(Defaults, HopperD128ShortSequencesRunThePersistentPingpongKernel) {
   for (const char* policy : {"accurate", "balanced", "fast"}) {
     EXPECT_EQ(schedule(128, policy, 1024), "persistent_pingpong") << policy;
     EXPECT_EQ(schedule(128, policy, 2048), "persistent_pingpong") << policy;
+    EXPECT_EQ(schedule(128, policy, 3072), "persistent_pingpong") << policy;
     EXPECT_EQ(schedule(64, policy, 1024), "plain") << policy;
   }
   EXPECT_EQ(schedule(128, "balanced", 4096), "plain");
@@ -101,7 +108,7 @@ TEST(Defaults, HopperD128ShortSequencesRunThePersistentPingpongKernel) {
 
 // An entry that names `causal` matches calls with that mask only: under the balanced policy
 // Hopper keeps the quantized one-warpgroup kernel for causal D=128 calls up to 8K keys and the
-// native one for causal D=64 calls of 4K keys, and callers that do not say (causal -1) get the
+// native one for causal D=64 calls up to 6K keys, and callers that do not say (causal -1) get the
 // mask-independent entries.
 TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
   auto qk = [](int seq_kv, int causal, const char* policy = "balanced") {
@@ -115,28 +122,33 @@ TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
   EXPECT_EQ(qk(8192, 1), "int8");
   EXPECT_EQ(qk(2048, 0), "native");
   EXPECT_EQ(qk(2048, 1), "native");
-  // D=64: native up to 2K keys, and for causal masks up to 4K; quantized past them under the
+  EXPECT_EQ(qk(3072, 1), "native");
+  // D=64: native up to 3K keys, and for causal masks up to 6K; quantized past them under the
   // balanced policy.
   auto qk64 = [](int seq_kv, int causal) { return hopper_default(64, "balanced", seq_kv, causal).get_string("qk"); };
   EXPECT_EQ(qk64(4096, 1), "native");
+  EXPECT_EQ(qk64(6144, 1), "native");
   EXPECT_EQ(qk64(4096, 0), "int8");
   EXPECT_EQ(qk64(4096, -1), "int8");
   EXPECT_EQ(qk64(2048, 0), "native");
   EXPECT_EQ(qk64(2048, 1), "native");
   EXPECT_EQ(qk64(8192, 1), "int8");
-  // Causal D=64 up to 2K keys: 64x64 tiles, two stages; otherwise up to 2K keys, and causal 4K:
-  // 128x128 tiles of two warpgroups, three stages; the quantized kernel (64x128, three stages)
-  // from 4K.
+  // Causal D=64 up to 2K keys: 64x64 tiles, two stages; otherwise up to 3K keys, and causal up
+  // to 6K: 128x128 tiles of two warpgroups, three stages; the quantized kernel (64x128, three
+  // stages) past them.
   auto tile64 = [](int seq_kv, int causal) {
     const gen::Variant var = hopper_default(64, "balanced", seq_kv, causal);
     return std::make_tuple(int(var.get_int("block_m")), int(var.get_int("block_n")), int(var.get_int("stages")));
   };
   EXPECT_EQ(tile64(1024, 1), std::make_tuple(64, 64, 2));
   EXPECT_EQ(tile64(2048, 1), std::make_tuple(64, 64, 2));
+  EXPECT_EQ(tile64(3072, 1), std::make_tuple(128, 128, 3));
   EXPECT_EQ(tile64(4096, 1), std::make_tuple(128, 128, 3));
+  EXPECT_EQ(tile64(6144, 1), std::make_tuple(128, 128, 3));
   EXPECT_EQ(tile64(1024, 0), std::make_tuple(128, 128, 3));
   EXPECT_EQ(tile64(1024, -1), std::make_tuple(128, 128, 3));
   EXPECT_EQ(tile64(2048, 0), std::make_tuple(128, 128, 3));
+  EXPECT_EQ(tile64(3072, 0), std::make_tuple(128, 128, 3));
   EXPECT_EQ(tile64(4096, 0), std::make_tuple(64, 128, 3));  // the quantized kernel
   EXPECT_EQ(tile64(8192, 1), std::make_tuple(64, 128, 3));  // the quantized kernel
 }
@@ -179,7 +191,7 @@ TEST(Defaults, HopperD128FusesQQuantization) {
   EXPECT_FALSE(fused(128, "accurate", 4096, 0));  // FP16 P.V: the native kernel, which has no preparation
 }
 
-// Past 4K keys (8K for causal masks) the D=128 quantized default is three warpgroups of 64
+// Past 6K keys (8K for causal masks) the D=128 quantized default is three warpgroups of 64
 // rows sharing one four-stage K/V ring: a third of the L2 traffic, which buys SM clock under
 // the power cap of long calls (docs/kernels.md).
 TEST(Defaults, HopperD128LongCallsShareOneRingAmongThreeWarpgroups) {
@@ -190,6 +202,7 @@ TEST(Defaults, HopperD128LongCallsShareOneRingAmongThreeWarpgroups) {
   for (int n : {8192, 16384, 32768, 0}) EXPECT_EQ(wgs(n, 0), std::make_pair(3, 4)) << n;
   for (int n : {16384, 32768}) EXPECT_EQ(wgs(n, 1), std::make_pair(3, 4)) << n;
   EXPECT_EQ(wgs(4096, 0).first, 1);
+  EXPECT_EQ(wgs(6144, 0).first, 1);
   EXPECT_EQ(wgs(8192, 1).first, 1);
 }
 
@@ -200,6 +213,28 @@ TEST(Defaults, HopperD128SumsRowsOnTheTensorCores) {
     for (int causal : {0, 1}) EXPECT_TRUE(rsum(128, n, causal)) << n << " " << causal;
   EXPECT_FALSE(rsum(128, 2048, 0));  // the native kernel
   EXPECT_FALSE(rsum(64, 8192, 0));
+}
+
+// The runtime matches defaults.yaml's entries against the call's seq_kv bucket and `sage-tune
+// bench` against the call's seq_kv itself: the two agree only where every max_seq_kv is a
+// bucket boundary of problems.yaml (a call of 5000 keys is in the 6144 bucket).
+TEST(Defaults, EveryMaxSeqKvIsASeqBucketBoundary) {
+  const EmbeddedFile* f = embedded_configs::find("defaults.yaml");
+  ASSERT_NE(f, nullptr);
+  const YAML::Node root = YAML::Load(std::string(f->view()));
+  const std::vector<int> bounds = tuner::ProblemsConfig::builtin().seq_buckets;
+  int entries = 0;
+  for (const auto& arch : root["defaults"])
+    for (const YAML::Node& entry : arch.second)
+      if (YAML::Node mx = entry["max_seq_kv"]) {
+        ++entries;
+        EXPECT_NE(std::find(bounds.begin(), bounds.end(), mx.as<int>()), bounds.end())
+            << arch.first.as<std::string>() << " max_seq_kv " << mx.as<int>();
+      }
+  EXPECT_GT(entries, 0);
+  // The boundaries at which the sm_90a defaults change kernel (2026-11-26 (g)).
+  for (int b : {2048, 3072, 4096, 6144, 8192})
+    EXPECT_NE(std::find(bounds.begin(), bounds.end(), b), bounds.end()) << b;
 }
 
 TEST(Defaults, UnknownArchitectureIsNotFound) {
