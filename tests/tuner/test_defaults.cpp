@@ -107,14 +107,15 @@ TEST(Defaults, HopperD128ShortSequencesRunThePersistentPingpongKernel) {
 }
 
 // An entry that names `causal` matches calls with that mask only: under the balanced policy
-// Hopper keeps the quantized one-warpgroup kernel for causal D=128 calls up to 8K keys and the
-// native one for causal D=64 calls up to 6K keys, and callers that do not say (causal -1) get the
+// Hopper runs causal D=128 calls natively up to 4K keys (non-causal: 3K) and then the quantized
+// one-warpgroup kernel up to 8K, causal D=64 calls natively up to 6K keys, and callers that do not say (causal -1) get the
 // mask-independent entries.
 TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
   auto qk = [](int seq_kv, int causal, const char* policy = "balanced") {
     return hopper_default(128, policy, seq_kv, causal).get_string("qk");
   };
-  EXPECT_EQ(qk(4096, 1), "int8");
+  EXPECT_EQ(qk(4096, 1), "native");
+  EXPECT_EQ(qk(6144, 1), "int8");
   EXPECT_EQ(qk(4096, 1, "accurate"), "native");
   EXPECT_EQ(qk(4096, 0, "accurate"), "native");
   EXPECT_EQ(qk(4096, 0), "int8");
@@ -183,8 +184,10 @@ TEST(Defaults, HopperD128FusesQQuantization) {
     return flag(hopper_default(d, policy, seq_kv, causal), "fuse_q");
   };
   for (const char* policy : {"balanced", "fast"}) {
-    for (int n : {4096, 8192, 16384, 32768, 0})
+    for (int n : {6144, 8192, 16384, 32768, 0})
       for (int causal : {0, 1}) EXPECT_TRUE(fused(128, policy, n, causal)) << policy << " " << n << " " << causal;
+    EXPECT_TRUE(fused(128, policy, 4096, 0)) << policy;
+    EXPECT_FALSE(fused(128, policy, 4096, 1)) << policy;  // the native kernel
     for (int n : {4096, 8192, 16384, 0}) EXPECT_TRUE(fused(64, policy, n, 0)) << policy << " " << n;
     EXPECT_FALSE(fused(64, policy, 2048, 0)) << policy;  // the native kernel
   }
@@ -209,8 +212,9 @@ TEST(Defaults, HopperD128LongCallsShareOneRingAmongThreeWarpgroups) {
 // The D=128 quantized Hopper default sums P's rows on the tensor cores (sum_mma); D=64 does not.
 TEST(Defaults, HopperD128SumsRowsOnTheTensorCores) {
   auto rsum = [](int d, int seq_kv, int causal) { return flag(hopper_default(d, "balanced", seq_kv, causal), "sum_mma"); };
-  for (int n : {4096, 8192, 32768})
+  for (int n : {6144, 8192, 32768})
     for (int causal : {0, 1}) EXPECT_TRUE(rsum(128, n, causal)) << n << " " << causal;
+  EXPECT_TRUE(rsum(128, 4096, 0));
   EXPECT_FALSE(rsum(128, 2048, 0));  // the native kernel
   EXPECT_FALSE(rsum(64, 8192, 0));
 }
