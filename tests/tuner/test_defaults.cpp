@@ -171,8 +171,8 @@ TEST(Defaults, HopperD64NativeDefaultIsCappedAtTwoCtasPerSm) {
   EXPECT_EQ(hopper_default(64, "accurate", 4096, 0).get_int("min_ctas"), 2);
 }
 
-// At D=64 the quantized Hopper default runs four one-warpgroup CTAs per SM (128 registers),
-// without fuse_q; D=128 keeps three (it would spill at 128).
+// At D=64 the quantized Hopper default runs four one-warpgroup CTAs per SM (128 registers, with
+// fuse_q and sum_mma); D=128 keeps three (it would spill at 128).
 TEST(Defaults, HopperD64QuantizedRunsFourCtasPerSm) {
   auto occ = [](int d, int seq_kv) { return hopper_default(d, "balanced", seq_kv, 0).get_int("min_ctas"); };
   for (int n : {6144, 8192, 16384, 0}) EXPECT_EQ(occ(64, n), 4) << n;
@@ -213,14 +213,19 @@ TEST(Defaults, HopperD128LongCallsShareOneRingAmongThreeWarpgroups) {
   EXPECT_EQ(wgs(8192, 1).first, 1);
 }
 
-// The D=128 quantized Hopper default sums P's rows on the tensor cores (sum_mma); D=64 does not.
-TEST(Defaults, HopperD128SumsRowsOnTheTensorCores) {
+// The quantized Hopper defaults sum P's rows on the tensor cores (sum_mma), at D=128 and, since
+// 2026-11-26 (g), at D=64; the native kernels do not.
+TEST(Defaults, HopperQuantizedDefaultsSumRowsOnTheTensorCores) {
   auto rsum = [](int d, int seq_kv, int causal) { return flag(hopper_default(d, "balanced", seq_kv, causal), "sum_mma"); };
   for (int n : {6144, 8192, 32768})
     for (int causal : {0, 1}) EXPECT_TRUE(rsum(128, n, causal)) << n << " " << causal;
   EXPECT_TRUE(rsum(128, 4096, 0));
   EXPECT_FALSE(rsum(128, 2048, 0));  // the native kernel
-  EXPECT_FALSE(rsum(64, 8192, 0));
+  for (int n : {8192, 32768})
+    for (int causal : {0, 1}) EXPECT_TRUE(rsum(64, n, causal)) << n << " " << causal;
+  EXPECT_TRUE(rsum(64, 6144, 0));
+  EXPECT_FALSE(rsum(64, 6144, 1));  // the native kernel up to 6K keys under a causal mask
+  EXPECT_FALSE(rsum(64, 4096, 0));  // the native kernel
 }
 
 // The runtime matches defaults.yaml's entries against the call's seq_kv bucket and `sage-tune
