@@ -64,8 +64,7 @@ TEST(Defaults, HopperPicksTheNativeFamilyForShortSequencesOnly) {
     EXPECT_EQ(qk(64, policy, 3072), "native") << policy;
   }
   EXPECT_EQ(qk(64, "accurate", 4096), "native");
-  EXPECT_EQ(qk(64, "balanced", 4096), "native");
-  EXPECT_EQ(qk(64, "balanced", 6144), "int8");
+  EXPECT_EQ(qk(64, "balanced", 4096), "int8");
   EXPECT_EQ(qk(128, "balanced", 4096), "int8");
   EXPECT_EQ(qk(64, "balanced", 8192), "int8");
   EXPECT_EQ(qk(128, "balanced", 0), "int8");  // no sequence length: the entries without max_seq_kv
@@ -125,19 +124,19 @@ TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
   EXPECT_EQ(qk(2048, 0), "native");
   EXPECT_EQ(qk(2048, 1), "native");
   EXPECT_EQ(qk(3072, 1), "native");
-  // D=64: native up to 4K keys, and for causal masks up to 6K; quantized past them under the
+  // D=64: native up to 3K keys, and for causal masks up to 6K; quantized past them under the
   // balanced policy.
   auto qk64 = [](int seq_kv, int causal) { return hopper_default(64, "balanced", seq_kv, causal).get_string("qk"); };
   EXPECT_EQ(qk64(4096, 1), "native");
   EXPECT_EQ(qk64(6144, 1), "native");
-  EXPECT_EQ(qk64(4096, 0), "native");
-  EXPECT_EQ(qk64(4096, -1), "native");
-  EXPECT_EQ(qk64(6144, 0), "int8");
-  EXPECT_EQ(qk64(6144, -1), "int8");
+  EXPECT_EQ(qk64(3072, 0), "native");
+  EXPECT_EQ(qk64(3072, -1), "native");
+  EXPECT_EQ(qk64(4096, 0), "int8");
+  EXPECT_EQ(qk64(4096, -1), "int8");
   EXPECT_EQ(qk64(2048, 0), "native");
   EXPECT_EQ(qk64(2048, 1), "native");
   EXPECT_EQ(qk64(8192, 1), "int8");
-  // Causal D=64 up to 2K keys: 64x64 tiles, two stages; otherwise up to 4K keys, and causal up
+  // Causal D=64 up to 2K keys: 64x64 tiles, two stages; otherwise up to 3K keys, and causal up
   // to 6K: 128x128 tiles of two warpgroups, three stages; the quantized kernel (64x128, three
   // stages) past them.
   auto tile64 = [](int seq_kv, int causal) {
@@ -153,15 +152,14 @@ TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
   EXPECT_EQ(tile64(1024, -1), std::make_tuple(128, 128, 3));
   EXPECT_EQ(tile64(2048, 0), std::make_tuple(128, 128, 3));
   EXPECT_EQ(tile64(3072, 0), std::make_tuple(128, 128, 3));
-  EXPECT_EQ(tile64(4096, 0), std::make_tuple(128, 128, 3));
-  EXPECT_EQ(tile64(6144, 0), std::make_tuple(64, 128, 3));  // the quantized kernel
+  EXPECT_EQ(tile64(4096, 0), std::make_tuple(64, 128, 3));  // the quantized kernel
   EXPECT_EQ(tile64(8192, 1), std::make_tuple(64, 128, 3));  // the quantized kernel
 }
 
 // The D=64 native default of two warpgroups is capped at 128 registers (min_ctas 2: two CTAs
 // per SM), which lets it run the softmax without row maxima (docs/kernels.md).
 TEST(Defaults, HopperD64NativeDefaultIsCappedAtTwoCtasPerSm) {
-  for (int n : {1024, 2048, 3072, 4096}) {
+  for (int n : {1024, 2048, 3072}) {
     const gen::Variant var = hopper_default(64, "balanced", n, 0);
     EXPECT_EQ(var.get_string("qk"), "native") << n;
     EXPECT_EQ(var.get_int("warpgroups"), 2) << n;
@@ -175,7 +173,7 @@ TEST(Defaults, HopperD64NativeDefaultIsCappedAtTwoCtasPerSm) {
 // fuse_q and sum_mma); D=128 keeps three (it would spill at 128).
 TEST(Defaults, HopperD64QuantizedRunsFourCtasPerSm) {
   auto occ = [](int d, int seq_kv) { return hopper_default(d, "balanced", seq_kv, 0).get_int("min_ctas"); };
-  for (int n : {6144, 8192, 16384, 0}) EXPECT_EQ(occ(64, n), 4) << n;
+  for (int n : {4096, 8192, 16384, 0}) EXPECT_EQ(occ(64, n), 4) << n;
   EXPECT_EQ(occ(128, 4096), 3);
 }
 
@@ -192,7 +190,7 @@ TEST(Defaults, HopperD128FusesQQuantization) {
       for (int causal : {0, 1}) EXPECT_TRUE(fused(128, policy, n, causal)) << policy << " " << n << " " << causal;
     EXPECT_TRUE(fused(128, policy, 4096, 0)) << policy;
     EXPECT_FALSE(fused(128, policy, 4096, 1)) << policy;  // the native kernel
-    for (int n : {6144, 8192, 16384, 0}) EXPECT_TRUE(fused(64, policy, n, 0)) << policy << " " << n;
+    for (int n : {4096, 8192, 16384, 0}) EXPECT_TRUE(fused(64, policy, n, 0)) << policy << " " << n;
     EXPECT_FALSE(fused(64, policy, 2048, 0)) << policy;  // the native kernel
   }
   EXPECT_FALSE(fused(128, "accurate", 4096, 0));  // FP16 P.V: the native kernel, which has no preparation
@@ -223,9 +221,9 @@ TEST(Defaults, HopperQuantizedDefaultsSumRowsOnTheTensorCores) {
   EXPECT_FALSE(rsum(128, 2048, 0));  // the native kernel
   for (int n : {8192, 32768})
     for (int causal : {0, 1}) EXPECT_TRUE(rsum(64, n, causal)) << n << " " << causal;
-  EXPECT_TRUE(rsum(64, 6144, 0));
+  EXPECT_TRUE(rsum(64, 4096, 0));
   EXPECT_FALSE(rsum(64, 6144, 1));  // the native kernel up to 6K keys under a causal mask
-  EXPECT_FALSE(rsum(64, 4096, 0));  // the native kernel
+  EXPECT_FALSE(rsum(64, 3072, 0));  // the native kernel
 }
 
 // The runtime matches defaults.yaml's entries against the call's seq_kv bucket and `sage-tune
