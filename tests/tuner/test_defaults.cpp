@@ -108,8 +108,8 @@ TEST(Defaults, HopperD128ShortSequencesRunThePersistentPingpongKernel) {
 
 // An entry that names `causal` matches calls with that mask only: under the balanced policy
 // Hopper runs causal D=128 calls natively up to 4K keys (non-causal: 3K) and then the quantized
-// one-warpgroup kernel up to 8K, causal D=64 calls natively up to 6K keys, and callers that do not say (causal -1) get the
-// mask-independent entries.
+// one-warpgroup kernel up to 8K, causal D=64 calls natively up to 6K keys, and callers that do
+// not say (causal -1) get the mask-independent entries.
 TEST(Defaults, CausalEntriesMatchOnlyTheirMask) {
   auto qk = [](int seq_kv, int causal, const char* policy = "balanced") {
     return hopper_default(128, policy, seq_kv, causal).get_string("qk");
