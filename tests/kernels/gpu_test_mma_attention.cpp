@@ -358,6 +358,56 @@ TEST_P(Fixture, SplitTailMatchesFp32Reference) {
   }
 }
 
+// Fewer query tiles than CTAs (decoding: one query, or a block of up to 128 causal ones, per
+// head over a long KV cache): persistent_split takes every CTA and cuts every tile's keys over
+// them (launch.cpp: split_ranges). Three shapes: single queries of a few GQA heads (HND, FP16);
+// a causal block of 128 queries, one tile a head (NHD, BF16); and a causal block of 100 queries
+// whose last key tile is partly hidden from its first rows, with a head count for which a range
+// begins at some unit's last key tile, so that the partial piece of that range has rows that
+// see no key at all (their O, maximum and sum must not disturb the owner's merge).
+TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
+  SAGE_REQUIRE_GPU();
+  Loaded l;
+  load(GetParam(), &l);
+  if (!l) return;
+  const KernelConfig& cfg = l.k->config();
+  if (cfg.schedule != "persistent_split") GTEST_SKIP() << "the split keys are the persistent_split schedule's";
+  const Reference ref(l);
+  const CUstream st = l.st;
+  std::vector<Shape> shapes = {Shape{1, 8, 2, 1, 5000, false, Layout::HND, DType::fp16},
+                               Shape{2, 2, 1, 128, 3000, true, Layout::NHD, DType::bf16}};
+  // A one-tile partial piece with hidden rows: 100 queries over 4000-4066 keys (32 key tiles of
+  // 128, the last from key 3968; query row i sees keys up to i + nkv - 100, so the first rows see
+  // none of the last tile), and a head count whose ranges put a boundary on a unit's last tile.
+  bool found = false;
+  for (int nkv = 4000; nkv < 4067 && !found; nkv += 7)
+    for (int h = 2; h <= 24 && !found; ++h) {
+      const AttnProblem p = make_problem({1, h, h, 100, nkv, true, Layout::HND, DType::fp16}, cfg.head_dim);
+      const int ranges = l.k->plan(p).split_ranges;
+      if (ranges <= 0) continue;
+      const std::int64_t tiles = (nkv + cfg.block_n - 1) / cfg.block_n, work = l.k->persistent_units(p) * tiles;
+      if ((tiles - 1) * cfg.block_n <= nkv - 100) continue;  // the first row sees a key in the last tile
+      for (int r = 1; r < ranges && !found; ++r)
+        if ((work * r / ranges) % tiles == tiles - 1) {
+          shapes.push_back(Shape{1, h, h, 100, nkv, true, Layout::HND, DType::fp16});
+          found = true;
+        }
+    }
+  EXPECT_TRUE(found) << "no causal shape with a one-tile partial piece of hidden rows";
+  for (const Shape& sh : shapes) {
+    const AttnProblem p = make_problem(sh, cfg.head_dim);
+    const std::int64_t units = l.k->persistent_units(p), grid = l.k->persistent_grid(p);
+    const int ranges = l.k->plan(p).split_ranges;
+    ASSERT_GT(ranges, 0) << p.str() << ": " << units << " query tiles on " << grid << " CTAs, not split";
+    ASSERT_GT(grid, units) << p.str() << ": the split takes every CTA";
+    AttnBuffers buf(p);
+    buf.fill(*ref.mod, InputKind::gaussian, run_seed() ^ 0xdec0ull, st);
+    expect_native_accuracy(*l.k, p, buf, tuner::run_reference(ref.kernel, buf, st), st,
+                           "split keys (" + std::to_string(units) + " query tiles, " + std::to_string(grid) + " CTAs, " +
+                               std::to_string(ranges) + " ranges)");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Mma, Fixture, ::testing::ValuesIn(test::gpu_variant_names("mma")),
                          [](const ::testing::TestParamInfo<std::string>& i) { return test::test_name(i.param); });
 // The Hopper pipeline: variants exist on sm_90a only ("NoGpu" elsewhere skips with the reason).

@@ -206,7 +206,7 @@ TEST_P(RuntimeGpuBitwise, SameBitsAsTheLauncherForTheSameVariant) {
   const AttnProblem& p = GetParam().p;
   Tensors t(p, 42);
   const std::string variant = variant_of(p);
-  EXPECT_EQ(variant, tuner::default_variant(arch_, p.head_dim, "balanced", p.seq_kv, p.causal ? 1 : 0));  // no DB
+  EXPECT_EQ(variant, tuner::default_variant(arch_, p.head_dim, "balanced", p.seq_kv, p.causal ? 1 : 0, p.seq_q));  // no DB
 
   std::vector<float> lse_l;
   const std::vector<std::uint16_t> want = launcher_out(variant, t, &lse_l);

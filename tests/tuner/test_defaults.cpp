@@ -20,10 +20,11 @@
 namespace sage {
 namespace {
 
-// The sm_90a default for a call (causal -1: the caller does not say), as a search-space variant.
-gen::Variant hopper_default(int d, const std::string& policy, int seq_kv, int causal = -1) {
+// The sm_90a default for a call (causal -1: the caller does not say; seq_q 0: nor its query
+// count), as a search-space variant.
+gen::Variant hopper_default(int d, const std::string& policy, int seq_kv, int causal = -1, int seq_q = 0) {
   static const gen::SearchSpace space = gen::SearchSpace::builtin();
-  const std::string v = tuner::default_variant("sm_90a", d, policy, seq_kv, causal);
+  const std::string v = tuner::default_variant("sm_90a", d, policy, seq_kv, causal, seq_q);
   std::optional<gen::Variant> var = space.find(v);
   if (!var) throw std::runtime_error("the default " + v + " is not in the search space");
   return *var;
@@ -226,9 +227,32 @@ TEST(Defaults, HopperQuantizedDefaultsSumRowsOnTheTensorCores) {
   EXPECT_FALSE(rsum(64, 3072, 0));  // the native kernel
 }
 
-// The runtime matches defaults.yaml's entries against the call's seq_kv bucket and `sage-tune
-// bench` against the call's seq_kv itself: the two agree only where every max_seq_kv is a
-// bucket boundary of problems.yaml (a call of 5000 keys is in the 6144 bucket).
+// Decoding and short query blocks (up to 128 queries, one query tile a head) over any KV
+// length, under every policy and mask: the native persistent kernel that splits the keys of
+// fewer query tiles than CTAs over every CTA. From 129 queries on, the defaults by key count.
+TEST(Defaults, HopperDecodingRunsTheNativeKernelWithSplitKeys) {
+  for (int d : {64, 128})
+    for (const char* policy : {"accurate", "balanced", "fast"})
+      for (int n : {1024, 4096, 8192, 32768})
+        for (int causal : {0, 1, -1}) {
+          for (int q : {1, 128}) {
+            const gen::Variant v = hopper_default(d, policy, n, causal, q);
+            EXPECT_EQ(v.get_string("qk"), "native") << d << " " << policy << " " << n << " " << causal << " " << q;
+            EXPECT_EQ(v.get_string("schedule"), "persistent_split") << v.name;
+            EXPECT_EQ(v.get_int("block_m"), 128) << v.name;  // one query tile a head
+          }
+          // Past 128 queries (and where the query count is not given) the key count decides.
+          for (int q : {256, 1024, 0})
+            EXPECT_EQ(hopper_default(d, policy, n, causal, q).name, hopper_default(d, policy, n, causal).name)
+                << d << " " << policy << " " << n << " " << causal << " " << q;
+        }
+  EXPECT_EQ(hopper_default(128, "balanced", 32768, 0, 1024).get_string("qk"), "int8");
+}
+
+// The runtime matches defaults.yaml's entries against the call's seq_kv (seq_q) bucket and
+// `sage-tune bench` against the call's seq_kv (seq_q) itself: the two agree only where every
+// max_seq_kv and max_seq_q is a bucket boundary of problems.yaml (a call of 5000 keys is in the
+// 6144 bucket).
 TEST(Defaults, EveryMaxSeqKvIsASeqBucketBoundary) {
   const EmbeddedFile* f = embedded_configs::find("defaults.yaml");
   ASSERT_NE(f, nullptr);
@@ -237,14 +261,15 @@ TEST(Defaults, EveryMaxSeqKvIsASeqBucketBoundary) {
   int entries = 0;
   for (const auto& arch : root["defaults"])
     for (const YAML::Node& entry : arch.second)
-      if (YAML::Node mx = entry["max_seq_kv"]) {
-        ++entries;
-        EXPECT_NE(std::find(bounds.begin(), bounds.end(), mx.as<int>()), bounds.end())
-            << arch.first.as<std::string>() << " max_seq_kv " << mx.as<int>();
-      }
+      for (const char* key : {"max_seq_kv", "max_seq_q"})
+        if (YAML::Node mx = entry[key]) {
+          ++entries;
+          EXPECT_NE(std::find(bounds.begin(), bounds.end(), mx.as<int>()), bounds.end())
+              << arch.first.as<std::string>() << " " << key << " " << mx.as<int>();
+        }
   EXPECT_GT(entries, 0);
-  // The boundaries at which the sm_90a defaults change kernel (2026-11-26 (g)).
-  for (int b : {2048, 3072, 4096, 6144, 8192})
+  // The boundaries at which the sm_90a defaults change kernel (2026-11-26 (g), (h)).
+  for (int b : {128, 2048, 3072, 4096, 6144, 8192})
     EXPECT_NE(std::find(bounds.begin(), bounds.end(), b), bounds.end()) << b;
 }
 

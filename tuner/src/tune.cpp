@@ -63,7 +63,7 @@ std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r) {
 }
 
 std::string default_variant(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
-                            int causal) {
+                            int causal, int seq_q) {
   const EmbeddedFile* f = embedded_configs::find("defaults.yaml");
   if (!f) throw Error(Errc::internal, "configs/defaults.yaml is not embedded in this build");
   YAML::Node root;
@@ -91,6 +91,8 @@ std::string default_variant(const std::string& arch, int head_dim, const std::st
     if (entry["head_dim"].as<int>() != head_dim) continue;
     if (YAML::Node mx = entry["max_seq_kv"])
       if (seq_kv <= 0 || seq_kv > mx.as<int>()) continue;
+    if (YAML::Node mx = entry["max_seq_q"])
+      if (seq_q <= 0 || seq_q > mx.as<int>()) continue;
     if (YAML::Node c = entry["causal"])
       if (causal < 0 || c.as<bool>() != (causal == 1)) continue;
     if (YAML::Node pols = entry["policies"]) {
@@ -232,7 +234,7 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
       std::string dflt;
       try {
         dflt = default_variant(arch, shape_key.head_dim, opts.policies.front(), shape_key.seq_kv_bucket,
-                               shape_key.causal ? 1 : 0);
+                               shape_key.causal ? 1 : 0, shape_key.seq_q_bucket);
       } catch (const Error& e) {
         std::lock_guard<std::mutex> lock(mu);
         rep.warnings.push_back(e.what());
@@ -398,7 +400,7 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
         pr.timed = timed;
         pr.resumed = resumed;
         try {
-          pr.default_variant = default_variant(arch, k.head_dim, pol, k.seq_kv_bucket, k.causal ? 1 : 0);
+          pr.default_variant = default_variant(arch, k.head_dim, pol, k.seq_kv_bucket, k.causal ? 1 : 0, k.seq_q_bucket);
         } catch (const Error&) {
         }
         std::optional<Winner> w = store.decide_winner(WinnerKey{fp, k, gen_hash, nvrtc});

@@ -189,7 +189,8 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
                           arch, ": serving the default instead"));
     c = jit::Choice{};
     c.source = Source::default_variant;
-    c.variant = tuner::default_variant(arch, key.head_dim, to_string(key.policy), key.seq_kv, key.causal ? 1 : 0);
+    c.variant =
+        tuner::default_variant(arch, key.head_dim, to_string(key.policy), key.seq_kv, key.causal ? 1 : 0, key.seq_q);
     v = find_variant(*vs, c.variant);
     if (!v) throw Error(Errc::internal, cat("the default variant ", c.variant, " is not in the search space for ", arch));
   }

@@ -36,7 +36,7 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
   c.miss = explain ? tuner::describe_miss(r) : r.message;
   try {
     c.variant = tuner::default_variant(arch, key.problem.head_dim, key.problem.policy, key.problem.seq_kv_bucket,
-                                       key.problem.causal ? 1 : 0);
+                                       key.problem.causal ? 1 : 0, key.problem.seq_q_bucket);
   } catch (const Error& e) {
     if (e.code() != Errc::not_found) throw;
     throw Error(Errc::unsupported, cat("no tuned winner for ", key.problem.str(), " on ", key.device.name,

@@ -283,13 +283,15 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
 
 // The kernel walks a static list of work units (persistent_units in attn_native.cuh): a query
 // tile, or for causal masks a pair of one head's tiles; one CTA per SM and occupancy slot, or
-// one per unit where there are fewer.
+// one per unit where there are fewer (unless those units' keys are split over every CTA).
 std::int64_t AttnKernel::persistent_units(const AttnProblem& p) const {
   const std::int64_t q_tiles = cdiv(p.seq_q, cfg_.block_m);
   return (p.causal ? (q_tiles + 1) / 2 : q_tiles) * p.heads_q * p.batch;
 }
 std::int64_t AttnKernel::persistent_grid(const AttnProblem& p) const {
-  return std::max<std::int64_t>(1, std::min(persistent_units(p), persistent_ctas_));
+  const std::int64_t units = persistent_units(p);
+  if (units < persistent_ctas_ && split_ranges(p) > 0) return persistent_ctas_;
+  return std::max<std::int64_t>(1, std::min(units, persistent_ctas_));
 }
 
 // The split tail (attn_native.cuh: TailSplit), in key tiles of time: without it the last round
@@ -302,10 +304,18 @@ std::int64_t AttnKernel::persistent_grid(const AttnProblem& p) const {
 // H100 (D=128, the split over every CTA; docs/kernels.md): B=4 H=32 1K keys (T=8, L=6.1 over every
 // CTA) 1.5-3% slower split, 2K (T=16, L=8.2) level to 1% faster; B=1 H=17 8K (T=64, L=15.5)
 // 6% faster.
+// Fewer units than CTAs (decoding, a few heads over a long KV cache) are all "the last round":
+// the launch then takes every CTA, and the units' keys are cut over them (flash-decoding). A
+// causal call qualifies where each head has one query tile (seq_q <= block_m): every unit
+// then sees every key tile (bottom-right aligned, the tile's last row sees them all), the
+// diagonal's masking being the kernel's usual one by absolute key tile. With more query tiles
+// a causal unit's keys depend on its tiles, which the ranges do not follow.
 constexpr double kSplitPieceTiles = 4.0, kSplitMergeTiles = 1.0, kSplitMinGain = 0.25;
 int AttnKernel::split_ranges(const AttnProblem& p) const {
-  const std::int64_t units = persistent_units(p), grid = persistent_grid(p);
-  if (cfg_.schedule != "persistent_split" || p.causal || units <= grid || units % grid == 0) return 0;
+  if (cfg_.schedule != "persistent_split") return 0;
+  if (p.causal && cdiv(p.seq_q, cfg_.block_m) > 1) return 0;
+  const std::int64_t units = persistent_units(p), grid = std::max<std::int64_t>(1, persistent_ctas_);
+  if (units % grid == 0) return 0;
   const std::int64_t tiles = cdiv(p.seq_kv, cfg_.block_n), work = (units % grid) * tiles;
   const double len = std::max(double(work) / double(grid), std::sqrt(double(tiles) * kSplitMergeTiles));
   const std::int64_t ranges = std::clamp<std::int64_t>(std::int64_t(double(work) / len), 1, grid);

@@ -115,8 +115,10 @@ class AttnKernel {
   // Its work units (query tiles, or causal pairs of them) and grid for `p`.
   std::int64_t persistent_units(const AttnProblem& p) const;
   std::int64_t persistent_grid(const AttnProblem& p) const;
-  // Persistent native kernels: the ranges the last round's key tiles are cut into (at most the
-  // grid), or 0 where the split would not pay (or the call is causal, or has no partial round).
+  // persistent_split: the ranges the last round's key tiles are cut into (at most the grid; with
+  // fewer query tiles than CTAs every tile is the last round's, and the grid is every CTA), or 0
+  // where the split would not pay, the round is full, or the call is causal with more than one
+  // query tile per head.
   int split_ranges(const AttnProblem& p) const;
   WorkspacePlan plan(const AttnProblem& p) const;
   std::size_t workspace_size(const AttnProblem& p) const { return plan(p).total; }

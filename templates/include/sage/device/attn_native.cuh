@@ -486,25 +486,28 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
 // tile u % q_tiles of head u / q_tiles, or for causal masks the pair (q_tiles - 1 - j, j) of a
 // head (the tile that sees the most keys with the one that sees the fewest, so every unit costs
 // about the same), heads in order so that the CTAs running together share K and V in L2.
-// CTA c takes units c, c + gridDim.x, ... (the launcher's grid is min(units, SMs x CTAs/SM)).
+// CTA c takes units c, c + gridDim.x, ... (the launcher's grid is min(units, SMs x CTAs/SM),
+// or every CTA where fewer units are split over them).
 SAGE_DEV int persistent_units(const SageAttnParams& p) {
   return (p.causal ? (p.q_tiles + 1) / 2 : p.q_tiles) * p.heads_q * p.batch;
 }
 
-// The split tail (non-causal calls with p.split_o, when the units do not divide evenly among
-// the G CTAs): the rounds of G units run as above, and the key tiles of the last, partial
-// round's units (`work` in all) are cut into p.split_ranges <= G contiguous ranges of nearly
-// equal length (the launcher's choice: launch.cpp, split_ranges), so the CTAs end at about the
-// same time instead of G - units % G of them idling through the last round. Range r (tail tiles
-// [lo(r), lo(r + 1))) is CTA G - 1 - r's. A range is shorter than a unit, so it holds at most
-// two pieces: first the end of a unit begun in range r - 1 (a partial piece: its O, row maxima
-// and row sums go to the workspace, slot r), then the start of the next unit (its owner piece:
-// once done, it waits for the partials of the ranges after r that hold the unit's other tiles,
-// merges them and stores O). Owners wait only for CTAs of lower index, whose partial pieces
-// come first and wait for nothing: dispatched before the owner, they finish whatever else the
-// GPU runs. 32-bit arithmetic throughout (the launcher splits only where work x ranges < 2^31):
-// a 64-bit division is a call, and a call in the kernel takes the wgmma descriptors out of the
-// uniform registers.
+// The split tail (calls with p.split_o, when the units do not divide evenly among the G CTAs;
+// causal ones only with one query tile per head, so that every unit sees every key tile; with
+// fewer units than CTAs, all of them, over every CTA: decoding): the rounds of G units run as
+// above, and the key tiles of the last, partial round's units (`work` in all) are cut into
+// p.split_ranges <= G contiguous ranges of nearly equal length (the launcher's choice:
+// launch.cpp, split_ranges), so the CTAs end at about the same time instead of G - units % G
+// of them idling through the last round. Range r (tail tiles [lo(r), lo(r + 1))) is CTA
+// G - 1 - r's. A range is no longer than a unit, so it holds at most two pieces: first the end
+// of a unit begun in range r - 1 (a partial piece: its O, row maxima and row sums go to the
+// workspace, slot r), then the start of the next unit (its owner piece: once done, it waits
+// for the partials of the ranges after r that hold the unit's other tiles, merges them and
+// stores O). Owners wait only for CTAs of lower index, whose partial pieces come first and wait
+// for nothing: dispatched before the owner, they finish whatever else the GPU runs. 32-bit
+// arithmetic throughout (the launcher splits only where work x ranges < 2^31): a 64-bit
+// division is a call, and a call in the kernel takes the wgmma descriptors out of the uniform
+// registers.
 struct TailSplit {
   int first;   // the first unit of the tail (the units when there is none)
   int tiles;   // key tiles of a unit
