@@ -360,11 +360,14 @@ TEST_P(Fixture, SplitTailMatchesFp32Reference) {
 
 // Fewer query tiles than CTAs (decoding: one query, or a block of up to 128 causal ones, per
 // head over a long KV cache): persistent_split takes every CTA and cuts every tile's keys over
-// them (launch.cpp: split_ranges). Three shapes: single queries of a few GQA heads (HND, FP16);
-// a causal block of 128 queries, one tile a head (NHD, BF16); and a causal block of 100 queries
-// whose last key tile is partly hidden from its first rows, with a head count for which a range
-// begins at some unit's last key tile, so that the partial piece of that range has rows that
-// see no key at all (their O, maximum and sum must not disturb the owner's merge).
+// them (launch.cpp: split_ranges). Single queries of a few GQA heads (HND, FP16: the group's
+// four heads packed into one tile, 32 rows each); a causal block of 16 queries of eight GQA
+// heads packed 16 rows each (NHD, BF16); 24 queries of a 4:1 group, not causal (HND, FP16,
+// packed); a causal block of 128 queries, one tile a head (NHD, BF16: too many queries to
+// pack); and a causal block of 100 queries whose last key tile is partly hidden from its first
+// rows, with a head count for which a range begins at some unit's last key tile, so that the
+// partial piece of that range has rows that see no key at all (their O, maximum and sum must
+// not disturb the owner's merge).
 TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
   SAGE_REQUIRE_GPU();
   Loaded l;
@@ -375,7 +378,10 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
   const Reference ref(l);
   const CUstream st = l.st;
   std::vector<Shape> shapes = {Shape{1, 8, 2, 1, 5000, false, Layout::HND, DType::fp16},
+                               Shape{2, 16, 2, 16, 3000, true, Layout::NHD, DType::bf16},
+                               Shape{1, 12, 3, 24, 2500, false, Layout::HND, DType::fp16},
                                Shape{2, 2, 1, 128, 3000, true, Layout::NHD, DType::bf16}};
+  const int packed = 3;  // the first three pack their groups' heads
   // A one-tile partial piece with hidden rows: 100 queries over 4000-4066 keys (32 key tiles of
   // 128, the last from key 3968; query row i sees keys up to i + nkv - 100, so the first rows see
   // none of the last tile), and a head count whose ranges put a boundary on a unit's last tile.
@@ -394,17 +400,24 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
         }
     }
   EXPECT_TRUE(found) << "no causal shape with a one-tile partial piece of hidden rows";
-  for (const Shape& sh : shapes) {
-    const AttnProblem p = make_problem(sh, cfg.head_dim);
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const AttnProblem p = make_problem(shapes[i], cfg.head_dim);
     const std::int64_t units = l.k->persistent_units(p), grid = l.k->persistent_grid(p);
     const int ranges = l.k->plan(p).split_ranges;
     ASSERT_GT(ranges, 0) << p.str() << ": " << units << " query tiles on " << grid << " CTAs, not split";
     ASSERT_GT(grid, units) << p.str() << ": the split takes every CTA";
+    const int pack = l.k->pack_rows(p);
+    if (int(i) < packed) {
+      EXPECT_EQ(pack, cfg.block_m / (p.heads_q / p.heads_kv)) << p.str();
+      EXPECT_EQ(units, std::int64_t(p.batch) * p.heads_kv) << p.str() << ": a unit a (batch, kv head)";
+    } else {
+      EXPECT_EQ(pack, 0) << p.str();
+    }
     AttnBuffers buf(p);
     buf.fill(*ref.mod, InputKind::gaussian, run_seed() ^ 0xdec0ull, st);
     expect_native_accuracy(*l.k, p, buf, tuner::run_reference(ref.kernel, buf, st), st,
                            "split keys (" + std::to_string(units) + " query tiles, " + std::to_string(grid) + " CTAs, " +
-                               std::to_string(ranges) + " ranges)");
+                               std::to_string(ranges) + " ranges, pack_rows " + std::to_string(pack) + ")");
   }
 }
 

@@ -285,8 +285,24 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
 // tile, or for causal masks a pair of one head's tiles; one CTA per SM and occupancy slot, or
 // one per unit where there are fewer (unless those units' keys are split over every CTA).
 std::int64_t AttnKernel::persistent_units(const AttnProblem& p) const {
+  if (pack_rows(p) > 0) return std::int64_t(p.heads_kv) * p.batch;
   const std::int64_t q_tiles = cdiv(p.seq_q, cfg_.block_m);
   return (p.causal ? (q_tiles + 1) / 2 : q_tiles) * p.heads_q * p.batch;
+}
+
+// Packed GQA heads (SageAttnParams::pack_rows): where a kv head's query heads (g of them) fit
+// one query tile at block_m / g rows each, a power of two of at least 16 rows (a warp's 16 rows
+// then belong to one head, which the epilogue's stores and the causal mask's row index need),
+// the persistent native kernels take them in one tile: each K/V tile is read once for the
+// group instead of g times, and the group is one work unit. Decoding with GQA (one query, or
+// a few) is the case; with more queries than block_m / g the heads stay a tile each.
+int AttnKernel::pack_rows(const AttnProblem& p) const {
+  if (!native() || !persistent() || p.heads_kv <= 0 || p.heads_q <= p.heads_kv) return 0;
+  const int g = p.heads_q / p.heads_kv;
+  if (cfg_.block_m % g != 0) return 0;
+  const int rows = cfg_.block_m / g;
+  if (rows < 16 || (rows & (rows - 1)) != 0 || p.seq_q > rows) return 0;
+  return rows;
 }
 std::int64_t AttnKernel::persistent_grid(const AttnProblem& p) const {
   const std::int64_t units = persistent_units(p);
@@ -435,6 +451,7 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
   s.k_tiles = w.k_tiles;
   s.num_sms = num_sms_;
   if (native()) {
+    s.pack_rows = pack_rows(p);
     if (w.split_ranges > 0) {
       s.split_ranges = w.split_ranges;
       s.split_o = reinterpret_cast<float*>(base + w.split_o);
@@ -485,12 +502,13 @@ void encode_rows(void* map, const void* base, std::int64_t inner, std::int64_t r
 // A 4-D tensor map (D, N, H, B) over one of the caller's tensors in its own dtype, boxes of
 // 64 columns (128-byte rows, 128B swizzle) by `box_rows` rows; rows past the sequence's end
 // read as zeros.
-void encode_user(void* map, const SageTensor& x, const AttnProblem& p, int heads, int seq, int box_rows) {
+void encode_user(void* map, const SageTensor& x, const AttnProblem& p, int heads, int seq, int box_rows,
+                 int box_heads = 1) {
   const CUtensorMapDataType type =
       p.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   const cuuint64_t dims[4] = {cuuint64_t(p.head_dim), cuuint64_t(seq), cuuint64_t(heads), cuuint64_t(p.batch)};
   const cuuint64_t strides[3] = {cuuint64_t(x.stride_n) * 2, cuuint64_t(x.stride_h) * 2, cuuint64_t(x.stride_b) * 2};
-  const cuuint32_t box[4] = {64, cuuint32_t(box_rows), 1, 1};
+  const cuuint32_t box[4] = {64, cuuint32_t(box_rows), cuuint32_t(box_heads), 1};
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
   SAGE_CU(cuTensorMapEncodeTiled(static_cast<CUtensorMap*>(map), type, 4, const_cast<void*>(x.ptr), dims, strides, box,
                                  elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
@@ -512,9 +530,10 @@ void require_tma_aligned(const std::string& variant, const char* what, std::init
 
 // The native family's maps: 4-D (D, N, H, B) over the caller's Q, K and V in their own
 // dtype, boxes of 64 columns (128-byte rows, 128B swizzle) by BLOCK_M or BLOCK_N rows; rows
-// past a sequence's end read as zeros. The persistent kernels also store O (Q's layout)
-// through a map with boxes of 64 columns by 16 rows (one warp's rows). Re-encoded only when
-// the pointers or the shape change.
+// past a sequence's end read as zeros (packed GQA heads: Q's boxes are pack_rows rows of each
+// of a group's heads, which land as one tile of BLOCK_M rows, head after head). The persistent
+// kernels also store O (Q's layout) through a map with boxes of 64 columns by 16 rows (one
+// warp's rows). Re-encoded only when the pointers or the shape change.
 void AttnKernel::native_tensor_maps(const AttnProblem& p, SageAttnParams& s) const {
   const KernelConfig& c = cfg_;
   require_tma_aligned(c.name, "Q, K and V", {s.q.ptr, s.k.ptr, s.v.ptr});
@@ -526,7 +545,9 @@ void AttnKernel::native_tensor_maps(const AttnProblem& p, SageAttnParams& s) con
   TmaCache& t = tma_cache_;
   if (t.q != s.q.ptr || t.k != s.k.ptr || t.v != s.v.ptr || t.o != o.ptr || t.shape != key) {
     t.q = nullptr;  // invalid until all are encoded
-    encode_user(t.maps[0], s.q, p, p.heads_q, p.seq_q, c.block_m);
+    const int pack = pack_rows(p);
+    if (pack > 0) encode_user(t.maps[0], s.q, p, p.heads_q, p.seq_q, pack, c.block_m / pack);
+    else encode_user(t.maps[0], s.q, p, p.heads_q, p.seq_q, c.block_m);
     encode_user(t.maps[1], s.k, p, p.heads_kv, p.seq_kv, c.block_n);
     encode_user(t.maps[2], s.v, p, p.heads_kv, p.seq_kv, c.block_n);
     if (o.ptr) encode_user(t.maps[3], o, p, p.heads_q, p.seq_q, 16);

@@ -19,7 +19,8 @@ typedef std::int64_t sage_i64;
 
 // 5: the launch grid of causal calls (non-persistent kernels) is (pairs of a group, q_tiles,
 // groups), attn_mma.cuh: cta_coords. 6: split_o (the persistent native kernels' split tail).
-#define SAGE_KERNEL_ABI_VERSION 6
+// 7: pack_rows (the persistent native kernels' GQA heads packed into one query tile).
+#define SAGE_KERNEL_ABI_VERSION 7
 
 // Element types of the user's tensors.
 enum SageDType { SAGE_DTYPE_FP16 = 0, SAGE_DTYPE_BF16 = 1 };
@@ -77,6 +78,12 @@ struct SageAttnParams {
   unsigned long long generation;  // unique per call (40 bits): a stale counter never matches
   sage_i32 num_sms;            // for grid sizing inside the kernels (persistent loops)
   sage_i32 split_ranges;       // see split_o (0: no split)
+  // The persistent native kernels, few queries of grouped-query heads (decoding): a query tile
+  // holds the heads_q / heads_kv query heads of one kv head, pack_rows rows each (a power of
+  // two, at least 16: a warp's rows are one head's), so each K/V tile is read once for the
+  // group. A work unit is then a (batch, kv head), and tma_q's box is pack_rows rows x the
+  // group's heads. 0: one head a tile.
+  sage_i32 pack_rows;
   // TMA variants (wgmma pipeline): tensor maps (CUtensorMap, opaque) of q_quant, k_quant and
   // v_prep in the tile boxes and swizzle the kernel reads, encoded by the launcher (zero
   // otherwise); the persistent native kernels also store O through tma_o. Kernels take the

@@ -120,6 +120,9 @@ class AttnKernel {
   // where the split would not pay, the round is full, or the call is causal with more than one
   // query tile per head.
   int split_ranges(const AttnProblem& p) const;
+  // Persistent native kernels: the rows each query head takes in a tile whose GQA group's
+  // heads are packed together (SageAttnParams::pack_rows), or 0 (one head a tile).
+  int pack_rows(const AttnProblem& p) const;
   WorkspacePlan plan(const AttnProblem& p) const;
   std::size_t workspace_size(const AttnProblem& p) const { return plan(p).total; }
   // Bytes the preparation kernels read and write (the bandwidth benchmark's numerator).

@@ -487,8 +487,10 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
 // head (the tile that sees the most keys with the one that sees the fewest, so every unit costs
 // about the same), heads in order so that the CTAs running together share K and V in L2.
 // CTA c takes units c, c + gridDim.x, ... (the launcher's grid is min(units, SMs x CTAs/SM),
-// or every CTA where fewer units are split over them).
+// or every CTA where fewer units are split over them). With p.pack_rows a unit is the one
+// query tile of a (batch, kv head): its group's query heads, pack_rows rows each.
 SAGE_DEV int persistent_units(const SageAttnParams& p) {
+  if (p.pack_rows > 0) return p.heads_kv * p.batch;
   return (p.causal ? (p.q_tiles + 1) / 2 : p.q_tiles) * p.heads_q * p.batch;
 }
 
@@ -552,8 +554,13 @@ SAGE_DEV bool work_item(const SageAttnParams& p, int u, int i, WorkItem* w) {
     qt = u % p.q_tiles;
     bh = u / p.q_tiles;
   }
-  w->h = bh % p.heads_q;
-  w->b = bh / p.heads_q;
+  if (p.pack_rows > 0) {  // the group's first query head (q_tiles = 1: qt = 0, bh = u)
+    w->h = (bh % p.heads_kv) * (p.heads_q / p.heads_kv);
+    w->b = bh / p.heads_kv;
+  } else {
+    w->h = bh % p.heads_q;
+    w->b = bh / p.heads_q;
+  }
   w->m0 = qt * Cfg::BM;
   w->t0 = 0;
   w->part = 0;
@@ -817,7 +824,11 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
       mask_from = w.mask_from;
     }
     const u32 sQw = sQ0 + qb * Cfg::SMEM_Q + wg * 64 * 128;
-    const int row0 = m0 + warp * 16;
+    // This warp's first query row, and its query head past the item's (packed GQA heads: tile
+    // row 16 warp is row (16 warp) % pack_rows of the group's head (16 warp) / pack_rows).
+    const int pack_shift = __ffs(p.pack_rows) - 1;
+    const int row0 = p.pack_rows > 0 ? (warp * 16) & (p.pack_rows - 1) : m0 + warp * 16;
+    const int h_off = p.pack_rows > 0 ? (warp * 16) >> pack_shift : 0;
     float m[1][2], l[1][2], o[1][D / 8][4];
     wgmma_attn::init_state<D>(m, l, o);
     float(&of)[D / 2] = reinterpret_cast<float(&)[D / 2]>(o);
@@ -929,11 +940,11 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
       if (part == 2) write_partial<Cfg>(p, range, warp, lane, m[0], l[0], of);
       if (part == 1) merge_partials<Cfg>(p, range, warp, lane, m[0], l[0], of);
       b = items[qb].b;
-      h = items[qb].h;
+      h = items[qb].h + h_off;
       named_bar_arrive(kItemFree + qb, FREE_THREADS);  // items[qb] read
     } else {
       b = w.b;
-      h = w.h;
+      h = w.h + h_off;
     }
     const int wi = warp % 4;
     const u32 stage = (qb * Cfg::SMEM_Q) + (wg * 64 + wi * 16) * 128;
