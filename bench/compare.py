@@ -16,8 +16,9 @@ to the cuDNN backend, and measures each output against an FP32 reference compute
 
 With --models the shapes come from the MODELS table below (batch, heads, KV heads, query and key
 lengths, head dim, mask), and --batch/--heads/--heads-kv/--head-dim/--seqs/--seq-kv/--causal
-are ignored. SDPA gets K and V repeated to the query heads where they have fewer (its FLOPs are
-the same; its backends' GQA support varies between PyTorch versions).
+are ignored. Where K and V have fewer heads, SDPA is asked to group the query heads itself
+(enable_gqa, PyTorch 2.5 and later), else K and V are repeated to the query heads outside the
+timed call (the note column says which).
 
 Needs PyTorch with CUDA; Triton's do_bench is used for timing when present (median, L2 flushed
 between runs), CUDA events otherwise. The sagetune library is found as sagetune/_capi.py says
@@ -51,6 +52,11 @@ MODELS = {
                      False),
     "hunyuan-video": ("HunyuanVideo, 33 frames 544x960 (18360 + 256 tokens)", 1, 24, 24, 18616, 18616, 128, False),
     "wan2.1-14b": ("Wan2.1 14B, 81 frames 832x480 (32760 tokens)", 1, 40, 40, 32760, 32760, 128, False),
+    # Decoding: one new token a sequence over its KV cache (one query sees every key: no mask).
+    "llama3-8b-decode": ("Llama 3 8B decoding, one token over a 32K KV cache", 1, 32, 8, 1, 32768, 128, False),
+    "llama3-8b-decode-b16": ("Llama 3 8B decoding, 16 sequences of 8K", 16, 32, 8, 1, 8192, 128, False),
+    "llama3-70b-decode": ("Llama 3 70B decoding (64 query heads), one token over 32K", 1, 64, 8, 1, 32768, 128, False),
+    "spec-decode": ("Llama 3 8B, 8 draft tokens verified over 32K (causal)", 1, 32, 8, 8, 32768, 128, True),
 }
 
 
@@ -107,19 +113,24 @@ def accuracy(o, ref):
     return cos, rel_l1
 
 
-def sdpa_call(q, k, v, causal):
-    """PyTorch SDPA on the same problem: K and V repeated to the query heads, and a causal mask
-    bottom-right aligned where N_q != N_kv (is_causal alone is top-left aligned)."""
+def sdpa_call(q, k, v, causal, gqa):
+    """PyTorch SDPA on the same problem, with a causal mask bottom-right aligned where N_q != N_kv
+    (is_causal alone is top-left aligned). Where K and V have fewer heads: `gqa` lets SDPA group
+    the query heads itself (enable_gqa), else K and V are repeated to the query heads here."""
     group = q.shape[1] // k.shape[1]
+    kw = {}
     if group > 1:
-        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        if gqa:
+            kw["enable_gqa"] = True
+        else:
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     n, n_kv = q.shape[2], k.shape[2]
     if causal and n != n_kv:
         from torch.nn.attention.bias import causal_lower_right
 
         mask = causal_lower_right(n, n_kv)
-        return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, **kw)
+    return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, **kw)
 
 
 def main():
@@ -183,7 +194,7 @@ def main():
             k, v = (torch.randn(B, Hkv, n_kv, D, device="cuda", dtype=dtype, generator=gen) for _ in range(2))
         flops = 4.0 * B * H * n * n_kv * D / (2 if causal else 1)
         ref = reference_batch0(q, k, v, causal)
-        sdpa = []  # built at its first use (inside the try below), shared by both backends
+        sdpa = {}  # built at their first use (inside the try below), shared by both backends
         methods = [
             ("sagetune", lambda: sagetune.attention(q, k, v, is_causal=causal), None),
             ("sdpa-flash", None, SDPBackend.FLASH_ATTENTION),
@@ -196,9 +207,20 @@ def main():
             try:
                 with torch.no_grad(), ctx:
                     if fn is None:
-                        if not sdpa:
-                            sdpa.append(sdpa_call(q, k, v, causal))
-                        fn = sdpa[0]
+                        # enable_gqa first; K and V repeated where this PyTorch or backend lacks it
+                        gqa_ways = [True, False] if H > Hkv else [False]
+                        for i, gqa in enumerate(gqa_ways):
+                            if gqa not in sdpa:
+                                sdpa[gqa] = sdpa_call(q, k, v, causal, gqa)
+                            fn = sdpa[gqa]
+                            try:
+                                o = fn()
+                                break
+                            except Exception:
+                                if i + 1 == len(gqa_ways):
+                                    raise
+                        if H > Hkv:
+                            note = "enable_gqa" if gqa else "K, V repeated"
                     o = fn()  # first call: sagetune selects (and may compile) here, untimed
                     torch.cuda.synchronize()
                     ms = median_ms(fn, args.warmup, args.rep)

@@ -937,8 +937,13 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
     if constexpr (Cfg::SPLIT) {
       part = __shfl_sync(0xffffffffu, items[qb].part, 0);
       const int range = int(gridDim.x - 1 - blockIdx.x);
-      if (part == 2) write_partial<Cfg>(p, range, warp, lane, m[0], l[0], of);
-      if (part == 1) merge_partials<Cfg>(p, range, warp, lane, m[0], l[0], of);
+      // A warp whose rows are all past the queries (a short query block, decoding: most of the
+      // tile) neither writes nor merges partials: its rows are never stored. Every piece of a
+      // unit gives the warp the same rows, so writers and mergers agree.
+      if (row0 < p.seq_q) {
+        if (part == 2) write_partial<Cfg>(p, range, warp, lane, m[0], l[0], of);
+        if (part == 1) merge_partials<Cfg>(p, range, warp, lane, m[0], l[0], of);
+      }
       b = items[qb].b;
       h = items[qb].h + h_off;
       named_bar_arrive(kItemFree + qb, FREE_THREADS);  // items[qb] read
