@@ -46,6 +46,7 @@ MODELS = {
     "llama3-8b-2.9k": ("Llama 3 8B prefill, a 2900-token prompt", 1, 32, 8, 2900, 2900, 128, True),
     "llama3-70b-2k": ("Llama 3 70B prefill, 4 x 2K prompts", 4, 64, 8, 2048, 2048, 128, True),
     "chunked-prefill": ("Llama 3 8B, a 2K chunk over 16K cached keys", 1, 32, 8, 2048, 16384, 128, True),
+    "chunked-prefill-512": ("Llama 3 8B, a 512-token chunk over 16K cached keys", 1, 32, 8, 512, 16384, 128, True),
     "flux-1024": ("FLUX.1 at 1024x1024 (4096 image + 512 text tokens)", 1, 24, 24, 4608, 4608, 128, False),
     "sd3-1024": ("SD3 medium at 1024x1024, CFG batch (4096 + 154 tokens)", 2, 24, 24, 4250, 4250, 64, False),
     "cogvideox-5b": ("CogVideoX-5B, 49 frames 720x480, CFG batch (17550 + 226 tokens)", 2, 48, 48, 17776, 17776, 64,

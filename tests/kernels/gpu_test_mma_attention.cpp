@@ -421,6 +421,42 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
   }
 }
 
+// The persistent native kernels' causal work units: pairs of a head's query tiles (the longest
+// with the shortest) where the tiles outnumber the CTAs, each tile a unit of its own where they
+// do not (launch.cpp: causal_single). One shape of each, sized to this GPU's grid: 8 heads of
+// 33 tiles or more (paired; NHD, BF16, GQA), and a 512-query block over 3000 keys with as many
+// heads as fit one tile a CTA (single; HND, FP16, GQA).
+TEST_P(Fixture, CausalPairsAndSingleTilesMatchFp32Reference) {
+  SAGE_REQUIRE_GPU();
+  Loaded l;
+  load(GetParam(), &l);
+  if (!l) return;
+  const KernelConfig& cfg = l.k->config();
+  if (cfg.qk != "native" || cfg.schedule.rfind("persistent", 0) != 0) GTEST_SKIP() << "the persistent native kernels' work units";
+  const Reference ref(l);
+  const CUstream st = l.st;
+  const std::int64_t g = l.k->persistent_grid(make_problem({64, 64, 64, 65536, 64, false, Layout::HND, DType::fp16}, cfg.head_dim));
+  const int q_tiles_512 = (512 + cfg.block_m - 1) / cfg.block_m;
+  const int h_single = int(std::max<std::int64_t>(2, g / q_tiles_512 / 2 * 2));  // even: GQA 2:1
+  const int n_paired = int((g / 8 + 2) * cfg.block_m);                          // 8 heads: > g tiles
+  const struct {
+    Shape sh;
+    bool single;
+  } cases[] = {{Shape{1, 8, 4, n_paired, n_paired + 77, true, Layout::NHD, DType::bf16}, false},
+               {Shape{1, h_single, h_single / 2, 512, 3000, true, Layout::HND, DType::fp16}, true}};
+  for (const auto& c : cases) {
+    if (env_flag("SAGE_TEST_SMALL") && !c.single) continue;  // compute-sanitizer runs
+    const AttnProblem p = make_problem(c.sh, cfg.head_dim);
+    ASSERT_EQ(l.k->causal_single(p), c.single) << p.str() << " on " << g << " CTAs";
+    AttnBuffers buf(p);
+    buf.fill(*ref.mod, InputKind::gaussian, run_seed() ^ 0xca5aull, st);
+    expect_native_accuracy(*l.k, p, buf, tuner::run_reference(ref.kernel, buf, st), st,
+                           std::string(c.single ? "single causal tiles (" : "paired causal tiles (") +
+                               std::to_string(l.k->persistent_units(p)) + " units, " +
+                               std::to_string(l.k->persistent_grid(p)) + " CTAs)");
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Mma, Fixture, ::testing::ValuesIn(test::gpu_variant_names("mma")),
                          [](const ::testing::TestParamInfo<std::string>& i) { return test::test_name(i.param); });
 // The Hopper pipeline: variants exist on sm_90a only ("NoGpu" elsewhere skips with the reason).

@@ -241,12 +241,42 @@ TEST(Defaults, HopperDecodingRunsTheNativeKernelWithSplitKeys) {
             EXPECT_EQ(v.get_string("schedule"), "persistent_split") << v.name;
             EXPECT_EQ(v.get_int("block_m"), 128) << v.name;  // one query tile a head
           }
-          // Past 128 queries (and where the query count is not given) the key count decides.
-          for (int q : {256, 1024, 0})
+          // Past 1K queries (and where the query count is not given) the key count decides.
+          for (int q : {2048, 4096, 0})
             EXPECT_EQ(hopper_default(d, policy, n, causal, q).name, hopper_default(d, policy, n, causal).name)
                 << d << " " << policy << " " << n << " " << causal << " " << q;
         }
-  EXPECT_EQ(hopper_default(128, "balanced", 32768, 0, 1024).get_string("qk"), "int8");
+  EXPECT_EQ(hopper_default(128, "balanced", 32768, 0, 2048).get_string("qk"), "int8");
+}
+
+// Query blocks of up to 1K over a longer KV cache (chunked prefill): the native kernels, not
+// the quantized ones, whose preparation of the whole cache those few queries cannot amortize.
+// Up to the key counts where the native kernels serve every call, the defaults are those.
+TEST(Defaults, HopperChunkedPrefillRunsTheNativeKernels) {
+  for (const char* policy : {"accurate", "balanced", "fast"})
+    for (int n : {8192, 16384, 32768})
+      for (int causal : {0, 1, -1}) {
+        for (int q : {256, 512, 1024}) {
+          const gen::Variant v = hopper_default(128, policy, n, causal, q);
+          EXPECT_EQ(v.get_string("qk"), "native") << v.name;
+          EXPECT_EQ(v.get_string("schedule"), "persistent_pingpong") << v.name;
+        }
+        for (int q : {256, 512}) {
+          const gen::Variant v = hopper_default(64, policy, n, causal, q);
+          EXPECT_EQ(v.get_string("qk"), "native") << v.name;
+          EXPECT_EQ(v.get_string("schedule"), "persistent_pingpong") << v.name;
+        }
+        const gen::Variant v = hopper_default(64, policy, n, causal, 1024);
+        EXPECT_EQ(v.get_string("qk"), "native") << v.name;
+        EXPECT_EQ(v.get_string("schedule"), "plain") << v.name;
+        EXPECT_EQ(v.get_int("min_ctas"), 2) << v.name;
+      }
+  // Short KV caches keep the defaults by key count (a 512-query prompt of its own included).
+  for (int causal : {0, 1})
+    for (int q : {512, 1024}) {
+      EXPECT_EQ(hopper_default(64, "balanced", 2048, causal, q).name, hopper_default(64, "balanced", 2048, causal).name);
+      EXPECT_EQ(hopper_default(128, "balanced", 2048, causal, q).name, hopper_default(128, "balanced", 2048, causal).name);
+    }
 }
 
 // The runtime matches defaults.yaml's entries against the call's seq_kv (seq_q) bucket and

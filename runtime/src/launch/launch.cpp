@@ -287,7 +287,18 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
 std::int64_t AttnKernel::persistent_units(const AttnProblem& p) const {
   if (pack_rows(p) > 0) return std::int64_t(p.heads_kv) * p.batch;
   const std::int64_t q_tiles = cdiv(p.seq_q, cfg_.block_m);
-  return (p.causal ? (q_tiles + 1) / 2 : q_tiles) * p.heads_q * p.batch;
+  return (p.causal && !causal_single(p) ? (q_tiles + 1) / 2 : q_tiles) * p.heads_q * p.batch;
+}
+
+// Causal units are pairs of a head's query tiles (the longest with the shortest), so that a
+// CTA walking several units gets about the same work as the others. Where the tiles are no
+// more than the CTAs, each tile is a unit of its own instead: every CTA then runs at most one,
+// and pairing would leave half the SMs idle while the others run two tiles in turn (a 512-
+// query causal block of 32 heads over a long KV cache: 64 pairs on 132 SMs).
+bool AttnKernel::causal_single(const AttnProblem& p) const {
+  if (!native() || !persistent() || !p.causal) return false;
+  const std::int64_t q_tiles = cdiv(p.seq_q, cfg_.block_m);
+  return q_tiles > 1 && q_tiles * p.heads_q * p.batch <= persistent_ctas_;
 }
 
 // Packed GQA heads (SageAttnParams::pack_rows): where a kv head's query heads (g of them) fit
@@ -452,6 +463,7 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
   s.num_sms = num_sms_;
   if (native()) {
     s.pack_rows = pack_rows(p);
+    s.causal_single = causal_single(p) ? 1 : 0;
     if (w.split_ranges > 0) {
       s.split_ranges = w.split_ranges;
       s.split_o = reinterpret_cast<float*>(base + w.split_o);

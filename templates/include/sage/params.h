@@ -19,7 +19,8 @@ typedef std::int64_t sage_i64;
 
 // 5: the launch grid of causal calls (non-persistent kernels) is (pairs of a group, q_tiles,
 // groups), attn_mma.cuh: cta_coords. 6: split_o (the persistent native kernels' split tail).
-// 7: pack_rows (the persistent native kernels' GQA heads packed into one query tile).
+// 7: pack_rows (the persistent native kernels' GQA heads packed into one query tile) and
+// causal_single (their causal query tiles not paired).
 #define SAGE_KERNEL_ABI_VERSION 7
 
 // Element types of the user's tensors.
@@ -84,6 +85,10 @@ struct SageAttnParams {
   // group. A work unit is then a (batch, kv head), and tma_q's box is pack_rows rows x the
   // group's heads. 0: one head a tile.
   sage_i32 pack_rows;
+  // The persistent native kernels, causal calls with no more query tiles than CTAs: a work
+  // unit is one query tile (longest first within a head), not a pair of them, so that every
+  // tile has an SM of its own. 0: pairs.
+  sage_i32 causal_single;
   // TMA variants (wgmma pipeline): tensor maps (CUtensorMap, opaque) of q_quant, k_quant and
   // v_prep in the tile boxes and swizzle the kernel reads, encoded by the launcher (zero
   // otherwise); the persistent native kernels also store O through tma_o. Kernels take the

@@ -123,6 +123,9 @@ class AttnKernel {
   // Persistent native kernels: the rows each query head takes in a tile whose GQA group's
   // heads are packed together (SageAttnParams::pack_rows), or 0 (one head a tile).
   int pack_rows(const AttnProblem& p) const;
+  // Persistent native kernels, causal calls: whether each query tile is a work unit of its own
+  // (SageAttnParams::causal_single: no more tiles than CTAs) instead of a pair of them.
+  bool causal_single(const AttnProblem& p) const;
   WorkspacePlan plan(const AttnProblem& p) const;
   std::size_t workspace_size(const AttnProblem& p) const { return plan(p).total; }
   // Bytes the preparation kernels read and write (the bandwidth benchmark's numerator).

@@ -488,10 +488,11 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
 // about the same), heads in order so that the CTAs running together share K and V in L2.
 // CTA c takes units c, c + gridDim.x, ... (the launcher's grid is min(units, SMs x CTAs/SM),
 // or every CTA where fewer units are split over them). With p.pack_rows a unit is the one
-// query tile of a (batch, kv head): its group's query heads, pack_rows rows each.
+// query tile of a (batch, kv head): its group's query heads, pack_rows rows each; with
+// p.causal_single (causal calls of no more query tiles than CTAs) a unit is one query tile.
 SAGE_DEV int persistent_units(const SageAttnParams& p) {
   if (p.pack_rows > 0) return p.heads_kv * p.batch;
-  return (p.causal ? (p.q_tiles + 1) / 2 : p.q_tiles) * p.heads_q * p.batch;
+  return (p.causal && !p.causal_single ? (p.q_tiles + 1) / 2 : p.q_tiles) * p.heads_q * p.batch;
 }
 
 // The split tail (calls with p.split_o, when the units do not divide evenly among the G CTAs;
@@ -544,7 +545,11 @@ struct WorkItem {
 template <class Cfg>
 SAGE_DEV bool work_item(const SageAttnParams& p, int u, int i, WorkItem* w) {
   int qt, bh;
-  if (p.causal) {
+  if (p.causal && p.causal_single) {  // one tile a unit, a head's longest first
+    if (i == 1) return false;
+    qt = p.q_tiles - 1 - u % p.q_tiles;
+    bh = u / p.q_tiles;
+  } else if (p.causal) {
     const int per = (p.q_tiles + 1) / 2, j = u % per;
     bh = u / per;
     qt = i == 0 ? p.q_tiles - 1 - j : j;
