@@ -629,17 +629,43 @@ SAGE_DEV void write_partial(const SageAttnParams& p, int slot, int warp, int lan
   __syncwarp();
   if (lane == 0) st_release(p.sync + i64(slot) * (Cfg::CONSUMERS / 32) + warp, p.generation);
 }
-// An owner piece: waits for the warp's partial in each range after `slot` that holds tiles of
-// the unit (tail tiles up to unit_end) and folds it into m, l and O (each against the larger
-// of the two maxima; the row sums stay per lane, as the epilogue expects).
+// The partials a piece merges: ranges first, first + step, ... up to last.
+struct MergePlan {
+  int first, last, step;
+};
+// Which partials range r's piece merges (owner: its owner piece; else its partial piece, the
+// range's first). A unit's tiles lie in its owner's range o and the k ranges after it, each a
+// partial piece. With k >= 4 (decoding: about 15) they merge in two levels, so that the owner
+// does not fold k partials one after another while every other CTA is done: the partial
+// ranges form groups of s = sqrt(k) (rounded) consecutive ones, the first of each (its leader)
+// merges the group's others into its own partial before writing it, and the owner merges the
+// leaders'. Everyone still waits only for ranges after its own (CTAs of lower index). Fewer
+// partials, or ranges that may be empty (fewer tail tiles than ranges), keep one level.
 template <class Cfg>
-SAGE_DEV void merge_partials(const SageAttnParams& p, int slot, int warp, int lane, float (&m)[2], float (&l)[2],
-                             float (&of)[Cfg::D / 2]) {
+SAGE_DEV MergePlan merge_plan(const TailSplit& ts, int r, bool owner) {
+  // The piece's unit, [x0, x0 + tiles) in tail tiles: the unit that starts in r (owner) or the
+  // one that r's first tile continues.
+  const int x0 = owner ? (ts.lo(r) + ts.tiles - 1) / ts.tiles * ts.tiles : ts.lo(r) / ts.tiles * ts.tiles;
+  int o = r;
+  while (ts.lo(o) > x0) --o;  // the owner's range: lo(o) <= x0 < lo(o + 1)
+  int last = o;
+  while (last + 1 < ts.ranges && ts.lo(last + 1) < x0 + ts.tiles) ++last;
+  const int k = last - o;
+  const bool tree = k >= 4 && ts.work >= ts.ranges;
+  const int s = tree ? int(sqrtf(float(k)) + 0.5f) : k + 1;
+  if (owner) return {o + 1, last, tree ? s : 1};
+  if (!tree || (r - o - 1) % s != 0) return {0, -1, 1};  // not a leader: nothing to merge
+  return {r + 1, min_(r + s - 1, last), 1};
+}
+
+// Waits for the warp's partial in each range of the plan and folds it into m, l and O (each
+// against the larger of the two maxima; the row sums stay per lane, as the epilogue expects).
+template <class Cfg>
+SAGE_DEV void merge_partials(const SageAttnParams& p, const MergePlan& mp, int warp, int lane, float (&m)[2],
+                             float (&l)[2], float (&of)[Cfg::D / 2]) {
   const TailSplit ts = tail_split<Cfg>(p);
   const int tid = warp * 32 + lane;
-  // The owner piece holds the unit's first key tile: the first unit start in the range.
-  const int unit_end = (ts.lo(slot) + ts.tiles - 1) / ts.tiles * ts.tiles + ts.tiles;
-  for (int r = slot + 1; r < ts.ranges && ts.lo(r) < unit_end; ++r) {
+  for (int r = mp.first; r <= mp.last; r += mp.step) {
     if (ts.lo(r + 1) == ts.lo(r)) continue;  // an empty range
     const unsigned long long* flag = p.sync + i64(r) * (Cfg::CONSUMERS / 32) + warp;
     while (ld_acquire(flag) != p.generation) __nanosleep(64);
@@ -946,8 +972,12 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
       // tile) neither writes nor merges partials: its rows are never stored. Every piece of a
       // unit gives the warp the same rows, so writers and mergers agree.
       if (row0 < p.seq_q) {
-        if (part == 2) write_partial<Cfg>(p, range, warp, lane, m[0], l[0], of);
-        if (part == 1) merge_partials<Cfg>(p, range, warp, lane, m[0], l[0], of);
+        const TailSplit ts = tail_split<Cfg>(p);
+        if (part == 2) {
+          merge_partials<Cfg>(p, merge_plan<Cfg>(ts, range, false), warp, lane, m[0], l[0], of);
+          write_partial<Cfg>(p, range, warp, lane, m[0], l[0], of);
+        }
+        if (part == 1) merge_partials<Cfg>(p, merge_plan<Cfg>(ts, range, true), warp, lane, m[0], l[0], of);
       }
       b = items[qb].b;
       h = items[qb].h + h_off;
