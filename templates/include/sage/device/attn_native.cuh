@@ -506,8 +506,9 @@ SAGE_DEV int persistent_units(const SageAttnParams& p) {
 // of a unit begun in range r - 1 (a partial piece: its O, row maxima and row sums go to the
 // workspace, slot r), then the start of the next unit (its owner piece: once done, it waits
 // for the partials of the ranges after r that hold the unit's other tiles, merges them and
-// stores O). Owners wait only for CTAs of lower index, whose partial pieces come first and wait
-// for nothing: dispatched before the owner, they finish whatever else the GPU runs. 32-bit
+// stores O; with four or more, in two levels: merge_plan). Pieces wait only for CTAs of lower
+// index, whose partial pieces come first and wait for nothing but CTAs of lower index still:
+// dispatched before the waiter, they finish whatever else the GPU runs. 32-bit
 // arithmetic throughout (the launcher splits only where work x ranges < 2^31): a 64-bit
 // division is a call, and a call in the kernel takes the wgmma descriptors out of the uniform
 // registers.
