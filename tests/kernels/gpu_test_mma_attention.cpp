@@ -315,6 +315,12 @@ TEST_P(Fixture, CausalRowsWithoutKeysMatchFp32Reference) {
   }
 }
 
+// A persistent kernel's grid when the work outnumbers the CTAs: every SM and occupancy slot.
+std::int64_t full_grid(const AttnKernel& k) {
+  return k.persistent_grid(
+      make_problem({64, 64, 64, 65536, 64, false, Layout::HND, DType::fp16}, k.config().head_dim));
+}
+
 // The persistent_split kernels split the last round's query tiles along the keys where the
 // tiles do not divide evenly among the CTAs (attn_native.cuh: TailSplit; the launcher decides
 // where it pays): pieces at the end of a range go to the workspace and the CTA holding a tile's
@@ -332,8 +338,7 @@ TEST_P(Fixture, SplitTailMatchesFp32Reference) {
   if (cfg.schedule != "persistent_split") GTEST_SKIP() << "the split tail is the persistent_split schedule's";
   const Reference ref(l);
   const CUstream st = l.st;
-  AttnProblem big = make_problem({64, 64, 64, 65536, 64, false, Layout::HND, DType::fp16}, cfg.head_dim);
-  const std::int64_t g = l.k->persistent_grid(big);
+  const std::int64_t g = full_grid(*l.k);
   // Heads (a multiple of `group`) for about `units` query tiles of nq rows, past a multiple of g.
   auto heads_for = [&](int nq, std::int64_t units, int group) {
     const std::int64_t q_tiles = (nq + cfg.block_m - 1) / cfg.block_m;
@@ -423,9 +428,9 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
 
 // The persistent native kernels' causal work units: pairs of a head's query tiles (the longest
 // with the shortest) where the tiles outnumber the CTAs, each tile a unit of its own where they
-// do not (launch.cpp: causal_single). One shape of each, sized to this GPU's grid: 8 heads of
-// 33 tiles or more (paired; NHD, BF16, GQA), and a 512-query block over 3000 keys with as many
-// heads as fit one tile a CTA (single; HND, FP16, GQA).
+// do not (launch.cpp: causal_single). One shape of each, sized to this GPU's grid G: 8 heads of
+// G / 8 + 2 tiles, more than G together (paired; NHD, BF16, GQA), and a 512-query block over
+// 3000 keys with as many heads as fit one tile a CTA (single; HND, FP16, GQA).
 TEST_P(Fixture, CausalPairsAndSingleTilesMatchFp32Reference) {
   SAGE_REQUIRE_GPU();
   Loaded l;
@@ -435,7 +440,7 @@ TEST_P(Fixture, CausalPairsAndSingleTilesMatchFp32Reference) {
   if (cfg.qk != "native" || cfg.schedule.rfind("persistent", 0) != 0) GTEST_SKIP() << "the persistent native kernels' work units";
   const Reference ref(l);
   const CUstream st = l.st;
-  const std::int64_t g = l.k->persistent_grid(make_problem({64, 64, 64, 65536, 64, false, Layout::HND, DType::fp16}, cfg.head_dim));
+  const std::int64_t g = full_grid(*l.k);
   const int q_tiles_512 = (512 + cfg.block_m - 1) / cfg.block_m;
   const int h_single = int(std::max<std::int64_t>(2, g / q_tiles_512 / 2 * 2));  // even: GQA 2:1
   const int n_paired = int((g / 8 + 2) * cfg.block_m);                          // 8 heads: > g tiles

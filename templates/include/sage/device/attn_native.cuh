@@ -642,7 +642,6 @@ struct MergePlan {
 // merges the group's others into its own partial before writing it, and the owner merges the
 // leaders'. Everyone still waits only for ranges after its own (CTAs of lower index). Fewer
 // partials, or ranges that may be empty (fewer tail tiles than ranges), keep one level.
-template <class Cfg>
 SAGE_DEV MergePlan merge_plan(const TailSplit& ts, int r, bool owner) {
   // The piece's unit, [x0, x0 + tiles) in tail tiles: the unit that starts in r (owner) or the
   // one that r's first tile continues.
@@ -975,10 +974,10 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
       if (row0 < p.seq_q) {
         const TailSplit ts = tail_split<Cfg>(p);
         if (part == 2) {
-          merge_partials<Cfg>(p, merge_plan<Cfg>(ts, range, false), warp, lane, m[0], l[0], of);
+          merge_partials<Cfg>(p, merge_plan(ts, range, false), warp, lane, m[0], l[0], of);
           write_partial<Cfg>(p, range, warp, lane, m[0], l[0], of);
         }
-        if (part == 1) merge_partials<Cfg>(p, merge_plan<Cfg>(ts, range, true), warp, lane, m[0], l[0], of);
+        if (part == 1) merge_partials<Cfg>(p, merge_plan(ts, range, true), warp, lane, m[0], l[0], of);
       }
       b = items[qb].b;
       h = items[qb].h + h_off;
