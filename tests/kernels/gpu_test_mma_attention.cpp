@@ -426,6 +426,41 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
   }
 }
 
+// The native mma.sync kernel with few query tiles (decoding): the launcher cuts each tile's
+// keys over several CTAs and the last of them merges the partials (launch.cpp:
+// mma_split_ranges; attn_mma.cuh: split_partial, split_merge), and where a GQA group's heads
+// fit one tile at whole warps per head it packs them (pack_rows). Single queries of a 4:1
+// group (HND, FP16: packed); a causal block of 16 queries of an 8:1 group (NHD, BF16: packed
+// where block_m holds 8 x 16 rows); 24 queries of a 4:1 group (packed at 32 rows a head); a
+// causal block of 128 queries, one tile a head or two; and a causal block of 100 queries whose
+// first rows see none of the last key tile, over ranges of uneven length (4066 keys).
+TEST_P(Fixture, NativeMmaSplitKeysMatchFp32Reference) {
+  SAGE_REQUIRE_GPU();
+  Loaded l;
+  load(GetParam(), &l);
+  if (!l) return;
+  const KernelConfig& cfg = l.k->config();
+  if (!l.k->mma_native()) GTEST_SKIP() << "split keys with packed heads are the native mma.sync kernel's";
+  const Reference ref(l);
+  const CUstream st = l.st;
+  const Shape shapes[] = {Shape{1, 8, 2, 1, 5000, false, Layout::HND, DType::fp16},
+                          Shape{2, 16, 2, 16, 3000, true, Layout::NHD, DType::bf16},
+                          Shape{1, 12, 3, 24, 2500, false, Layout::HND, DType::fp16},
+                          Shape{2, 2, 1, 128, 3000, true, Layout::NHD, DType::bf16},
+                          Shape{1, 4, 4, 100, 4066, true, Layout::HND, DType::fp16}};
+  for (std::size_t i = 0; i < std::size(shapes); ++i) {
+    const AttnProblem p = make_problem(shapes[i], cfg.head_dim);
+    const int ranges = l.k->plan(p).split_ranges, pack = l.k->pack_rows(p);
+    ASSERT_GE(ranges, 2) << p.str() << ": " << l.k->mma_units(p) << " query tiles, not split";
+    if (i == 0) EXPECT_EQ(pack, cfg.block_m / 4) << p.str() << ": a 4:1 group's single queries pack";
+    AttnBuffers buf(p);
+    buf.fill(*ref.mod, InputKind::gaussian, run_seed() ^ (0x5eedull + i), st);
+    expect_native_accuracy(*l.k, p, buf, tuner::run_reference(ref.kernel, buf, st), st,
+                           "split keys (" + std::to_string(l.k->mma_units(p)) + " query tiles, " +
+                               std::to_string(ranges) + " ranges, pack_rows " + std::to_string(pack) + ")");
+  }
+}
+
 // The persistent native kernels' causal work units: pairs of a head's query tiles (the longest
 // with the shortest) where the tiles outnumber the CTAs, each tile a unit of its own where they
 // do not (launch.cpp: causal_single). One shape of each, sized to this GPU's grid G: 8 heads of

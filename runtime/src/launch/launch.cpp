@@ -272,7 +272,8 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   CUdevice dev;
   SAGE_CU(cuCtxGetDevice(&dev));
   SAGE_CU(cuDeviceGetAttribute(&num_sms_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
-  if (persistent()) {
+  // The persistent kernels' grid, and the CTAs the native mma.sync kernel's split keys fill.
+  if (persistent() || mma_native()) {
     int per_sm = 0;
     SAGE_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_, cfg_.threads, cfg_.smem_bytes));
     if (per_sm < 1) throw Error(Errc::unsupported, cat(cfg_.name, ": no CTA of this variant fits an SM"));
@@ -307,13 +308,46 @@ bool AttnKernel::causal_single(const AttnProblem& p) const {
 // the persistent native kernels take them in one tile: each K/V tile is read once for the
 // group instead of g times, and the group is one work unit. Decoding with GQA (one query, or
 // a few) is the case; with more queries than block_m / g the heads stay a tile each.
+// The native mma.sync kernel packs the same way where each head's rows are whole warps' (a
+// multiple of block_m / warps rows): each warp's rows then belong to one head.
 int AttnKernel::pack_rows(const AttnProblem& p) const {
-  if (!native() || !persistent() || p.heads_kv <= 0 || p.heads_q <= p.heads_kv) return 0;
+  if (!native() || !(persistent() || mma_native()) || p.heads_kv <= 0 || p.heads_q <= p.heads_kv) return 0;
   const int g = p.heads_q / p.heads_kv;
   if (cfg_.block_m % g != 0) return 0;
   const int rows = cfg_.block_m / g;
   if (rows < 16 || (rows & (rows - 1)) != 0 || p.seq_q > rows) return 0;
+  if (mma_native() && (cfg_.warps <= 0 || rows % (cfg_.block_m / cfg_.warps) != 0)) return 0;
   return rows;
+}
+
+// The native mma.sync kernel's query tiles: one a (batch, kv head) with packed heads, else
+// q_tiles a (batch, query head).
+std::int64_t AttnKernel::mma_units(const AttnProblem& p) const {
+  if (pack_rows(p) > 0) return std::int64_t(p.batch) * p.heads_kv;
+  return std::int64_t(p.batch) * p.heads_q * cdiv(p.seq_q, cfg_.block_m);
+}
+
+// The native mma.sync kernel, query tiles that fill less than half of the CTAs that fit the GPU
+// at once (decoding, a short chunk over a long KV cache): each tile's keys are cut into ranges,
+// as many as one wave of CTAs holds, of at least kMmaSplitMinTiles key tiles each; every range
+// is a CTA, and the last of a tile's CTAs to finish merges their partials (attn_mma.cuh:
+// split_partial, split_merge). Causal calls too: each tile cuts the key tiles it sees.
+// That merge is one CTA's: its warps take the tile's rows in turn, reading kMmaMergeBatch
+// ranges of a row per round trip to L2, so the ranges are also capped at kMmaMergeTrips
+// round trips a warp (H100, 16 causal queries of a 4:1 group over 32K keys, 64x64 tiles: 33
+// ranges of 64 rows took 171 us against 97 for one query's 4 rows).
+constexpr std::int64_t kMmaSplitMinTiles = 4, kMmaMergeBatch = 8, kMmaMergeTrips = 16;
+int AttnKernel::mma_split_ranges(const AttnProblem& p) const {
+  const std::int64_t units = mma_units(p), slots = std::max<std::int64_t>(1, persistent_ctas_);
+  if (units * 2 > slots) return 0;
+  const std::int64_t tiles = cdiv(p.seq_kv, cfg_.block_n);
+  const int pack = pack_rows(p);
+  const std::int64_t rows = pack > 0 ? std::int64_t(std::min(pack, p.seq_q)) * (p.heads_q / p.heads_kv)
+                                     : std::min(cfg_.block_m, p.seq_q);
+  const std::int64_t rows_per_warp = cdiv(rows, std::max(1, cfg_.warps));
+  const std::int64_t merge_cap = std::max<std::int64_t>(2, kMmaMergeBatch * kMmaMergeTrips / rows_per_warp);
+  const std::int64_t ranges = std::min({slots / units, tiles / kMmaSplitMinTiles, merge_cap});
+  return ranges >= 2 ? int(ranges) : 0;
 }
 std::int64_t AttnKernel::persistent_grid(const AttnProblem& p) const {
   const std::int64_t units = persistent_units(p);
@@ -339,6 +373,7 @@ std::int64_t AttnKernel::persistent_grid(const AttnProblem& p) const {
 // a causal unit's keys depend on its tiles, which the ranges do not follow.
 constexpr double kSplitPieceTiles = 4.0, kSplitMergeTiles = 1.0, kSplitMinGain = 0.25;
 int AttnKernel::split_ranges(const AttnProblem& p) const {
+  if (mma_native()) return mma_split_ranges(p);
   if (cfg_.schedule != "persistent_split") return 0;
   if (p.causal && cdiv(p.seq_q, cfg_.block_m) > 1) return 0;
   const std::int64_t units = persistent_units(p), grid = std::max<std::int64_t>(1, persistent_ctas_);
@@ -361,7 +396,13 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   if (native()) {  // reads the caller's tensors: a workspace only for the split tail
     std::size_t off = 0;
     w.split_ranges = split_ranges(p);
-    if (w.split_ranges > 0) {  // split_o at 0, then the flags
+    if (w.split_ranges > 0 && mma_native()) {
+      // split_o at 0: O of every range's tile rows, then their maxima and sums; a counter a tile
+      const std::size_t rows = std::size_t(w.split_ranges) * mma_units(p) * c.block_m;
+      off = align_up(sizeof(float) * rows * (c.head_dim + 2));
+      w.sync = off;
+      off = align_up(off + sizeof(std::uint64_t) * mma_units(p));
+    } else if (w.split_ranges > 0) {  // split_o at 0, then the flags
       const std::size_t consumers = std::size_t(c.threads) - 128;  // the producer warpgroup is the last
       off = align_up(sizeof(float) * std::size_t(w.split_ranges) * (c.head_dim / 2 + 4) * consumers);
       w.sync = off;
@@ -469,6 +510,15 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
       s.split_o = reinterpret_cast<float*>(base + w.split_o);
       s.sync = reinterpret_cast<unsigned long long*>(base + w.sync);
       s.generation = next_generation();
+    }
+    if (mma_native()) {
+      // cp.async reads the caller's rows in 16-byte chunks.
+      for (const SageTensor* t : {&s.q, &s.k, &s.v})
+        if (reinterpret_cast<std::uintptr_t>(t->ptr) % 16 != 0 || t->stride_b % 8 != 0 || t->stride_h % 8 != 0 ||
+            t->stride_n % 8 != 0)
+          throw Error(Errc::invalid_argument,
+                      cat(cfg_.name, ": q, k and v must be 16-byte aligned, their strides multiples of 8 elements"));
+      return;
     }
     native_tensor_maps(p, s);
     return;
@@ -632,6 +682,14 @@ void AttnKernel::launch_prep(const AttnProblem& p, const WorkspacePlan& w, const
 }
 
 void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUstream stream) const {
+  if (mma_native() && (s.split_ranges > 0 || s.pack_rows > 0)) {
+    // (query tiles x ranges, heads, batch): heads are kv heads where packed (attn_mma.cuh: cta_coords)
+    const std::int64_t x = std::int64_t(s.pack_rows > 0 ? 1 : s.q_tiles) * std::max(1, s.split_ranges);
+    if (x > 0x7fffffff) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for one launch"));
+    launch(attn_, unsigned(x), unsigned(s.pack_rows > 0 ? p.heads_kv : p.heads_q), unsigned(p.batch),
+           unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s);
+    return;
+  }
   if (persistent()) {
     if (persistent_units(p) > 0x7fffffff) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for one launch"));
     launch(attn_, unsigned(persistent_grid(p)), 1, 1, unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s);

@@ -109,6 +109,9 @@ class AttnKernel {
   // The unquantized family (qk "native"): reads the caller's FP16/BF16 tensors directly, with
   // no preparation kernel (a workspace only for the persistent kernels' split tail).
   bool native() const { return cfg_.qk == "native"; }
+  // The native mma.sync kernel (sm_80+): the caller's tensors by cp.async; decoding calls split
+  // their keys over several CTAs (split_ranges) and pack GQA heads (pack_rows).
+  bool mma_native() const { return native() && cfg_.pipeline == "mma"; }
   bool has_prep() const { return !native(); }
   // The persistent schedule: a grid of one CTA per SM (and occupancy slot) walks the query tiles.
   bool persistent() const { return cfg_.schedule.rfind("persistent", 0) == 0; }
@@ -120,6 +123,8 @@ class AttnKernel {
   // where the split would not pay, the round is full, or the call is causal with more than one
   // query tile per head.
   int split_ranges(const AttnProblem& p) const;
+  // The native mma.sync kernel's query tiles (one per (batch, kv head) where packed).
+  std::int64_t mma_units(const AttnProblem& p) const;
   // Persistent native kernels: the rows each query head takes in a tile whose GQA group's
   // heads are packed together (SageAttnParams::pack_rows), or 0 (one head a tile).
   int pack_rows(const AttnProblem& p) const;
@@ -162,7 +167,8 @@ class AttnKernel {
   bool dependent_ = false;       // sage_prep_v and sage_attn launch as programmatic dependents
   CUfunction attn_lse_ = nullptr;  // the entry for calls with an LSE, where it differs (pv int8)
   int num_sms_ = 0;
-  std::int64_t persistent_ctas_ = 0;  // persistent: SMs x CTAs per SM
+  std::int64_t persistent_ctas_ = 0;  // persistent and native mma: SMs x CTAs per SM
+  int mma_split_ranges(const AttnProblem& p) const;
   mutable std::mutex tma_mu_;
   mutable TmaCache tma_cache_;
 };

@@ -6,13 +6,15 @@
 
 namespace sage {
 
-enum class QkType { int8, int4 };
-enum class PvType { fp16, fp16acc, fp8, int8 };  // fp16: fp32 accumulators; fp16acc: fp16
+enum class QkType { int8, int4, native };  // native: the caller's FP16/BF16 Q and K, unquantized
+enum class PvType { fp16, fp16acc, fp8, int8, native };  // fp16: fp32 accumulators; fp16acc: fp16
                                                  // accumulators flushed to fp32 every tile;
                                                  // fp8: e4m3 operands, two-level fp32;
                                                  // int8: P as u8 (x255), V int8 per channel,
-                                                 // exact int32 per tile added into fp32
-enum class Gran { per_thread, per_warp, per_block };
+                                                 // exact int32 per tile added into fp32;
+                                                 // native: P and the caller's V in its FP16/BF16,
+                                                 // fp32 accumulators
+enum class Gran { per_thread, per_warp, per_block, none };  // none: no scales (native)
 enum class Schedule { plain,      // per tile: S = QK^T, softmax, O += PV
                       overlap,    // S of tile t+1 is issued before the softmax of tile t, so the
                                   // tensor pipe works while the exp/FMA pipes do (needs 3 stages)
@@ -60,12 +62,24 @@ struct MmaAttnConfig {
   static constexpr int WARP_Q = BM / WARPS;   // query rows per warp
   static constexpr int SLABS = WARP_Q / 16;   // 16-row MMA slabs per warp
   static constexpr bool INT4 = QK == QkType::int4;
-  static constexpr int QROW = INT4 ? D / 2 : D;     // bytes of one quantized Q/K row
-  static constexpr int QK_KSTEP_BYTES = 32;         // m16n8k32 (s8) and m16n8k64 (s4)
+  // Unquantized: Q, K and V are the caller's FP16/BF16 tensors, read in place (no preparation);
+  // Q.K^T and P.V are m16n8k16 MMAs of that type with FP32 accumulators.
+  static constexpr bool NATIVE = QK == QkType::native;
+  // The native kernel also serves decoding: where the query tiles are fewer than the CTAs that
+  // fit the GPU, the launcher cuts each tile's keys over p.split_ranges CTAs, and the last of
+  // them merges their partial results (attn_mma.cuh: split_partial, split_merge).
+  static constexpr bool SPLIT = NATIVE;
+  static constexpr int QROW = NATIVE ? 2 * D : INT4 ? D / 2 : D;  // bytes of one Q/K row
+  static constexpr int QK_KSTEP_BYTES = 32;         // m16n8k32 (s8), m16n8k64 (s4), m16n8k16 (16-bit)
   static constexpr int QK_KSTEPS = QROW / QK_KSTEP_BYTES;
   static constexpr float QMAX = INT4 ? 7.0f : 127.0f;
   static constexpr int Q_GROUPS = GRAN == Gran::per_thread ? WARPS * 8 : GRAN == Gran::per_warp ? WARPS : 1;
   static constexpr int K_GROUPS = GRAN == Gran::per_thread ? 4 : 1;
+  static_assert(NATIVE == (PV_ == PvType::native), "native Q.K^T and P.V go together");
+  static_assert(!NATIVE || (GRAN_ == Gran::none && !SMOOTH_K_ && !SMOOTH_Q_ && !SMOOTH_V_ && !HALF_EXP_),
+                "the native kernel has no scales, smoothing or half-precision exponentials");
+  static_assert(NATIVE || GRAN_ != Gran::none, "quantized Q.K^T needs scale groups");
+
   static constexpr bool V_FP8 = PV == PvType::fp8;
   static constexpr bool V_INT8 = PV == PvType::int8;
   // V prepared as an 8-bit V^T (FP8 or INT8, per-channel scales), tokens permuted for the

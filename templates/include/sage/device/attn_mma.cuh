@@ -8,6 +8,12 @@
 //                    u8 x s8 m16n8k32 (P x255, INT8 V) into an exact int32 accumulator per
 //                    tile added into FP32 O, or FP16 m16n8k16 with FP32 (or FP16, flushed
 //                    every tile) accumulators
+// Native (qk, pv: native): Q, K and V are the caller's FP16/BF16 tensors, read in place (no
+// preparation); S = Q K^T and O += P V are m16n8k16 MMAs of that type with FP32 accumulators,
+// and the softmax rescales O only where a row's maximum moved by more than kRescaleSlack (the
+// native wgmma kernel's). Where the launcher cuts each query tile's keys over p.split_ranges
+// CTAs (decoding: fewer query tiles than CTAs; flash-decoding), each CTA writes its partial
+// O, row maxima and sums to the workspace and the last of a tile's CTAs merges them.
 // Causal: tiles past the diagonal are skipped, only the diagonal (and the tail) tiles masked.
 #pragma once
 #include "sage/device/attn_config.cuh"
@@ -62,11 +68,29 @@ struct CtaCoords {
   // The (batch, kv head) index of K, V and their scales in the workspace.
   SAGE_DEV i64 kv_bh(const SageAttnParams& p) const { return i64(b) * p.heads_kv + h / (p.heads_q / p.heads_kv); }
 };
+// Split keys or packed heads (the native kernel with p.split_ranges or p.pack_rows > 0, causal
+// or not): the grid is (q_tiles * ranges, Hq, B), a tile's ranges adjacent; packed, h is the
+// kv head (a tile holds its group's query heads, pack_rows rows each).
+template <bool SPLIT = false>
 SAGE_DEV CtaCoords cta_coords(const SageAttnParams& p) {
+  if (SPLIT && (p.split_ranges > 0 || p.pack_rows > 0)) {
+    return {int(blockIdx.x) / max_(p.split_ranges, 1), int(blockIdx.y), int(blockIdx.z)};
+  }
   if (!p.causal) return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)};
   const int pair = int(blockIdx.z * gridDim.x + blockIdx.x);
   return {p.q_tiles - 1 - int(blockIdx.y), pair % p.heads_q, pair / p.heads_q};
 }
+
+// Split keys: which of its tile's p.split_ranges key ranges this CTA takes.
+SAGE_DEV int split_index(const SageAttnParams& p) { return int(blockIdx.x) % p.split_ranges; }
+
+// Where this CTA reads K from: the quantized workspace (packed tiles of QROW-byte rows), or
+// the caller's FP16/BF16 K (native: rows row_stride bytes apart, zero-filled past rows_valid).
+struct KSource {
+  const u8* base;
+  i64 row_stride;
+  int rows_valid;
+};
 
 // Per-thread cp.async plan for one K/V tile: every thread copies chunks tid, tid + THREADS,
 // ... of the tile. THREADS is a multiple of the chunks per row and of 8 rows, so a thread's
@@ -87,15 +111,21 @@ struct KvLoader {
 
   u32 k_dst, v_dst;      // shared-memory offsets of this thread's first chunk
   u32 k_src;             // byte offset of its first K chunk within a tile
+  i64 k_nsrc;            // native: the same in the caller's K (row part)
+  i64 k_pass_stride;     // native: bytes between this thread's K chunks
+  int k_row0;            // native: its first K row (for the zero-fill check)
   i64 v_src;             // byte offset of its first V chunk within a tile (row part)
   i64 v_pass_stride;     // bytes between this thread's V chunks
   int v_row0;            // its first V row (FP16 V: for the zero-fill check)
 
-  SAGE_DEV void init(const VSource& vs) {
+  SAGE_DEV void init(const KSource& ks, const VSource& vs) {
     const int tid = threadIdx.x;
     const int kr = tid / L::QCPR, kc = tid % L::QCPR;
     k_dst = swz<L::QCPR>(kr, kc);
     k_src = kr * Cfg::QROW + kc * 16;
+    k_nsrc = i64(kr) * ks.row_stride + kc * 16;
+    k_pass_stride = i64(K_ROWS_PER_PASS) * ks.row_stride;
+    k_row0 = kr;
     const int vr = tid / L::VCPR, vc = tid % L::VCPR;
     v_dst = swz<L::VCPR>(vr, vc);
     v_src = i64(vr) * vs.row_stride + vc * 16;
@@ -103,12 +133,25 @@ struct KvLoader {
     v_row0 = vr;
   }
 
-  SAGE_DEV void load(const u8* gK, const VSource& vs, int tile, u32 sK, u32 sV) const {
-    const u8* k = gK + i64(tile) * Cfg::BN * Cfg::QROW + k_src;
+  SAGE_DEV void load(const KSource& ks, const VSource& vs, int tile, u32 sK, u32 sV) const {
+    if constexpr (Cfg::NATIVE) {
+      const int n0 = tile * Cfg::BN;
+      const u8* k = ks.base + i64(n0) * ks.row_stride + k_nsrc;
+      const bool full = n0 + Cfg::BN <= ks.rows_valid;
 #pragma unroll
-    for (int i = 0; i < cdiv(K_CHUNKS, T); ++i)
-      if (K_CHUNKS % T == 0 || threadIdx.x + i * T < K_CHUNKS)
-        cp_async16(sK + k_dst + i * T * 16, k + i * K_ROWS_PER_PASS * Cfg::QROW);
+      for (int i = 0; i < cdiv(K_CHUNKS, T); ++i) {
+        if (K_CHUNKS % T == 0 || threadIdx.x + i * T < K_CHUNKS) {
+          const bool ok = full || n0 + k_row0 + i * K_ROWS_PER_PASS < ks.rows_valid;
+          cp_async16(sK + k_dst + i * T * 16, ok ? k + i * k_pass_stride : ks.base, ok ? 16 : 0);
+        }
+      }
+    } else {
+      const u8* k = ks.base + i64(tile) * Cfg::BN * Cfg::QROW + k_src;
+#pragma unroll
+      for (int i = 0; i < cdiv(K_CHUNKS, T); ++i)
+        if (K_CHUNKS % T == 0 || threadIdx.x + i * T < K_CHUNKS)
+          cp_async16(sK + k_dst + i * T * 16, k + i * K_ROWS_PER_PASS * Cfg::QROW);
+    }
     if constexpr (Cfg::V8) {
       const u8* v = vs.base + i64(tile) * Cfg::BN + v_src;
 #pragma unroll
@@ -168,16 +211,20 @@ struct WarpState {
   float o[SL][Cfg::D / 8][4]; // output accumulators
 };
 
-// Scores of one tile, as the QK^T MMAs leave them (int32), plus the smooth-Q correction.
+// Scores of one tile, as the QK^T MMAs leave them (int32; native: FP32), plus the smooth-Q
+// correction.
+template <bool NATIVE> struct ScoreType { using type = i32; };
+template <> struct ScoreType<true> { using type = float; };
 template <class Cfg>
 struct TileScores {
   static constexpr int NT = Cfg::BN / 8;
-  i32 s[Cfg::SLABS][NT][4];
+  typename ScoreType<Cfg::NATIVE>::type s[Cfg::SLABS][NT][4];
   i32 ds[Cfg::SMOOTH_Q ? NT : 1][4];
 };
 
-// S = Q K^T for one tile (and dS = q_mean K^T when smoothing Q).
-template <class Cfg>
+// S = Q K^T for one tile (and dS = q_mean K^T when smoothing Q). BF16: the native kernel's
+// BF16 inputs.
+template <class Cfg, bool BF16 = false>
 SAGE_DEV void qk_tile(TileScores<Cfg>& S, const u32 (&qf)[Cfg::SLABS][Cfg::QK_KSTEPS][4],
                       const u32 (&qbar)[Cfg::QK_KSTEPS][4], u32 sK, const LaneOffsets<Cfg>& lo) {
   using L = Layout<Cfg>;
@@ -204,7 +251,13 @@ SAGE_DEV void qk_tile(TileScores<Cfg>& S, const u32 (&qf)[Cfg::SLABS][Cfg::QK_KS
       ldsm_x4(kf, sK + lo.k[k] + p2 * 16 * L::QCPR * 16);
 #pragma unroll
       for (int a = 0; a < SL; ++a) {
-        if constexpr (Cfg::INT4) {
+        if constexpr (Cfg::NATIVE && BF16) {
+          mma_bf16_f32(s[a][2 * p2], qf[a][k], kf[0], kf[1]);
+          mma_bf16_f32(s[a][2 * p2 + 1], qf[a][k], kf[2], kf[3]);
+        } else if constexpr (Cfg::NATIVE) {
+          mma_f16_f32(s[a][2 * p2], qf[a][k], kf[0], kf[1]);
+          mma_f16_f32(s[a][2 * p2 + 1], qf[a][k], kf[2], kf[3]);
+        } else if constexpr (Cfg::INT4) {
           mma_s4(s[a][2 * p2], qf[a][k], kf[0], kf[1]);
           mma_s4(s[a][2 * p2 + 1], qf[a][k], kf[2], kf[3]);
         } else {
@@ -454,31 +507,219 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
   }
 }
 
-// grid (q_tiles, Hq, B) (causal: mma_attn::cta_coords), Cfg::THREADS threads,
+// The native kernel's tile: the online softmax of the FP32 scores (lazy rescaling, the native
+// wgmma kernel's softmax_tile), then O += P V with P in the inputs' type (FP16 or BF16) from
+// registers and V from shared memory, FP32 accumulators.
+template <class Cfg, bool MASK, bool BF16>
+SAGE_DEV void softmax_pv_native(const SageAttnParams& p, WarpState<Cfg>& st, TileScores<Cfg>& S, float scale, u32 sV,
+                                int tile, int row0, const LaneOffsets<Cfg>& lo) {
+  using L = Layout<Cfg>;
+  constexpr int SL = Cfg::SLABS, D = Cfg::D, BN = Cfg::BN, KK = BN / 16;
+  constexpr int dtype = BF16 ? SAGE_DTYPE_BF16 : SAGE_DTYPE_FP16;
+  float alpha[SL][2];
+  bool moved = false;
+#pragma unroll
+  for (int a = 0; a < SL; ++a)
+    moved |= softmax::softmax_tile<Cfg, MASK>(p, st.m[a], st.l[a], reinterpret_cast<float (&)[BN / 2]>(S.s[a]), scale,
+                                              tile * BN, row0 + 16 * a, alpha[a]);
+  u32 pa[SL][KK][4];
+#pragma unroll
+  for (int a = 0; a < SL; ++a)
+#pragma unroll
+    for (int k = 0; k < KK; ++k) {
+      const auto& x = S.s[a];
+      pa[a][k][0] = pack_x2(x[2 * k][0], x[2 * k][1], dtype);
+      pa[a][k][1] = pack_x2(x[2 * k][2], x[2 * k][3], dtype);
+      pa[a][k][2] = pack_x2(x[2 * k + 1][0], x[2 * k + 1][1], dtype);
+      pa[a][k][3] = pack_x2(x[2 * k + 1][2], x[2 * k + 1][3], dtype);
+    }
+  if (moved) {  // warp-uniform; after the first tiles the references rarely move
+#pragma unroll
+    for (int a = 0; a < SL; ++a)
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st.o[a][j][e] *= alpha[a][e / 2];
+  }
+#pragma unroll
+  for (int k = 0; k < KK; ++k)
+#pragma unroll
+    for (int q = 0; q < D / 16; ++q) {
+      u32 vf[4];
+      ldsm_x4_t(vf, sV + lo.v16(q) + 16 * k * L::VCPR * 16);
+#pragma unroll
+      for (int a = 0; a < SL; ++a) {
+        if constexpr (BF16) {
+          mma_bf16_f32(st.o[a][2 * q], pa[a][k], vf[0], vf[1]);
+          mma_bf16_f32(st.o[a][2 * q + 1], pa[a][k], vf[2], vf[3]);
+        } else {
+          mma_f16_f32(st.o[a][2 * q], pa[a][k], vf[0], vf[1]);
+          mma_f16_f32(st.o[a][2 * q + 1], pa[a][k], vf[2], vf[3]);
+        }
+      }
+    }
+}
+
+// Split keys' partial results: p.split_o holds, for range r of query tile u (= (b *
+// Hq + h) * q_tiles + q_tile) and the tile's row i, O (unnormalized, FP32, D values) at
+// split_o[((r * units + u) * BM + i) * D], then after all of them the row maximum (log2
+// domain, scaled) and sum at [S * units * BM * D + ((r * units + u) * BM + i) * 2]; only rows
+// before seq_q are written or read. p.sync[u] counts a tile's finished ranges (this call's
+// generation). A warp writes its rows' partials; the last CTA of a tile reads them all back
+// (through L2: other SMs wrote them) and stores O and the LSE.
+template <class Cfg>
+SAGE_DEV void split_partial(const SageAttnParams& p, const WarpState<Cfg>& st, i64 u, int split, int trow0, int row0) {
+  constexpr int SL = Cfg::SLABS, D = Cfg::D, BM = Cfg::BM;
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  const i64 units = i64(p.batch) * (p.pack_rows > 0 ? p.heads_kv : p.heads_q) * p.q_tiles;
+  const i64 slab0 = (i64(split) * units + u) * BM;
+  float* ml = p.split_o + i64(p.split_ranges) * units * BM * D;
+#pragma unroll
+  for (int a = 0; a < SL; ++a)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const float lt = quad_sum(st.l[a][hh]);
+      const int r = 16 * a + gid + 8 * hh;
+      if (row0 + r >= p.seq_q) continue;
+      const i64 i = slab0 + trow0 + r;
+      float* o = p.split_o + i * D;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+        *reinterpret_cast<float2*>(o + 8 * j + 2 * tig) = make_float2(st.o[a][j][2 * hh], st.o[a][j][2 * hh + 1]);
+      if (tig == 0) *reinterpret_cast<float2*>(ml + 2 * i) = make_float2(st.m[a][hh], lt);
+    }
+}
+
+// Ranges a merging warp reads in one round trip (launch.cpp: kMmaMergeBatch).
+constexpr int kMergeBatch = 8;
+
+// Tile row i is query m0 + i of head h, or packed (p.pack_rows > 0, h the kv head) query
+// i % pack_rows of head h * group + i / pack_rows.
+template <class Cfg>
+SAGE_DEV void split_merge(const SageAttnParams& p, i64 u, int b, int h, int m0) {
+  constexpr int D = Cfg::D, BM = Cfg::BM, NW = Cfg::NWARPS;
+  constexpr int PER = D / 32;  // columns a lane merges: PER consecutive ones
+  static_assert(D % 64 == 0, "a lane merges an even number of columns");
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const i64 units = i64(p.batch) * (p.pack_rows > 0 ? p.heads_kv : p.heads_q) * p.q_tiles;
+  const int S = p.split_ranges;
+  const float* ml = p.split_o + i64(S) * units * BM * D;
+  const int pack = p.pack_rows, g = p.heads_q / p.heads_kv;
+  for (int i = warp; i < BM; i += NW) {
+    const int row = pack > 0 ? i % pack : m0 + i;
+    if (row >= p.seq_q) continue;
+    const int hq = pack > 0 ? h * g + i / pack : h;
+    // Row i's partial of range r is at row (r * units + u) * BM + i: `at0 + r * stride`.
+    const i64 at0 = u * BM + i, stride = units * BM;
+    // An online merge over batches of MB ranges, each batch's loads (every lane its PER
+    // columns of O, and the ranges' maxima and sums) in flight together: one round trip to L2
+    // a batch. launch.cpp (mma_split_ranges) bounds the batches a warp takes in turn.
+    float mx = neg_inf(), lsum = 0.f, acc[PER];
+#pragma unroll
+    for (int c = 0; c < PER; ++c) acc[c] = 0.f;
+    for (int r0 = 0; r0 < S; r0 += kMergeBatch) {
+      float2 x[kMergeBatch];
+      float v[kMergeBatch][PER];
+#pragma unroll
+      for (int j = 0; j < kMergeBatch; ++j) {
+        const i64 at = at0 + (r0 + j) * stride;
+        if (r0 + j < S) {
+          x[j] = __ldcg(reinterpret_cast<const float2*>(ml + 2 * at));
+          const float* o = p.split_o + at * D + lane * PER;
+#pragma unroll
+          for (int c = 0; c < PER; c += 2) {
+            const float2 y = __ldcg(reinterpret_cast<const float2*>(o + c));
+            v[j][c] = y.x;
+            v[j][c + 1] = y.y;
+          }
+        } else {
+          x[j] = make_float2(neg_inf(), 0.f);
+#pragma unroll
+          for (int c = 0; c < PER; ++c) v[j][c] = 0.f;
+        }
+      }
+      float bm = mx;
+#pragma unroll
+      for (int j = 0; j < kMergeBatch; ++j) bm = fmaxf(bm, x[j].x);
+      const float base = bm == neg_inf() ? 0.f : bm;
+      const float sc = ex2(mx - base);  // 0 while nothing was visible (mx = -inf)
+      lsum *= sc;
+#pragma unroll
+      for (int c = 0; c < PER; ++c) acc[c] *= sc;
+#pragma unroll
+      for (int j = 0; j < kMergeBatch; ++j) {
+        const float w = ex2(x[j].x - base);  // 0 for a range without visible keys (m = -inf)
+        lsum = fmaf(w, x[j].y, lsum);
+#pragma unroll
+        for (int c = 0; c < PER; ++c) acc[c] = fmaf(w, v[j][c], acc[c]);
+      }
+      mx = bm;
+    }
+    const float inv = lsum > 0.f ? 1.0f / lsum : 0.f;
+    u32 packed[PER / 2];
+#pragma unroll
+    for (int c = 0; c < PER; c += 2) packed[c / 2] = pack_x2(acc[c] * inv, acc[c + 1] * inv, p.dtype);
+    u8* dst = static_cast<u8*>(p.o) + (b * p.o_stride_b + hq * p.o_stride_h + i64(row) * p.o_stride_n + lane * PER) * 2;
+    if constexpr (PER == 4) {
+      *reinterpret_cast<u32x2*>(dst) = u32x2{packed[0], packed[1]};
+    } else {
+#pragma unroll
+      for (int c = 0; c < PER / 2; ++c) reinterpret_cast<u32*>(dst)[c] = packed[c];
+    }
+    if (p.lse && lane == 0)
+      p.lse[(i64(b) * p.heads_q + hq) * p.seq_q + row] = lsum > 0.f ? (mx + lg2(lsum)) * kLn2 : neg_inf();
+  }
+}
+
+// grid (q_tiles, Hq, B) (causal, split: mma_attn::cta_coords), Cfg::THREADS threads,
 // Cfg::SMEM_BYTES dynamic shared memory. LSE_SUMS: see softmax_pv (int8 P.V only; the
-// launcher picks that entry when p.lse is set).
-template <class Cfg, bool LSE_SUMS = false>
+// launcher picks that entry when p.lse is set). BF16: the native kernel's BF16 inputs (the
+// entry point picks by p.dtype).
+template <class Cfg, bool LSE_SUMS = false, bool BF16 = false>
 SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   static_assert(!LSE_SUMS || Cfg::V_INT8, "separate LSE sums are the int8 P.V path's");
   static_assert(Cfg::SCHED == Schedule::plain || Cfg::SCHED == Schedule::overlap,
                 "the warp-specialized schedules are the wgmma pipeline's");
+  static_assert(!Cfg::NATIVE || Cfg::SCHED == Schedule::plain, "the native kernel has the plain schedule");
+  static_assert(!BF16 || Cfg::NATIVE, "BF16 MMAs are the native kernel's");
   using L = Layout<Cfg>;
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, SL = Cfg::SLABS, ST = Cfg::STAGES;
   extern __shared__ __align__(128) u8 smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  const CtaCoords cc = cta_coords(p);
+  const CtaCoords cc = cta_coords<Cfg::SPLIT>(p);
   const int q_tile = cc.q_tile, h = cc.h, b = cc.b;
-  const int hkv = h / (p.heads_q / p.heads_kv);
+  // Packed GQA heads (native, p.pack_rows > 0; one query tile): h is the kv head, and this
+  // warp's rows are queries row0... of query head hq; otherwise rows m0 + warp * WARP_Q... of h.
+  const bool packed = Cfg::NATIVE && p.pack_rows > 0;
+  const int hkv = packed ? h : h / (p.heads_q / p.heads_kv);
   const int m0 = q_tile * BM;
-  const int row0 = m0 + warp * Cfg::WARP_Q;
+  const int row0 = packed ? warp * Cfg::WARP_Q % p.pack_rows : m0 + warp * Cfg::WARP_Q;
 
   int n_tiles, mask_from;
-  kv_range(p, m0, BM, BN, &n_tiles, &mask_from);
+  kv_range(p, m0, packed ? p.pack_rows : BM, BN, &n_tiles, &mask_from);
+  // Split keys (native, p.split_ranges > 0): this CTA's range [t0, n_tiles) of the tile's keys.
+  int t0 = 0;
+  if constexpr (Cfg::SPLIT) {
+    if (p.split_ranges > 0) {
+      const int all = n_tiles;
+      const int r = split_index(p);
+      t0 = int(i64(all) * r / p.split_ranges);
+      n_tiles = int(i64(all) * (r + 1) / p.split_ranges);
+    }
+  }
 
   const i64 q_tile_id = (i64(b) * p.heads_q + h) * p.q_tiles + q_tile;
   const i64 kv_bh = i64(b) * p.heads_kv + hkv;
-  const u8* gQ = reinterpret_cast<const u8*>(p.q_quant) + q_tile_id * BM * Cfg::QROW;
-  const u8* gK = reinterpret_cast<const u8*>(p.k_quant) + kv_bh * p.k_tiles * BN * Cfg::QROW;
+  KSource ks;
+  if constexpr (Cfg::NATIVE) {
+    ks.base = static_cast<const u8*>(p.k.ptr) + (b * p.k.stride_b + hkv * p.k.stride_h) * 2;
+    ks.row_stride = p.k.stride_n * 2;
+    ks.rows_valid = p.seq_kv;
+  } else {
+    ks.base = reinterpret_cast<const u8*>(p.k_quant) + kv_bh * p.k_tiles * BN * Cfg::QROW;
+    ks.row_stride = Cfg::QROW;
+    ks.rows_valid = 0;  // the workspace's tiles are padded: no check
+  }
   VSource vs;
   const i64 npad = i64(p.k_tiles) * BN;
   if constexpr (Cfg::V8) {
@@ -499,18 +740,32 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   const u32 sK0 = smem_addr(smem + L::K);
   const u32 sV0 = smem_addr(smem + L::V);
   KvLoader<Cfg> ld;
-  ld.init(vs);
+  ld.init(ks, vs);
   LaneOffsets<Cfg> lo;
   lo.init();
-  for (int c = threadIdx.x; c < BM * L::QCPR; c += Cfg::THREADS) {
-    const int r = c / L::QCPR, cc = c % L::QCPR;
-    cp_async16(sQ + swz<L::QCPR>(r, cc), gQ + r * Cfg::QROW + cc * 16);
+  if constexpr (Cfg::NATIVE) {  // the caller's Q rows, zero-filled past seq_q
+    const u8* gQ = static_cast<const u8*>(p.q.ptr) + b * p.q.stride_b * 2;
+    const int g = p.heads_q / p.heads_kv;
+    for (int c = threadIdx.x; c < BM * L::QCPR; c += Cfg::THREADS) {
+      const int r = c / L::QCPR, cc = c % L::QCPR;
+      const int qh = packed ? h * g + r / p.pack_rows : h, qr = packed ? r % p.pack_rows : m0 + r;
+      const bool ok = qr < p.seq_q;
+      cp_async16(sQ + swz<L::QCPR>(r, cc), ok ? gQ + (qh * p.q.stride_h + qr * p.q.stride_n) * 2 + cc * 16 : gQ,
+                 ok ? 16 : 0);
+    }
+  } else {
+    const u8* gQ = reinterpret_cast<const u8*>(p.q_quant) + q_tile_id * BM * Cfg::QROW;
+    for (int c = threadIdx.x; c < BM * L::QCPR; c += Cfg::THREADS) {
+      const int r = c / L::QCPR, cc = c % L::QCPR;
+      cp_async16(sQ + swz<L::QCPR>(r, cc), gQ + r * Cfg::QROW + cc * 16);
+    }
   }
   cp_async_commit();
   if constexpr (ST > 1) {
 #pragma unroll
     for (int s = 0; s < ST - 1; ++s) {
-      if (s < n_tiles) ld.load(gK, vs, s, sK0 + s * Cfg::SMEM_K_STAGE, sV0 + s * Cfg::SMEM_V_STAGE);
+      const int t = t0 + s, slot = Cfg::SPLIT ? t % ST : s;
+      if (t < n_tiles) ld.load(ks, vs, t, sK0 + slot * Cfg::SMEM_K_STAGE, sV0 + slot * Cfg::SMEM_V_STAGE);
       cp_async_commit();
     }
     cp_async_wait<Cfg::SCHED == Schedule::overlap ? ST - 2 : ST - 1>();  // overlap: tile 0 too
@@ -528,7 +783,9 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   int qg = 0;
   if constexpr (Cfg::GRAN == Gran::per_thread) qg = warp * 8 + gid;
   else if constexpr (Cfg::GRAN == Gran::per_warp) qg = warp;
-  const float qs = p.q_scale[q_tile_id * Cfg::Q_GROUPS + qg];
+  float qs = 0.f;
+  if constexpr (!Cfg::NATIVE) qs = p.q_scale[q_tile_id * Cfg::Q_GROUPS + qg];
+  const float scale = p.sm_scale * kLog2e;  // native: the scores' factor into the log2 domain
   u32 qbar[Cfg::QK_KSTEPS][4];
   float qbar_scale = 0.f;
   if constexpr (Cfg::SMOOTH_Q) {
@@ -556,11 +813,11 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   const float* kscale = p.k_scale + kv_bh * p.k_tiles * Cfg::K_GROUPS + (Cfg::GRAN == Gran::per_thread ? tig : 0);
 
   if constexpr (Cfg::SCHED == Schedule::plain) {
-    for (int t = 0; t < n_tiles; ++t) {
+    for (int t = t0; t < n_tiles; ++t) {
       int slot;
       if constexpr (ST == 1) {
         __syncthreads();
-        ld.load(gK, vs, t, sK0, sV0);
+        ld.load(ks, vs, t, sK0, sV0);
         cp_async_commit();
         cp_async_wait<0>();
         __syncthreads();
@@ -571,19 +828,31 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
         const int nt = t + ST - 1;
         if (nt < n_tiles) {
           const int ns = nt % ST;
-          ld.load(gK, vs, nt, sK0 + ns * Cfg::SMEM_K_STAGE, sV0 + ns * Cfg::SMEM_V_STAGE);
+          ld.load(ks, vs, nt, sK0 + ns * Cfg::SMEM_K_STAGE, sV0 + ns * Cfg::SMEM_V_STAGE);
         }
         cp_async_commit();
         slot = t % ST;
       }
-      const float ks = kscale[t * Cfg::K_GROUPS];
-      TileScores<Cfg> S;
-      qk_tile<Cfg>(S, qf, qbar, sK0 + slot * Cfg::SMEM_K_STAGE, lo);
       const u32 sV = sV0 + slot * Cfg::SMEM_V_STAGE;
-      if (t >= mask_from)
-        softmax_pv<Cfg, true, LSE_SUMS>(p, st, S, qs, qbar_scale, ks, sV, t, row0, lo);
-      else
-        softmax_pv<Cfg, false, LSE_SUMS>(p, st, S, qs, qbar_scale, ks, sV, t, row0, lo);
+      if constexpr (Cfg::NATIVE) {
+        // Warp-uniform: a warp whose rows all lie past seq_q (decoding) has nothing to compute.
+        if (row0 < p.seq_q) {
+          TileScores<Cfg> S;
+          qk_tile<Cfg, BF16>(S, qf, qbar, sK0 + slot * Cfg::SMEM_K_STAGE, lo);
+          if (t >= mask_from)
+            softmax_pv_native<Cfg, true, BF16>(p, st, S, scale, sV, t, row0, lo);
+          else
+            softmax_pv_native<Cfg, false, BF16>(p, st, S, scale, sV, t, row0, lo);
+        }
+      } else {
+        const float ksc = kscale[t * Cfg::K_GROUPS];
+        TileScores<Cfg> S;
+        qk_tile<Cfg>(S, qf, qbar, sK0 + slot * Cfg::SMEM_K_STAGE, lo);
+        if (t >= mask_from)
+          softmax_pv<Cfg, true, LSE_SUMS>(p, st, S, qs, qbar_scale, ksc, sV, t, row0, lo);
+        else
+          softmax_pv<Cfg, false, LSE_SUMS>(p, st, S, qs, qbar_scale, ksc, sV, t, row0, lo);
+      }
     }
   } else {
     // Overlap: tiles t and t+1 are resident while iteration t runs QK^T of t+1 and the
@@ -596,17 +865,17 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
       const int nt = t + ST - 1;
       if (nt < n_tiles) {
         const int ns = nt % ST;
-        ld.load(gK, vs, nt, sK0 + ns * Cfg::SMEM_K_STAGE, sV0 + ns * Cfg::SMEM_V_STAGE);
+        ld.load(ks, vs, nt, sK0 + ns * Cfg::SMEM_K_STAGE, sV0 + ns * Cfg::SMEM_V_STAGE);
       }
       cp_async_commit();
       TileScores<Cfg> next;
       if (t + 1 < n_tiles) qk_tile<Cfg>(next, qf, qbar, sK0 + ((t + 1) % ST) * Cfg::SMEM_K_STAGE, lo);
-      const float ks = kscale[t * Cfg::K_GROUPS];
+      const float ksc = kscale[t * Cfg::K_GROUPS];
       const u32 sV = sV0 + (t % ST) * Cfg::SMEM_V_STAGE;
       if (t >= mask_from)
-        softmax_pv<Cfg, true, LSE_SUMS>(p, st, cur, qs, qbar_scale, ks, sV, t, row0, lo);
+        softmax_pv<Cfg, true, LSE_SUMS>(p, st, cur, qs, qbar_scale, ksc, sV, t, row0, lo);
       else
-        softmax_pv<Cfg, false, LSE_SUMS>(p, st, cur, qs, qbar_scale, ks, sV, t, row0, lo);
+        softmax_pv<Cfg, false, LSE_SUMS>(p, st, cur, qs, qbar_scale, ksc, sV, t, row0, lo);
       cur = next;
     }
   }
@@ -615,7 +884,28 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   cp_async_wait<0>();
   __syncthreads();
   // The CTA's coordinates again (cheaper than keeping them live through the mainloop).
-  const CtaCoords ce = cta_coords(p);
+  const CtaCoords ce = cta_coords<Cfg::SPLIT>(p);
+  if constexpr (Cfg::SPLIT) {
+    if (p.split_ranges > 0) {
+      // This range's partial, then one count for it; the tile's last range merges them all.
+      const i64 u = (i64(ce.b) * (packed ? p.heads_kv : p.heads_q) + ce.h) * p.q_tiles + ce.q_tile;
+      split_partial<Cfg>(p, st, u, split_index(p), warp * Cfg::WARP_Q, row0);
+      __threadfence();
+      __syncthreads();
+      volatile int* last = reinterpret_cast<volatile int*>(smem);
+      if (threadIdx.x == 0) *last = arrive_count(p.sync + u, p.generation) == unsigned(p.split_ranges);
+      __syncthreads();
+      if (!*last) return;
+      __threadfence();
+      split_merge<Cfg>(p, u, ce.b, ce.h, ce.q_tile * BM);
+      return;
+    }
+  }
+  if constexpr (Cfg::NATIVE) {
+    const int hq = packed ? ce.h * (p.heads_q / p.heads_kv) + warp * Cfg::WARP_Q / p.pack_rows : ce.h;
+    epilogue::store<Cfg, SL>(p, st.m, st.l, st.o, ce.b, hq, 0, warp, row0, smem);
+    return;
+  }
   epilogue::store<Cfg, SL>(p, st.m, st.l, st.o, ce.b, ce.h, ce.kv_bh(p), warp, row0, smem, LSE_SUMS ? st.lx : nullptr);
 }
 

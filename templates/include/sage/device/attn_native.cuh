@@ -139,67 +139,10 @@ SAGE_DEV void issue_pv(float (&o)[Cfg::D / 2], const u32 (&pa)[Cfg::BN / 16][4],
   wgmma_commit();
 }
 
-// Hidden scores of one tile (the lane's row gid + 8 hh, accumulator layout) become -inf: the
-// scale is positive, so their exponentials are 0.
-template <class Cfg>
-SAGE_DEV void hide(const SageAttnParams& p, float (&s)[Cfg::BN / 2], int col_base, int row0, int hh) {
-  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  const softmax::Visible visible(p, col_base + 2 * tig, p.seq_kv - p.seq_q, row0 + gid + 8 * hh);
-#pragma unroll
-  for (int n = 0; n < Cfg::BN / 8; ++n)
-#pragma unroll
-    for (int e = 0; e < 2; ++e)
-      if (!visible(n, e)) s[4 * n + 2 * hh + e] = neg_inf();
-}
-
-// How far (log2 domain) a row's maximum may pass the reference its exponentials are taken
-// against before the reference moves: P is then at most 2^8, which FP16/BF16 P, the FP32 row
-// sums and O hold exactly as well, and O needs no rescaling on most tiles.
-constexpr float kRescaleSlack = 8.0f;
-
-// The online softmax of one tile of FP32 scores `s` (accumulator layout: chunk n, rows gid
-// and gid + 8 at [4n + 2hh + e]), in place: s becomes this tile's unnormalized P, with the row
-// state m (the reference maximum, log2 domain, scaled), l (this lane's partial sums) and O's
-// rescale factors `alpha`. The reference moves only where a row's maximum passes it by more
-// than `slack` (lazy rescaling; 0 after softmax_fast gave up on the tile, so that the next
-// tiles are fast again); returns whether it moved for any row of the warp
-// (warp-uniform: only then does O need rescaling, by alpha; otherwise alpha is 1).
-// MASK: hidden scores become -inf first (hide), and the rest is the unmasked softmax: no
-// per-column visibility stays live between passes.
-template <class Cfg, bool MASK>
-SAGE_DEV bool softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2], float (&s)[Cfg::BN / 2],
-                           float scale, int col_base, int row0, float (&alpha)[2], float slack = kRescaleSlack) {
-  constexpr int NT = Cfg::BN / 8;
-  bool moved = false;
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    if constexpr (MASK) hide<Cfg>(p, s, col_base, row0, hh);
-    float mx[2] = {neg_inf(), neg_inf()};
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) mx[e] = fmaxf(mx[e], s[4 * n + 2 * hh + e]);
-    const float tmax = quad_max(fmaxf(mx[0], mx[1])) * scale;
-    // -inf + slack is -inf: the first visible score moves the reference.
-    const bool move = tmax > m[hh] + slack;
-    moved |= move;
-    const float m_new = move ? tmax : m[hh];
-    const float base = m_new == neg_inf() ? 0.f : m_new;
-    alpha[hh] = ex2(m[hh] - base);  // 1 where the reference stays (0 while it is -inf: O is 0)
-    m[hh] = m_new;
-    float rs[2] = {0.f, 0.f};
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float v = ex2(fmaf(s[4 * n + 2 * hh + e], scale, -base));
-        s[4 * n + 2 * hh + e] = v;
-        rs[e] += v;
-      }
-    l[hh] = l[hh] * alpha[hh] + (rs[0] + rs[1]);
-  }
-  return __any_sync(0xffffffffu, moved);
-}
+// hide, kRescaleSlack and softmax_tile: softmax.cuh (shared with the native mma.sync kernel).
+using softmax::hide;
+using softmax::kRescaleSlack;
+using softmax::softmax_tile;
 
 // The bound on a lane's partial row sum of one tile that softmax_fast accepts: then every P
 // of the tile is at most 2^12, which FP16 P holds with its usual relative precision.

@@ -754,6 +754,7 @@ SAGE_DEV void attn_kernel_cp(const SageAttnParams& p) {
   const i64 q_tile_id = c.q_tile_id, kv_bh = c.kv_bh;
   const u8* gQ = reinterpret_cast<const u8*>(p.q_quant) + q_tile_id * BM * Cfg::QROW;
   const u8* gK = reinterpret_cast<const u8*>(p.k_quant) + kv_bh * p.k_tiles * BN * Cfg::QROW;
+  const mma_attn::KSource ks{gK, Cfg::QROW, 0};
   mma_attn::VSource vs;
   const i64 npad = i64(p.k_tiles) * BN;
   vs.base = static_cast<const u8*>(p.v_prep) + kv_bh * D * npad;
@@ -764,7 +765,7 @@ SAGE_DEV void attn_kernel_cp(const SageAttnParams& p) {
   const u32 sK0 = smem_addr(smem + L::K);
   const u32 sV0 = smem_addr(smem + L::V);
   KvLoader<Cfg> ld;
-  ld.init(vs);
+  ld.init(ks, vs);
   for (int ch = threadIdx.x; ch < BM * L::QCPR; ch += Cfg::THREADS) {
     const int r = ch / L::QCPR, cc = ch % L::QCPR;
     cp_async16(sQ + swz<L::QCPR>(r, cc), gQ + r * Cfg::QROW + cc * 16);
@@ -772,7 +773,7 @@ SAGE_DEV void attn_kernel_cp(const SageAttnParams& p) {
   cp_async_commit();
 #pragma unroll
   for (int s = 0; s < ST - 1; ++s) {
-    if (s < n_tiles) ld.load(gK, vs, s, sK0 + s * Cfg::SMEM_K_STAGE, sV0 + s * Cfg::SMEM_V_STAGE);
+    if (s < n_tiles) ld.load(ks, vs, s, sK0 + s * Cfg::SMEM_K_STAGE, sV0 + s * Cfg::SMEM_V_STAGE);
     cp_async_commit();
   }
 
@@ -789,7 +790,7 @@ SAGE_DEV void attn_kernel_cp(const SageAttnParams& p) {
       // visible to the tensor cores' async proxy, then for every thread.
       if constexpr (ST == 1) {
         __syncthreads();
-        ld.load(gK, vs, t, sK0, sV0);
+        ld.load(ks, vs, t, sK0, sV0);
         cp_async_commit();
         cp_async_wait<0>();
       } else {
@@ -802,7 +803,7 @@ SAGE_DEV void attn_kernel_cp(const SageAttnParams& p) {
         const int nt = t + ST - 1;
         if (nt < n_tiles) {
           const int ns = nt % ST;
-          ld.load(gK, vs, nt, sK0 + ns * Cfg::SMEM_K_STAGE, sV0 + ns * Cfg::SMEM_V_STAGE);
+          ld.load(ks, vs, nt, sK0 + ns * Cfg::SMEM_K_STAGE, sV0 + ns * Cfg::SMEM_V_STAGE);
         }
         cp_async_commit();
         slot = t % ST;
@@ -831,7 +832,7 @@ SAGE_DEV void attn_kernel_cp(const SageAttnParams& p) {
       const int nt = t + ST - 1;
       if (nt < n_tiles) {
         const int ns = nt % ST;
-        ld.load(gK, vs, nt, sK0 + ns * Cfg::SMEM_K_STAGE, sV0 + ns * Cfg::SMEM_V_STAGE);
+        ld.load(ks, vs, nt, sK0 + ns * Cfg::SMEM_K_STAGE, sV0 + ns * Cfg::SMEM_V_STAGE);
       }
       cp_async_commit();
       i32 next[1][BN / 8][4];

@@ -265,5 +265,19 @@ SAGE_DEV unsigned long long ld_acquire(const unsigned long long* p) {
   return v;
 }
 
+
+// One arrival on a counter of this call's generation (generation << 24 | arrivals; a counter an
+// earlier call left restarts at 1); returns the arrivals with this one. The caller's writes
+// before it are visible to whoever sees the count once it fenced them (__threadfence).
+SAGE_DEV unsigned arrive_count(unsigned long long* c, unsigned long long generation) {
+  unsigned long long cur = *reinterpret_cast<volatile unsigned long long*>(c);
+  while (true) {
+    const unsigned long long next = (cur >> 24) == generation ? cur + 1 : ((generation << 24) | 1ull);
+    const unsigned long long prev = atomicCAS(c, cur, next);
+    if (prev == cur) return unsigned(next & 0xffffffull);
+    cur = prev;
+  }
+}
+
 }  // namespace dev
 }  // namespace sage

@@ -122,16 +122,7 @@ SAGE_DEV void stats_job(const SageAttnParams& p, int split, int bh, float* red) 
   // this call's generation (a counter left by an earlier call restarts at 1).
   __threadfence();
   __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned long long* c = p.sync + bh;
-    unsigned long long cur = *reinterpret_cast<volatile unsigned long long*>(c);
-    while (true) {
-      const unsigned long long next = (cur >> 24) == p.generation ? cur + 1 : ((p.generation << 24) | 1ull);
-      const unsigned long long prev = atomicCAS(c, cur, next);
-      if (prev == cur) break;
-      cur = prev;
-    }
-  }
+  if (threadIdx.x == 0) arrive_count(p.sync + bh, p.generation);
 }
 
 // Waits until the statistics of (batch, kv head) `bh` are published (all kinds and splits).
