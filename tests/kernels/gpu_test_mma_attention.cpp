@@ -432,8 +432,9 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
 // fit one tile at whole warps per head it packs them (pack_rows). Single queries of a 4:1
 // group (HND, FP16: packed); a causal block of 16 queries of an 8:1 group (NHD, BF16: packed
 // where block_m holds 8 x 16 rows); 24 queries of a 4:1 group (packed at 32 rows a head); a
-// causal block of 128 queries, one tile a head or two; and a causal block of 100 queries whose
-// first rows see none of the last key tile, over ranges of uneven length (4066 keys).
+// causal block of 128 queries, one tile a head or two; a causal block of 100 queries whose
+// first rows see none of the last key tile, over ranges of uneven length (4066 keys); and
+// packed heads whose keys are too few to split.
 TEST_P(Fixture, NativeMmaSplitKeysMatchFp32Reference) {
   SAGE_REQUIRE_GPU();
   Loaded l;
@@ -459,6 +460,14 @@ TEST_P(Fixture, NativeMmaSplitKeysMatchFp32Reference) {
                            "split keys (" + std::to_string(l.k->mma_units(p)) + " query tiles, " +
                                std::to_string(ranges) + " ranges, pack_rows " + std::to_string(pack) + ")");
   }
+  // Packed heads without a split: single queries of 128 sequences of a 4:1 group over 300 keys
+  // (too few key tiles to cut), NHD BF16.
+  const AttnProblem p = make_problem({128, 8, 2, 1, 300, false, Layout::NHD, DType::bf16}, cfg.head_dim);
+  ASSERT_EQ(l.k->plan(p).split_ranges, 0) << p.str();
+  ASSERT_EQ(l.k->pack_rows(p), cfg.block_m / 4) << p.str();
+  AttnBuffers buf(p);
+  buf.fill(*ref.mod, InputKind::gaussian, run_seed() ^ 0x9ac4ull, st);
+  expect_native_accuracy(*l.k, p, buf, tuner::run_reference(ref.kernel, buf, st), st, "packed heads, keys not split");
 }
 
 // The persistent native kernels' causal work units: pairs of a head's query tiles (the longest
