@@ -249,25 +249,27 @@ TEST(Defaults, HopperDecodingRunsTheNativeKernelWithSplitKeys) {
   EXPECT_EQ(hopper_default(128, "balanced", 32768, 0, 2048).get_string("qk"), "int8");
 }
 
-// sm_80, sm_86, sm_89: decoding and short query blocks (up to 128 queries) run the native
+// sm_80, sm_86, sm_89: decoding and short query blocks (up to 256 queries) run the native
 // mma.sync kernel (split keys, packed GQA heads, no preparation) under every policy and mask;
-// past 128 queries the defaults by key count (quantized, with a preparation).
+// past 256 queries the defaults by key count (quantized, with a preparation).
 TEST(Defaults, AmpereAndAdaDecodingRunTheNativeMmaKernel) {
   const gen::SearchSpace space = gen::SearchSpace::builtin();
   for (const char* arch : {"sm_80", "sm_86", "sm_89"})
     for (int d : {64, 128})
       for (const char* policy : {"accurate", "balanced", "fast"})
         for (int causal : {0, 1, -1}) {
-          for (int q : {1, 16, 128}) {
+          for (int q : {1, 16, 128, 256}) {
             const std::optional<gen::Variant> v = space.find(tuner::default_variant(arch, d, policy, 32768, causal, q));
             ASSERT_TRUE(v.has_value()) << arch << " " << d << " " << policy;
             EXPECT_EQ(v->pipeline, "mma") << v->name;
             EXPECT_EQ(v->get_string("qk"), "native") << v->name;
             EXPECT_EQ(v->get_string("pv"), "native") << v->name;
           }
-          const std::optional<gen::Variant> v = space.find(tuner::default_variant(arch, d, policy, 32768, causal, 2048));
-          ASSERT_TRUE(v.has_value());
-          EXPECT_NE(v->get_string("qk"), "native") << v->name;
+          for (int q : {512, 2048}) {
+            const std::optional<gen::Variant> v = space.find(tuner::default_variant(arch, d, policy, 32768, causal, q));
+            ASSERT_TRUE(v.has_value());
+            EXPECT_NE(v->get_string("qk"), "native") << v->name;
+          }
         }
 }
 
