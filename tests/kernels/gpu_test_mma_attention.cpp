@@ -433,8 +433,10 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
 // group (HND, FP16: packed); a causal block of 16 queries of an 8:1 group (NHD, BF16: packed
 // where block_m holds 8 x 16 rows); 24 queries of a 4:1 group (packed at 32 rows a head); a
 // causal block of 128 queries, one tile a head or two; a causal block of 100 queries whose
-// first rows see none of the last key tile, over ranges of uneven length (4066 keys); and
-// packed heads whose keys are too few to split.
+// first rows see none of the last key tile, over ranges of uneven length (4066 keys); a
+// causal self-attention of 2K tokens, whose first query tiles see fewer key tiles than they
+// have ranges (empty ranges: their partials have no visible key); and packed heads whose keys
+// are too few to split.
 TEST_P(Fixture, NativeMmaSplitKeysMatchFp32Reference) {
   SAGE_REQUIRE_GPU();
   Loaded l;
@@ -448,7 +450,8 @@ TEST_P(Fixture, NativeMmaSplitKeysMatchFp32Reference) {
                           Shape{2, 16, 2, 16, 3000, true, Layout::NHD, DType::bf16},
                           Shape{1, 12, 3, 24, 2500, false, Layout::HND, DType::fp16},
                           Shape{2, 2, 1, 128, 3000, true, Layout::NHD, DType::bf16},
-                          Shape{1, 4, 4, 100, 4066, true, Layout::HND, DType::fp16}};
+                          Shape{1, 4, 4, 100, 4066, true, Layout::HND, DType::fp16},
+                          Shape{1, 1, 1, 2048, 2048, true, Layout::HND, DType::fp16}};
   for (std::size_t i = 0; i < std::size(shapes); ++i) {
     const AttnProblem p = make_problem(shapes[i], cfg.head_dim);
     const int ranges = l.k->plan(p).split_ranges, pack = l.k->pack_rows(p);
