@@ -278,6 +278,41 @@ SAGE_DEV void qk_tile(TileScores<Cfg>& S, const u32 (&qf)[Cfg::SLABS][Cfg::QK_KS
   }
 }
 
+// O += P V with 16-bit P (A fragments pa, BLOCK_N / 16 k-steps) and 16-bit V from shared
+// memory (ldmatrix.trans), FP32 accumulators; O is rescaled by alpha first where `rescale`
+// (warp-uniform). BF16: the native kernel's BF16 operands.
+template <class Cfg, bool BF16>
+SAGE_DEV void pv16(WarpState<Cfg>& st, const u32 (&pa)[Cfg::SLABS][Cfg::BN / 16][4], const float (&alpha)[Cfg::SLABS][2],
+                   bool rescale, u32 sV, const LaneOffsets<Cfg>& lo) {
+  using L = Layout<Cfg>;
+  constexpr int SL = Cfg::SLABS, D = Cfg::D;
+  if (rescale) {
+#pragma unroll
+    for (int a = 0; a < SL; ++a)
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st.o[a][j][e] *= alpha[a][e / 2];
+  }
+#pragma unroll
+  for (int k = 0; k < Cfg::BN / 16; ++k)
+#pragma unroll
+    for (int q = 0; q < D / 16; ++q) {
+      u32 vf[4];
+      ldsm_x4_t(vf, sV + lo.v16(q) + 16 * k * L::VCPR * 16);
+#pragma unroll
+      for (int a = 0; a < SL; ++a) {
+        if constexpr (BF16) {
+          mma_bf16_f32(st.o[a][2 * q], pa[a][k], vf[0], vf[1]);
+          mma_bf16_f32(st.o[a][2 * q + 1], pa[a][k], vf[2], vf[3]);
+        } else {
+          mma_f16_f32(st.o[a][2 * q], pa[a][k], vf[0], vf[1]);
+          mma_f16_f32(st.o[a][2 * q + 1], pa[a][k], vf[2], vf[3]);
+        }
+      }
+    }
+}
+
 // The 8-bit P.V paths (FP8 E4M3, or u8 P x INT8 V) share everything but the element types:
 // P's packing, the MMA (the int8 one starts a tile's accumulator at the magic-number bits),
 // and how an accumulator reads as a float.
@@ -451,26 +486,7 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
       bool rescale = false;
 #pragma unroll
       for (int a = 0; a < SL; ++a) rescale |= alpha[a][0] != 1.f || alpha[a][1] != 1.f;
-      if (__any_sync(0xffffffffu, rescale)) {
-#pragma unroll
-        for (int a = 0; a < SL; ++a)
-#pragma unroll
-          for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) st.o[a][j][e] *= alpha[a][e / 2];
-      }
-#pragma unroll
-      for (int k = 0; k < KK; ++k)
-#pragma unroll
-        for (int q = 0; q < D / 16; ++q) {
-          u32 vf[4];
-          ldsm_x4_t(vf, sV + lo.v16(q) + 16 * k * L::VCPR * 16);
-#pragma unroll
-          for (int a = 0; a < SL; ++a) {
-            mma_f16_f32(st.o[a][2 * q], pa[a][k], vf[0], vf[1]);
-            mma_f16_f32(st.o[a][2 * q + 1], pa[a][k], vf[2], vf[3]);
-          }
-        }
+      pv16<Cfg, false>(st, pa, alpha, __any_sync(0xffffffffu, rescale), sV, lo);
     } else {  // fp16 accumulators, flushed into FP32 O once per tile
       constexpr int DCH = D / 8 < 8 ? D / 8 : 8;
 #pragma unroll
@@ -533,31 +549,7 @@ SAGE_DEV void softmax_pv_native(const SageAttnParams& p, WarpState<Cfg>& st, Til
       pa[a][k][2] = pack_x2(x[2 * k + 1][0], x[2 * k + 1][1], dtype);
       pa[a][k][3] = pack_x2(x[2 * k + 1][2], x[2 * k + 1][3], dtype);
     }
-  if (moved) {  // warp-uniform; after the first tiles the references rarely move
-#pragma unroll
-    for (int a = 0; a < SL; ++a)
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) st.o[a][j][e] *= alpha[a][e / 2];
-  }
-#pragma unroll
-  for (int k = 0; k < KK; ++k)
-#pragma unroll
-    for (int q = 0; q < D / 16; ++q) {
-      u32 vf[4];
-      ldsm_x4_t(vf, sV + lo.v16(q) + 16 * k * L::VCPR * 16);
-#pragma unroll
-      for (int a = 0; a < SL; ++a) {
-        if constexpr (BF16) {
-          mma_bf16_f32(st.o[a][2 * q], pa[a][k], vf[0], vf[1]);
-          mma_bf16_f32(st.o[a][2 * q + 1], pa[a][k], vf[2], vf[3]);
-        } else {
-          mma_f16_f32(st.o[a][2 * q], pa[a][k], vf[0], vf[1]);
-          mma_f16_f32(st.o[a][2 * q + 1], pa[a][k], vf[2], vf[3]);
-        }
-      }
-    }
+  pv16<Cfg, BF16>(st, pa, alpha, moved, sV, lo);  // moved: warp-uniform, rare after the first tiles
 }
 
 // Split keys' partial results: p.split_o holds, for range r of query tile u (= (b *
