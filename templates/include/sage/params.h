@@ -68,6 +68,9 @@ struct SageAttnParams {
   // (attn_native.cuh: TailSplit). split_o: [split_ranges][D/2 + 4][consumer threads] FP32
   // partial results (O's fragment, row maxima, row sums); sync: [split_ranges][consumer warps]
   // flags, = generation once a warp's partial is written. Null: no split.
+  // The native mma.sync kernel (decoding): each query tile's keys are cut into split_ranges
+  // ranges, one CTA each; split_o holds every range's partial rows (O, then maxima and sums:
+  // attn_mma.cuh, split_partial) and sync one counter per query tile.
   float* split_o;
   // The statistics and the quantization run in one launch: quantization CTAs that need the
   // statistics of a (batch, kv head) wait until its statistics CTAs (stat_splits of each
@@ -83,7 +86,8 @@ struct SageAttnParams {
   // holds the heads_q / heads_kv query heads of one kv head, pack_rows rows each (a power of
   // two, at least 16: a warp's rows are one head's), so each K/V tile is read once for the
   // group. A work unit is then a (batch, kv head), and tma_q's box is pack_rows rows x the
-  // group's heads. 0: one head a tile.
+  // group's heads. The native mma.sync kernel packs the same way (a warp's rows one head's).
+  // 0: one head a tile.
   sage_i32 pack_rows;
   // The persistent native kernels, causal calls with no more query tiles than CTAs: a work
   // unit is one query tile (longest first within a head), not a pair of them, so that every

@@ -529,8 +529,7 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
 template <class Cfg, bool MASK, bool BF16>
 SAGE_DEV void softmax_pv_native(const SageAttnParams& p, WarpState<Cfg>& st, TileScores<Cfg>& S, float scale, u32 sV,
                                 int tile, int row0, const LaneOffsets<Cfg>& lo) {
-  using L = Layout<Cfg>;
-  constexpr int SL = Cfg::SLABS, D = Cfg::D, BN = Cfg::BN, KK = BN / 16;
+  constexpr int SL = Cfg::SLABS, BN = Cfg::BN, KK = BN / 16;
   constexpr int dtype = BF16 ? SAGE_DTYPE_BF16 : SAGE_DTYPE_FP16;
   float alpha[SL][2];
   bool moved = false;
