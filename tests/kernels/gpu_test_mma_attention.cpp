@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <map>
 #include <random>
+#include <string>
 
 #include "sage/common/cuda_driver.h"
 #include "sage/common/strings.h"
@@ -369,60 +370,100 @@ TEST_P(Fixture, SplitTailMatchesFp32Reference) {
 // four heads packed into one tile, 32 rows each); a causal block of 16 queries of eight GQA
 // heads packed 16 rows each (NHD, BF16); 24 queries of a 4:1 group, not causal (HND, FP16,
 // packed); a causal block of 128 queries, one tile a head (NHD, BF16: too many queries to
-// pack); and a causal block of 100 queries whose last key tile is partly hidden from its first
-// rows, with a head count for which a range begins at some unit's last key tile, so that the
-// partial piece of that range has rows that see no key at all (their O, maximum and sum must
-// not disturb the owner's merge).
+// pack); single queries of 4 MHA heads and of a 4:1 group over 20K and 40K keys (clusters of
+// 8 holding ranges of two units, several clusters a unit). Each shape twice: in thread block
+// clusters (launch.cpp: cluster_plan; the members' rows merged in the leader's shared memory,
+// attn_native.cuh: cluster_merge), where the launcher must choose them on this GPU, and with
+// SAGE_SPLIT_CLUSTERS=0 (the merge through L2 only). The cluster sizes differ by shape: four
+// rows of queries a CTA fit 8 members, 96-128 rows only 2 (a unit over several clusters, whose
+// first ranges merge through L2). Without clusters also a causal block of 100 queries whose last
+// key tile is partly hidden from its first rows, with a head count for which a range begins at
+// some unit's last key tile, so that the partial piece of that range has rows that see no key
+// at all (their O, maximum and sum must not disturb the owner's merge; the clusters' ranges of
+// at least two key tiles, more than 128 keys, always hold a key for each of up to 128 rows).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    if (value) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_) ::setenv(name_.c_str(), old_.c_str(), 1);
+    else ::unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
 TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
   SAGE_REQUIRE_GPU();
-  Loaded l;
-  load(GetParam(), &l);
-  if (!l) return;
-  const KernelConfig& cfg = l.k->config();
-  if (cfg.schedule != "persistent_split") GTEST_SKIP() << "the split keys are the persistent_split schedule's";
-  const Reference ref(l);
-  const CUstream st = l.st;
-  std::vector<Shape> shapes = {Shape{1, 8, 2, 1, 5000, false, Layout::HND, DType::fp16},
-                               Shape{2, 16, 2, 16, 3000, true, Layout::NHD, DType::bf16},
-                               Shape{1, 12, 3, 24, 2500, false, Layout::HND, DType::fp16},
-                               Shape{2, 2, 1, 128, 3000, true, Layout::NHD, DType::bf16}};
-  const int packed = 3;  // the first three pack their groups' heads
-  // A one-tile partial piece with hidden rows: 100 queries over 4000-4066 keys (32 key tiles of
-  // 128, the last from key 3968; query row i sees keys up to i + nkv - 100, so the first rows see
-  // none of the last tile), and a head count whose ranges put a boundary on a unit's last tile.
-  bool found = false;
-  for (int nkv = 4000; nkv < 4067 && !found; nkv += 7)
-    for (int h = 2; h <= 24 && !found; ++h) {
-      const AttnProblem p = make_problem({1, h, h, 100, nkv, true, Layout::HND, DType::fp16}, cfg.head_dim);
-      const int ranges = l.k->plan(p).split_ranges;
-      if (ranges <= 0) continue;
-      const std::int64_t tiles = (nkv + cfg.block_n - 1) / cfg.block_n, work = l.k->persistent_units(p) * tiles;
-      if ((tiles - 1) * cfg.block_n <= nkv - 100) continue;  // the first row sees a key in the last tile
-      for (int r = 1; r < ranges && !found; ++r)
-        if ((work * r / ranges) % tiles == tiles - 1) {
-          shapes.push_back(Shape{1, h, h, 100, nkv, true, Layout::HND, DType::fp16});
-          found = true;
-        }
+  for (const bool clusters : {true, false}) {
+    const ScopedEnv env("SAGE_SPLIT_CLUSTERS", clusters ? nullptr : "0");
+    Loaded l;
+    load(GetParam(), &l);
+    if (!l) return;
+    const KernelConfig& cfg = l.k->config();
+    if (cfg.schedule != "persistent_split") GTEST_SKIP() << "the split keys are the persistent_split schedule's";
+    const Reference ref(l);
+    const CUstream st = l.st;
+    std::vector<Shape> shapes = {Shape{1, 8, 2, 1, 5000, false, Layout::HND, DType::fp16},
+                                 Shape{1, 8, 2, 1, 40000, false, Layout::HND, DType::bf16},
+                                 Shape{2, 16, 2, 16, 3000, true, Layout::NHD, DType::bf16},
+                                 Shape{1, 12, 3, 24, 2500, false, Layout::HND, DType::fp16},
+                                 Shape{2, 2, 1, 128, 3000, true, Layout::NHD, DType::bf16},
+                                 Shape{1, 4, 4, 1, 20000, false, Layout::NHD, DType::fp16}};
+    const int packed = 4;  // the first four pack their groups' heads
+    const bool small = env_flag("SAGE_TEST_SMALL");  // compute-sanitizer runs: not the long ones
+    // A one-tile partial piece with hidden rows: 100 queries over 4000-4066 keys (32 key tiles of
+    // 128, the last from key 3968; query row i sees keys up to i + nkv - 100, so the first rows
+    // see none of the last tile), and a head count whose ranges put a boundary on a unit's last tile.
+    bool found = false;
+    for (int nkv = 4000; nkv < 4067 && !found && !clusters; nkv += 7)
+      for (int h = 2; h <= 24 && !found; ++h) {
+        const AttnProblem p = make_problem({1, h, h, 100, nkv, true, Layout::HND, DType::fp16}, cfg.head_dim);
+        const int ranges = l.k->plan(p).split_ranges;
+        if (ranges <= 0) continue;
+        const std::int64_t tiles = (nkv + cfg.block_n - 1) / cfg.block_n, work = l.k->persistent_units(p) * tiles;
+        if ((tiles - 1) * cfg.block_n <= nkv - 100) continue;  // the first row sees a key in the last tile
+        for (int r = 1; r < ranges && !found; ++r)
+          if ((work * r / ranges) % tiles == tiles - 1) {
+            shapes.push_back(Shape{1, h, h, 100, nkv, true, Layout::HND, DType::fp16});
+            found = true;
+          }
+      }
+    EXPECT_TRUE(found || clusters) << "no causal shape with a one-tile partial piece of hidden rows";
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      if (small && shapes[i].nkv > 10000) continue;
+      const AttnProblem p = make_problem(shapes[i], cfg.head_dim);
+      const std::int64_t units = l.k->persistent_units(p), grid = l.k->persistent_grid(p);
+      const int ranges = l.k->plan(p).split_ranges, cluster = l.k->plan(p).split_cluster;
+      ASSERT_GT(ranges, 0) << p.str() << ": " << units << " query tiles on " << grid << " CTAs, not split";
+      ASSERT_GT(grid, units) << p.str() << ": the split takes every CTA";
+      if (clusters) {
+        ASSERT_GE(cluster, 2) << p.str() << ": not split in clusters";
+        EXPECT_EQ(ranges % units, 0) << p.str() << ": every unit the same number of ranges";
+        EXPECT_EQ(grid, (ranges + cluster - 1) / cluster * cluster) << p.str() << ": a CTA a range, whole clusters";
+      } else {
+        EXPECT_EQ(cluster, 0) << p.str();
+      }
+      const int pack = l.k->pack_rows(p);
+      if (int(i) < packed) {
+        EXPECT_EQ(pack, cfg.block_m / (p.heads_q / p.heads_kv)) << p.str();
+        EXPECT_EQ(units, std::int64_t(p.batch) * p.heads_kv) << p.str() << ": a unit a (batch, kv head)";
+      } else {
+        EXPECT_EQ(pack, 0) << p.str();
+      }
+      AttnBuffers buf(p);
+      buf.fill(*ref.mod, InputKind::gaussian, run_seed() ^ 0xdec0ull, st);
+      expect_native_accuracy(*l.k, p, buf, tuner::run_reference(ref.kernel, buf, st), st,
+                             "split keys (" + std::to_string(units) + " query tiles, " + std::to_string(grid) +
+                                 " CTAs, " + std::to_string(ranges) + " ranges, clusters of " +
+                                 std::to_string(cluster) + ", pack_rows " + std::to_string(pack) + ")");
     }
-  EXPECT_TRUE(found) << "no causal shape with a one-tile partial piece of hidden rows";
-  for (std::size_t i = 0; i < shapes.size(); ++i) {
-    const AttnProblem p = make_problem(shapes[i], cfg.head_dim);
-    const std::int64_t units = l.k->persistent_units(p), grid = l.k->persistent_grid(p);
-    const int ranges = l.k->plan(p).split_ranges;
-    ASSERT_GT(ranges, 0) << p.str() << ": " << units << " query tiles on " << grid << " CTAs, not split";
-    ASSERT_GT(grid, units) << p.str() << ": the split takes every CTA";
-    const int pack = l.k->pack_rows(p);
-    if (int(i) < packed) {
-      EXPECT_EQ(pack, cfg.block_m / (p.heads_q / p.heads_kv)) << p.str();
-      EXPECT_EQ(units, std::int64_t(p.batch) * p.heads_kv) << p.str() << ": a unit a (batch, kv head)";
-    } else {
-      EXPECT_EQ(pack, 0) << p.str();
-    }
-    AttnBuffers buf(p);
-    buf.fill(*ref.mod, InputKind::gaussian, run_seed() ^ 0xdec0ull, st);
-    expect_native_accuracy(*l.k, p, buf, tuner::run_reference(ref.kernel, buf, st), st,
-                           "split keys (" + std::to_string(units) + " query tiles, " + std::to_string(grid) + " CTAs, " +
-                               std::to_string(ranges) + " ranges, pack_rows " + std::to_string(pack) + ")");
   }
 }
 

@@ -25,16 +25,24 @@ int cdiv(std::int64_t a, std::int64_t b) { return int((a + b - 1) / b); }
 // `dependent`: programmatic stream serialization (sm_90+): the kernel may start while the one
 // before it on the stream still runs, and waits for it with griddepcontrol.wait (common.cuh:
 // only kernels that do so may be launched this way).
+// `cluster` > 1: thread block clusters of that many CTAs along x (gx a multiple of it).
 void launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned threads, unsigned smem, CUstream s,
-            const SageAttnParams& p, bool dependent = false) {
+            const SageAttnParams& p, bool dependent = false, unsigned cluster = 0) {
   void* args[] = {const_cast<SageAttnParams*>(&p)};
-  if (!dependent) {
+  if (!dependent && cluster <= 1) {
     SAGE_CU(cuLaunchKernel(f, gx, gy, gz, threads, 1, 1, smem, s, args, nullptr));
     return;
   }
   CUlaunchAttribute attr{};
-  attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  attr.value.programmaticStreamSerializationAllowed = 1;
+  if (dependent) {
+    attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+  } else {
+    attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = cluster;
+    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.z = 1;
+  }
   CUlaunchConfig cfg{};
   cfg.gridDimX = gx;
   cfg.gridDimY = gy;
@@ -279,7 +287,32 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
     if (per_sm < 1) throw Error(Errc::unsupported, cat(cfg_.name, ": no CTA of this variant fits an SM"));
     persistent_ctas_ = std::int64_t(num_sms_) * per_sm;
   }
-  (void)a;
+  // Decoding's split in clusters: how many clusters of 2, 4 and 8 CTAs run at once (a
+  // cluster's CTAs share a GPC). SAGE_SPLIT_CLUSTERS=N caps the size at N; 0 keeps the merge
+  // through L2 (diagnosis, A/B timing).
+  const std::string cap_env = env("SAGE_SPLIT_CLUSTERS");
+  const int cap = cap_env.empty() ? 8 : std::atoi(cap_env.c_str());
+  if (native() && cfg_.schedule == "persistent_split" && cap >= 2) {
+    for (int i = 0; i < int(max_clusters_.size()); ++i) {
+      const unsigned c = 2u << i;
+      if (int(c) > cap) break;
+      CUlaunchAttribute attr{};
+      attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attr.value.clusterDim.x = c;
+      attr.value.clusterDim.y = 1;
+      attr.value.clusterDim.z = 1;
+      CUlaunchConfig lc{};
+      lc.gridDimX = c * unsigned(std::max(1, num_sms_));
+      lc.gridDimY = lc.gridDimZ = 1;
+      lc.blockDimX = unsigned(cfg_.threads);
+      lc.blockDimY = lc.blockDimZ = 1;
+      lc.sharedMemBytes = unsigned(cfg_.smem_bytes);
+      lc.attrs = &attr;
+      lc.numAttrs = 1;
+      int n = 0;
+      if (a.cuOccupancyMaxActiveClusters(&n, attn_, &lc) == CUDA_SUCCESS) max_clusters_[std::size_t(i)] = n;
+    }
+  }
 }
 
 // The kernel walks a static list of work units (persistent_units in attn_native.cuh): a query
@@ -352,6 +385,8 @@ int AttnKernel::mma_split_ranges(const AttnProblem& p) const {
 }
 std::int64_t AttnKernel::persistent_grid(const AttnProblem& p) const {
   const std::int64_t units = persistent_units(p);
+  if (const auto cp = cluster_plan(p); cp.first > 0)  // a CTA a range, in whole clusters
+    return (cp.second + cp.first - 1) / cp.first * cp.first;
   if (units < persistent_ctas_ && split_ranges(p) > 0) return persistent_ctas_;
   return std::max<std::int64_t>(1, std::min(units, persistent_ctas_));
 }
@@ -373,9 +408,67 @@ std::int64_t AttnKernel::persistent_grid(const AttnProblem& p) const {
 // diagonal's masking being the kernel's usual one by absolute key tile. With more query tiles
 // a causal unit's keys depend on its tiles, which the ranges do not follow.
 constexpr double kSplitPieceTiles = 4.0, kSplitMergeTiles = 1.0, kSplitMinGain = 0.25;
+// Decoding in clusters (attn_native.cuh: cluster_merge). The two-level merge through L2 above
+// waits on the DRAM stream's queues: with every CTA streaming, a partial's write and its
+// flag's read take microseconds each, and its longest path holds four of them (H100, one
+// query over 32K keys of a 4:1 group: 11.5 us from the last key loop's end to the last exit;
+// docs/kernels.md). Launched in clusters of C CTAs, the ranges of a unit within one cluster
+// hand their rows of queries to the first of them through distributed shared memory instead,
+// and only those go through L2, to the owner, which merges them in turn. Every unit gets R
+// ranges (a range never holds two units) of at least kClusterMinTiles key tiles, or of 2 where
+// that makes no more than kClusterShortRanges ranges (short caches: H100, one query of a 4:1
+// group, D=128, 1K keys 14.5-15.0 us in 2-tile ranges against 17.2-17.8 in 4-tile ones, 4K
+// 22.9 against 21.2-21.3), and at most kClusterMaxSpan clusters' worth (the owner's merges);
+// the grid is R x units rounded up to whole clusters, all of them resident at once (a CTA
+// waits for others). C (2, 4 or 8) is the largest size whose members' rows (4 (D + 16) bytes
+// each) fit the leader's K/V ring and whose clusters run at least 7/8 of the ranges that any
+// size runs (the GPCs' sizes limit how many clusters of each size fit: on the H100 15 of 8
+// CTAs). No clusters where none fits or where they would run fewer than 7/8 of the ranges the
+// merge through L2 would cut. (Clusters of 16, past the portable size, measured level or
+// 1-3% slower than 8: their leaders fold twice the members.) SAGE_SPLIT_CLUSTERS=N caps C at N
+// (0: no clusters).
+constexpr std::int64_t kClusterMinTiles = 4, kClusterShortRanges = 8, kClusterMaxSpan = 4;
+std::pair<int, int> AttnKernel::cluster_plan(const AttnProblem& p) const {
+  if (!native() || cfg_.schedule != "persistent_split" || max_clusters_[0] <= 0) return {0, 0};
+  const int pack = pack_rows(p);
+  if (pack == 0 && p.seq_q > cfg_.block_m) return {0, 0};  // one query tile a unit
+  const std::int64_t units = persistent_units(p), tiles = cdiv(p.seq_kv, cfg_.block_n);
+  if (units <= 0) return {0, 0};
+  const std::int64_t r_max =
+      std::min(persistent_ctas_ / units, std::max(tiles / kClusterMinTiles, std::min(tiles / 2, kClusterShortRanges)));
+  std::int64_t rows = 0;  // attn_native.cuh: cluster_rows over the consumer warps
+  for (int w = 0; w < (cfg_.threads - 128) / 32; ++w) {
+    const int row0 = pack > 0 ? (w * 16) & (pack - 1) : w * 16;
+    rows += std::clamp(p.seq_q - row0, 0, 16);
+  }
+  const std::int64_t payload = rows * 4 * (cfg_.head_dim + 16);
+  const std::int64_t ring = std::int64_t(cfg_.stages) * 2 * cfg_.block_n * cfg_.head_dim * 2;
+  std::array<std::int64_t, 3> r = {};
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    const int c = 2 << i;
+    if (max_clusters_[i] <= 0 || (c - 1) * payload > ring) continue;
+    r[i] = std::min({r_max, std::int64_t(max_clusters_[i]) * c / units, kClusterMaxSpan * c});
+  }
+  const std::int64_t best = *std::max_element(r.begin(), r.end());
+  // Not where the merge through L2 alone would cut the keys into clearly more ranges.
+  if (best < 2 || best * 8 * units < std::int64_t(l2_split_ranges(p)) * 7) return {0, 0};
+  for (int i = int(r.size()) - 1; i >= 0; --i) {
+    if (r[std::size_t(i)] * 8 < best * 7) continue;
+    const std::int64_t ranges = units * r[std::size_t(i)];
+    if (units * tiles * ranges >= (std::int64_t(1) << 31)) return {0, 0};  // 32-bit range arithmetic
+    return {2 << i, int(ranges)};
+  }
+  return {0, 0};
+}
+int AttnKernel::split_cluster(const AttnProblem& p) const { return cluster_plan(p).first; }
+
 int AttnKernel::split_ranges(const AttnProblem& p) const {
   if (mma_native()) return mma_split_ranges(p);
   if (cfg_.schedule != "persistent_split") return 0;
+  if (const auto cp = cluster_plan(p); cp.first > 0) return cp.second;
+  return l2_split_ranges(p);
+}
+int AttnKernel::l2_split_ranges(const AttnProblem& p) const {
   if (p.causal && cdiv(p.seq_q, cfg_.block_m) > 1) return 0;
   const std::int64_t units = persistent_units(p), grid = std::max<std::int64_t>(1, persistent_ctas_);
   if (units % grid == 0) return 0;
@@ -404,6 +497,7 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
       w.sync = off;
       off = align_up(off + sizeof(std::uint64_t) * mma_units(p));
     } else if (w.split_ranges > 0) {  // split_o at 0, then the flags
+      w.split_cluster = split_cluster(p);
       const std::size_t consumers = std::size_t(c.threads) - 128;  // the producer warpgroup is the last
       off = align_up(sizeof(float) * std::size_t(w.split_ranges) * (c.head_dim / 2 + 4) * consumers);
       w.sync = off;
@@ -508,6 +602,7 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
     s.causal_single = causal_single(p) ? 1 : 0;
     if (w.split_ranges > 0) {
       s.split_ranges = w.split_ranges;
+      s.split_cluster = w.split_cluster;
       s.split_o = reinterpret_cast<float*>(base + w.split_o);
       s.sync = reinterpret_cast<unsigned long long*>(base + w.sync);
       s.generation = next_generation();
@@ -693,7 +788,8 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
   }
   if (persistent()) {
     if (persistent_units(p) > 0x7fffffff) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for one launch"));
-    launch(attn_, unsigned(persistent_grid(p)), 1, 1, unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s);
+    launch(attn_, unsigned(persistent_grid(p)), 1, 1, unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s,
+           false, unsigned(s.split_cluster));
     return;
   }
   CUfunction f = s.lse && attn_lse_ ? attn_lse_ : attn_;

@@ -20,8 +20,9 @@ typedef std::int64_t sage_i64;
 // 5: the launch grid of causal calls (non-persistent kernels) is (pairs of a group, q_tiles,
 // groups), attn_mma.cuh: cta_coords. 6: split_o (the persistent native kernels' split tail).
 // 7: pack_rows (the persistent native kernels' GQA heads packed into one query tile) and
-// causal_single (their causal query tiles not paired).
-#define SAGE_KERNEL_ABI_VERSION 7
+// causal_single (their causal query tiles not paired). 8: split_cluster (decoding's split
+// merged within thread block clusters).
+#define SAGE_KERNEL_ABI_VERSION 8
 
 // Element types of the user's tensors.
 enum SageDType { SAGE_DTYPE_FP16 = 0, SAGE_DTYPE_BF16 = 1 };
@@ -93,6 +94,12 @@ struct SageAttnParams {
   // unit is one query tile (longest first within a head), not a pair of them, so that every
   // tile has an SM of its own. 0: pairs.
   sage_i32 causal_single;
+  // The persistent split kernel, decoding (every unit split, one query tile a unit): the grid
+  // is launched in clusters of split_cluster CTAs (a power of two, at least 2), each unit's
+  // ranges are whole clusters, and the partial pieces of a cluster hand their results to the
+  // cluster's leader (its lowest range) through distributed shared memory, so that only the
+  // leaders' merged partials go through split_o (attn_native.cuh: cluster_merge). 0: no clusters.
+  sage_i32 split_cluster;
   // TMA variants (wgmma pipeline): tensor maps (CUtensorMap, opaque) of q_quant, k_quant and
   // v_prep in the tile boxes and swizzle the kernel reads, encoded by the launcher (zero
   // otherwise); the persistent native kernels also store O through tma_o. Kernels take the

@@ -24,7 +24,8 @@ namespace sage::cu {
   X(cuStreamSynchronize) X(cuStreamGetCtx) X(cuEventCreate) X(cuEventDestroy)             \
   X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuGetErrorName)          \
   X(cuGetErrorString) X(cuPointerGetAttribute) X(cuTensorMapEncodeTiled)                  \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuLaunchKernelEx)
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuLaunchKernelEx)       \
+  X(cuOccupancyMaxActiveClusters)
 
 struct Api {
 #define SAGE_CU_MEMBER(fn) decltype(&::fn) fn = nullptr;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "sage/internal/problem.h"
 
@@ -75,6 +76,8 @@ struct WorkspacePlan {
   // persistent_split: the ranges the last round's key tiles are cut into (AttnKernel::split_ranges;
   // 0: no split), with partial results at split_o and flags at `sync` in the workspace.
   int split_ranges = 0;
+  // Decoding's split in thread block clusters of this many CTAs (AttnKernel::split_cluster; 0: none).
+  int split_cluster = 0;
   bool has_stats = false, has_q_mean = false, has_q_kmean = false, has_v_prep = false,
        has_v_scale = false, has_v_mean = false;
   int q_tiles = 0, k_tiles = 0, stat_splits = 1;
@@ -123,6 +126,10 @@ class AttnKernel {
   // where the split would not pay, the round is full, or the call is causal with more than one
   // query tile per head.
   int split_ranges(const AttnProblem& p) const;
+  // persistent_split, decoding (every unit split, one query tile a unit): the cluster size
+  // (2, 4 or 8 CTAs) whose ranges merge through distributed shared memory, with split_ranges then a
+  // whole number of clusters a unit; 0 where no cluster size fits (SageAttnParams::split_cluster).
+  int split_cluster(const AttnProblem& p) const;
   // The native mma.sync kernel's query tiles (one per (batch, kv head) where packed).
   std::int64_t mma_units(const AttnProblem& p) const;
   // Persistent native kernels: the rows each query head takes in a tile whose GQA group's
@@ -169,6 +176,12 @@ class AttnKernel {
   int num_sms_ = 0;
   std::int64_t persistent_ctas_ = 0;  // persistent and native mma: SMs x CTAs per SM
   int mma_split_ranges(const AttnProblem& p) const;
+  // persistent_split: decoding in clusters, {cluster size, ranges} or {0, 0}.
+  std::pair<int, int> cluster_plan(const AttnProblem& p) const;
+  // persistent_split without clusters: the ranges merged through L2 (0: no split).
+  int l2_split_ranges(const AttnProblem& p) const;
+  // persistent_split: how many clusters of 2, 4 and 8 CTAs can run at once (0: none).
+  std::array<int, 3> max_clusters_ = {};
   mutable std::mutex tma_mu_;
   mutable TmaCache tma_cache_;
 };

@@ -585,7 +585,15 @@ struct MergePlan {
 // merges the group's others into its own partial before writing it, and the owner merges the
 // leaders'. Everyone still waits only for ranges after its own (CTAs of lower index). Fewer
 // partials, or ranges that may be empty (fewer tail tiles than ranges), keep one level.
-SAGE_DEV MergePlan merge_plan(const TailSplit& ts, int r, bool owner) {
+// In clusters (p.split_cluster = C > 1, decoding): the ranges of a unit in one cluster hand
+// their results to the first of them in shared memory (cluster_merge), the unit's other
+// clusters' first ranges (multiples of C) write theirs, and the owner merges those, at most
+// three (launch.cpp: cluster_plan; a two-level tree over them spilled registers at D=64).
+SAGE_DEV MergePlan merge_plan(const TailSplit& ts, int r, bool owner, int cluster) {
+  if (cluster > 1) {  // every unit R ranges, from o; its other clusters' first ranges: multiples of C
+    const int R = ts.ranges / (ts.work / ts.tiles), o = r - r % R;
+    return owner ? MergePlan{(o / cluster + 1) * cluster, o + R - 1, cluster} : MergePlan{0, -1, 1};
+  }
   // The piece's unit, [x0, x0 + tiles) in tail tiles: the unit that starts in r (owner) or the
   // one that r's first tile continues.
   const int x0 = owner ? (ts.lo(r) + ts.tiles - 1) / ts.tiles * ts.tiles : ts.lo(r) / ts.tiles * ts.tiles;
@@ -631,6 +639,102 @@ SAGE_DEV void merge_partials(const SageAttnParams& p, const MergePlan& mp, int w
   }
 }
 
+// Rows of queries among consumer warp w's 16 rows of a decoding unit's one query tile (cluster
+// mode: m0 = 0).
+SAGE_DEV int cluster_rows(const SageAttnParams& p, int w) {
+  const int row0 = p.pack_rows > 0 ? (w * 16) & (p.pack_rows - 1) : w * 16;
+  return min_(max_(p.seq_q - row0, 0), 16);
+}
+// The cluster's merge (p.split_cluster = C > 1), run by every consumer warp once its key loop
+// is done. The launcher cuts every unit's keys into R = ranges / units ranges (no range holds
+// two units) and launches clusters of C consecutive CTAs, so that a cluster holds C consecutive
+// ranges, from a multiple of C (range r's CTA has cluster rank C - 1 - r % C). A cluster's
+// ranges of one unit form a group; the group's first range (its leader) takes the others' rows
+// of queries into its K/V ring, which is free once its own consumers are past their loops: it
+// tells each member so on the member's `ready` barrier (phase 0), each member's warps store
+// their rows into the ring by st.async (16 bytes each, counted on the leader's `data`
+// barrier), the leader folds them into its own, then tells the members they may exit (phase
+// 1). A row in the ring: its 4 lanes' D/4 values of O's fragment, row maximum, row sum (per
+// lane) and two floats of padding (16-byte stores); member i's rows are block i - 1, each
+// warp's after those of the warps before it. Returns whether this CTA is its group's leader:
+// the unit's owner (its first range), or a leader whose partial goes on through split_o to
+// the owner (merge_plan); a member's results are its leader's now.
+template <class Cfg>
+SAGE_DEV bool cluster_merge(const SageAttnParams& p, int range, int warp, int lane, float (&m)[2], float (&l)[2],
+                            float (&of)[Cfg::D / 2], u32 ring, u32 ready_bar, u32 data_bar, int free_bar) {
+  constexpr int D = Cfg::D, CW = Cfg::CONSUMERS / 32;
+  constexpr u32 LANE_BYTES = 4 * (D / 4 + 4), ROW_BYTES = 4 * LANE_BYTES;
+  const int C = p.split_cluster, R = p.split_ranges / persistent_units(p);
+  const int u = range / R, rc0 = range - range % C;
+  const int lo = max_(rc0, u * R), hi = min_(rc0 + C, (u + 1) * R);
+  const int j = range - lo, members = hi - lo - 1;  // j: 0 for the leader
+  int before = 0, per_cta = 0;
+#pragma unroll
+  for (int w = 0; w < CW; ++w) {
+    const int r = cluster_rows(p, w);
+    per_cta += r;
+    if (w < warp) before += r;
+  }
+  const int nr = cluster_rows(p, warp);
+  const int gid = lane / 4, q = lane % 4;
+  if (members == 0 && j == 0) return true;  // a group of one
+  cluster_wait_acquire();  // every CTA of the cluster has initialized its barriers
+  const u32 rank = u32(C - 1 - range % C);
+  if (j == 0) {
+    if (lane == 0) mbar_arrive_expect_tx(data_bar, u32(members) * u32(nr) * ROW_BYTES);
+    named_bar_sync(free_bar, Cfg::CONSUMERS);  // no consumer reads the ring any more
+    if (warp == 0 && lane < members) mbar_arrive_remote(cluster_map(ready_bar, rank - 1 - u32(lane)));
+    mbar_wait_cluster(data_bar, 0);
+    if (warp == 0 && lane < members) mbar_arrive_remote(cluster_map(ready_bar, rank - 1 - u32(lane)));
+#pragma unroll 1
+    for (int pj = 1; pj <= members; ++pj) {
+      const u32 base = ring + u32((pj - 1) * per_cta + before) * ROW_BYTES + u32(q) * LANE_BYTES;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        if (gid + 8 * hh >= nr) continue;
+        const u32 a = base + u32(gid + 8 * hh) * ROW_BYTES;
+        float ml[4];
+        lds_v4(a + 4 * (D / 4), ml);
+        const float mm = max_(m[hh], ml[0]);
+        const float f0 = mm == neg_inf() ? 0.f : ex2(m[hh] - mm);
+        const float f1 = mm == neg_inf() ? 0.f : ex2(ml[0] - mm);
+        m[hh] = mm;
+        l[hh] = l[hh] * f0 + ml[1] * f1;
+#pragma unroll
+        for (int c = 0; c < D / 16; ++c) {
+          float v[4];
+          lds_v4(a + 16 * c, v);
+          of[8 * c + 2 * hh] = of[8 * c + 2 * hh] * f0 + v[0] * f1;
+          of[8 * c + 2 * hh + 1] = of[8 * c + 2 * hh + 1] * f0 + v[1] * f1;
+          of[8 * c + 4 + 2 * hh] = of[8 * c + 4 + 2 * hh] * f0 + v[2] * f1;
+          of[8 * c + 5 + 2 * hh] = of[8 * c + 5 + 2 * hh] * f0 + v[3] * f1;
+        }
+      }
+    }
+    return true;
+  }
+  if (nr > 0) {
+    mbar_wait_cluster(ready_bar, 0);  // the leader's ring is free
+    const u32 leader = rank + u32(j);
+    const u32 rbar = cluster_map(data_bar, leader);
+    const u32 base = cluster_map(ring, leader) + u32((j - 1) * per_cta + before) * ROW_BYTES + u32(q) * LANE_BYTES;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      if (gid + 8 * hh >= nr) continue;
+      const u32 a = base + u32(gid + 8 * hh) * ROW_BYTES;
+#pragma unroll
+      for (int c = 0; c < D / 16; ++c)
+        st_async_v4(a + 16 * c, of[8 * c + 2 * hh], of[8 * c + 2 * hh + 1], of[8 * c + 4 + 2 * hh], of[8 * c + 5 + 2 * hh],
+                    rbar);
+      st_async_v4(a + 4 * (D / 4), m[hh], l[hh], 0.f, 0.f, rbar);
+    }
+    // Phase 1: the leader holds every member's rows, so this CTA may exit (its warps without
+    // rows store nothing and do not wait: phase 1 may be done before they would wait for 0).
+    mbar_wait_cluster(ready_bar, 1);
+  }
+  return false;
+}
+
 // grid (min(units, SMs x CTAs per SM)), Cfg::THREADS threads (the consumer warpgroups, then
 // the producer warpgroup: setmaxnreg moves registers from it, Cfg::PRODUCER_REGS a thread, to
 // the consumers, Cfg::CONSUMER_REGS: ptxas sizes a wgmma kernel's registers for whole warpgroups), Cfg::SMEM_BYTES dynamic shared memory; the tensor maps as for the plain
@@ -652,7 +756,11 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
   // the warpgroups (a CTA-wide one cost the pingpong 1-3% at 1K-2K keys); read, one per buffer
   // (the consumers arrive, the producer warp waits). Without SPLIT every role walks the list.
   __shared__ WorkItem items[Cfg::SPLIT ? 2 : 1];
-  constexpr int kItemFull = 4, kItemFree = 4 + 2 * Cfg::WGS, FULL_THREADS = 128 + 32, FREE_THREADS = Cfg::CONSUMERS + 32;
+  // SPLIT in clusters (p.split_cluster): the `ready` and `data` barriers of cluster_merge.
+  __shared__ __align__(8) u64 cbars[2];
+  constexpr int kItemFull = 4, kItemFree = 4 + 2 * Cfg::WGS, kClusterFree = kItemFree + 2, FULL_THREADS = 128 + 32,
+                FREE_THREADS = Cfg::CONSUMERS + 32;
+  static_assert(kClusterFree < 16, "named barriers");
   u8* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   const u32 sQ0 = smem_addr(smem);
   const u32 sK0 = sQ0 + 2 * Cfg::SMEM_Q;
@@ -682,9 +790,16 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
       mbar_init(k_empty(s), CONSUMER_WARPS);
       mbar_init(v_empty(s), CONSUMER_WARPS);
     }
+    if (Cfg::SPLIT && p.split_cluster > 1) {
+      mbar_init(smem_addr(&cbars[0]), 1);
+      mbar_init(smem_addr(&cbars[1]), CONSUMER_WARPS);
+    }
     mbar_init_fence();
   }
   __syncthreads();
+  // Clusters: the barriers above are visible to the other CTAs once all have arrived here
+  // (cluster_merge waits for that; the producer warps arrive and exit).
+  if (Cfg::SPLIT && p.split_cluster > 1) cluster_arrive_release();
 
   if (warp >= int(CONSUMER_WARPS)) {  // the producer warpgroup: one warp, one lane issues every load
     setmaxnreg_dec<Cfg::PRODUCER_REGS>();
@@ -914,13 +1029,18 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
       // A warp whose rows are all past the queries (a short query block, decoding: most of the
       // tile) neither writes nor merges partials: its rows are never stored. Every piece of a
       // unit gives the warp the same rows, so writers and mergers agree.
-      if (row0 < p.seq_q) {
+      // Clusters: a member's rows go to its leader, and only leaders go on (every consumer warp
+      // takes part: the leader's ring must be free of all of them).
+      const bool go_on = p.split_cluster > 1 ? cluster_merge<Cfg>(p, range, warp, lane, m[0], l[0], of, sK0,
+                                                                  smem_addr(&cbars[0]), smem_addr(&cbars[1]), kClusterFree)
+                                             : true;
+      if (row0 < p.seq_q && go_on) {
         const TailSplit ts = tail_split<Cfg>(p);
         if (part == 2) {
-          merge_partials<Cfg>(p, merge_plan(ts, range, false), warp, lane, m[0], l[0], of);
+          merge_partials<Cfg>(p, merge_plan(ts, range, false, p.split_cluster), warp, lane, m[0], l[0], of);
           write_partial<Cfg>(p, range, warp, lane, m[0], l[0], of);
         }
-        if (part == 1) merge_partials<Cfg>(p, merge_plan(ts, range, true), warp, lane, m[0], l[0], of);
+        if (part == 1) merge_partials<Cfg>(p, merge_plan(ts, range, true, p.split_cluster), warp, lane, m[0], l[0], of);
       }
       b = items[qb].b;
       h = items[qb].h + h_off;

@@ -33,6 +33,51 @@ SAGE_DEV void mbar_wait(u32 bar, u32 phase) {
       "r"(phase)
       : "memory");
 }
+// Thread block clusters (PTX ISA "barrier.cluster", "mapa", "st.async"): the split's partial
+// results handed to their group's leader through distributed shared memory.
+// This CTA's rank in its cluster.
+SAGE_DEV u32 cluster_ctarank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// Every thread of every CTA of the cluster arrives (release: the barriers it initialized)...
+SAGE_DEV void cluster_arrive_release() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
+// ... and waits for the others' arrival before it touches their shared memory (exited threads
+// count as arrived).
+SAGE_DEV void cluster_wait_acquire() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+// The shared::cluster address of `addr` (shared::cta) in the CTA of rank `rank`.
+SAGE_DEV u32 cluster_map(u32 addr, u32 rank) {
+  u32 r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+// Arrives (count 1, release at cluster scope) on an mbarrier of another CTA of the cluster.
+SAGE_DEV void mbar_arrive_remote(u32 cluster_bar) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_bar) : "memory");
+}
+// mbar_wait with acquire at cluster scope: for phases that another CTA's arrival completes.
+SAGE_DEV void mbar_wait_cluster(u32 bar, u32 phase) {
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "SAGE_MBAR_WAITC_%=:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra SAGE_MBAR_WAITC_%=;\n}\n" ::"r"(bar),
+      "r"(phase)
+      : "memory");
+}
+// Loads 16 bytes of this CTA's shared memory.
+SAGE_DEV void lds_v4(u32 addr, float (&v)[4]) {
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3]) : "r"(addr) : "memory");
+}
+// Stores 16 bytes into another CTA's shared memory (shared::cluster address); their arrival
+// counts as transaction bytes on that CTA's mbarrier `cluster_bar`.
+SAGE_DEV void st_async_v4(u32 cluster_addr, float a, float b, float c, float d, u32 cluster_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
+                   cluster_addr),
+               "f"(a), "f"(b), "f"(c), "f"(d), "r"(cluster_bar)
+               : "memory");
+}
 // Loads the box at element coordinates (x, y) of a 2-D tensor map into shared memory at `dst`
 // (in the map's swizzle layout); completion is reported to `bar` as transaction bytes.
 SAGE_DEV void tma_load_2d(u32 dst, const void* tmap, int x, int y, u32 bar) {
