@@ -55,6 +55,7 @@ MODELS = {
     "wan2.1-14b": ("Wan2.1 14B, 81 frames 832x480 (32760 tokens)", 1, 40, 40, 32760, 32760, 128, False),
     # Decoding: one new token a sequence over its KV cache (one query sees every key: no mask).
     "llama3-8b-decode": ("Llama 3 8B decoding, one token over a 32K KV cache", 1, 32, 8, 1, 32768, 128, False),
+    "llama3-8b-decode-4k": ("Llama 3 8B decoding, one token over a 4K KV cache", 1, 32, 8, 1, 4096, 128, False),
     "llama3-8b-decode-b16": ("Llama 3 8B decoding, 16 sequences of 8K", 16, 32, 8, 1, 8192, 128, False),
     "llama3-70b-decode": ("Llama 3 70B decoding (64 query heads), one token over 32K", 1, 64, 8, 1, 32768, 128, False),
     "spec-decode": ("Llama 3 8B, 8 draft tokens verified over 32K (causal)", 1, 32, 8, 8, 32768, 128, True),
