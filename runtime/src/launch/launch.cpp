@@ -423,42 +423,52 @@ constexpr double kSplitPieceTiles = 4.0, kSplitMergeTiles = 1.0, kSplitMinGain =
 // waits for others). C (2, 4 or 8) is the largest size whose members' rows (4 (D + 16) bytes
 // each) fit the leader's K/V ring and whose clusters run at least 7/8 of the ranges that any
 // size runs (the GPCs' sizes limit how many clusters of each size fit: on the H100 15 of 8
-// CTAs). No clusters where none fits or where they would run fewer than 7/8 of the ranges the
-// merge through L2 would cut. (Clusters of 16, past the portable size, measured level or
+// CTAs) and 7/8 of those the merge through L2 alone would cut; without one, no clusters
+// (host tests: tests/runtime/test_split_clusters.cpp). (Clusters of 16, past the portable size, measured level or
 // 1-3% slower than 8: their leaders fold twice the members.) SAGE_SPLIT_CLUSTERS=N caps C at N
 // (0: no clusters).
-constexpr std::int64_t kClusterMinTiles = 4, kClusterShortRanges = 8, kClusterMaxSpan = 4;
+SplitClusters choose_split_clusters(const SplitClusterInputs& in) {
+  if (in.units <= 0 || in.tiles <= 0) return {};
+  const std::int64_t r_max = std::min(
+      in.slots / in.units, std::max(in.tiles / kClusterMinTiles, std::min(in.tiles / 2, kClusterShortRanges)));
+  std::array<std::int64_t, 3> r = {};
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    const int c = 2 << i;
+    if (in.max_clusters[i] <= 0 || (c - 1) * in.row_bytes > in.ring_bytes) continue;
+    r[i] = std::min({r_max, std::int64_t(in.max_clusters[i]) * c / in.units, kClusterMaxSpan * c});
+  }
+  // The largest size within 7/8 of the most ranges any size runs, and of the ranges the merge
+  // through L2 alone would cut.
+  const std::int64_t best = *std::max_element(r.begin(), r.end());
+  for (int i = int(r.size()) - 1; i >= 0; --i) {
+    const std::int64_t ri = r[std::size_t(i)];
+    if (ri >= 2 && ri * 8 >= best * 7 && ri * 8 * in.units >= in.l2_ranges * 7) return {2 << i, int(ri)};
+  }
+  return {};
+}
+
 std::pair<int, int> AttnKernel::cluster_plan(const AttnProblem& p) const {
   if (!native() || cfg_.schedule != "persistent_split" || max_clusters_[0] <= 0) return {0, 0};
   const int pack = pack_rows(p);
   if (pack == 0 && p.seq_q > cfg_.block_m) return {0, 0};  // one query tile a unit
-  const std::int64_t units = persistent_units(p), tiles = cdiv(p.seq_kv, cfg_.block_n);
-  if (units <= 0) return {0, 0};
-  const std::int64_t r_max =
-      std::min(persistent_ctas_ / units, std::max(tiles / kClusterMinTiles, std::min(tiles / 2, kClusterShortRanges)));
+  SplitClusterInputs in;
+  in.units = persistent_units(p);
+  in.tiles = cdiv(p.seq_kv, cfg_.block_n);
+  in.slots = persistent_ctas_;
   std::int64_t rows = 0;  // attn_native.cuh: cluster_rows over the consumer warps
   for (int w = 0; w < (cfg_.threads - 128) / 32; ++w) {
     const int row0 = pack > 0 ? (w * 16) & (pack - 1) : w * 16;
     rows += std::clamp(p.seq_q - row0, 0, 16);
   }
-  const std::int64_t payload = rows * 4 * (cfg_.head_dim + 16);
-  const std::int64_t ring = std::int64_t(cfg_.stages) * 2 * cfg_.block_n * cfg_.head_dim * 2;
-  std::array<std::int64_t, 3> r = {};
-  for (std::size_t i = 0; i < r.size(); ++i) {
-    const int c = 2 << i;
-    if (max_clusters_[i] <= 0 || (c - 1) * payload > ring) continue;
-    r[i] = std::min({r_max, std::int64_t(max_clusters_[i]) * c / units, kClusterMaxSpan * c});
-  }
-  const std::int64_t best = *std::max_element(r.begin(), r.end());
-  // Not where the merge through L2 alone would cut the keys into clearly more ranges.
-  if (best < 2 || best * 8 * units < std::int64_t(l2_split_ranges(p)) * 7) return {0, 0};
-  for (int i = int(r.size()) - 1; i >= 0; --i) {
-    if (r[std::size_t(i)] * 8 < best * 7) continue;
-    const std::int64_t ranges = units * r[std::size_t(i)];
-    if (units * tiles * ranges >= (std::int64_t(1) << 31)) return {0, 0};  // 32-bit range arithmetic
-    return {2 << i, int(ranges)};
-  }
-  return {0, 0};
+  in.row_bytes = rows * 4 * (cfg_.head_dim + 16);
+  in.ring_bytes = std::int64_t(cfg_.stages) * 2 * cfg_.block_n * cfg_.head_dim * 2;
+  in.max_clusters = max_clusters_;
+  in.l2_ranges = l2_split_ranges(p);
+  const SplitClusters sc = choose_split_clusters(in);
+  if (sc.cluster == 0) return {0, 0};
+  const std::int64_t ranges = in.units * sc.ranges_per_unit;
+  if (in.units * in.tiles * ranges >= (std::int64_t(1) << 31)) return {0, 0};  // 32-bit range arithmetic
+  return {sc.cluster, int(ranges)};
 }
 int AttnKernel::split_cluster(const AttnProblem& p) const { return cluster_plan(p).first; }
 

@@ -104,6 +104,26 @@ constexpr std::int64_t kCausalGroupBytes = std::int64_t(16) << 20;
 constexpr int kCausalLptMaxKeys = 8192;
 int causal_group(const AttnProblem& p, const KernelConfig& c);
 
+// Decoding's split in thread block clusters (AttnKernel::cluster_plan, which fills the inputs
+// from the problem, the variant and the GPU): the cluster size (2, 4 or 8 CTAs) and the ranges
+// every unit's keys are cut into, or {0, 0} where the merge through L2 stays. Rules and the
+// measurements behind them: launch.cpp.
+struct SplitClusterInputs {
+  std::int64_t units = 0;  // work units (query tiles; packed: (batch, kv head))
+  std::int64_t tiles = 0;  // key tiles of a unit
+  std::int64_t slots = 0;  // CTAs resident at once
+  std::int64_t row_bytes = 0;   // one member CTA's rows of queries, as the leader receives them
+  std::int64_t ring_bytes = 0;  // the leader's K/V ring
+  std::array<int, 3> max_clusters = {};  // clusters of 2, 4 and 8 CTAs resident at once
+  std::int64_t l2_ranges = 0;  // the ranges the merge through L2 alone would cut (all units)
+};
+struct SplitClusters {
+  int cluster = 0;          // CTAs a cluster (0: none)
+  int ranges_per_unit = 0;  // R
+};
+SplitClusters choose_split_clusters(const SplitClusterInputs& in);
+constexpr std::int64_t kClusterMinTiles = 4, kClusterShortRanges = 8, kClusterMaxSpan = 4;
+
 // A loaded quantized-attention variant (pipelines "mma" and "wgmma": same kernels' interface).
 class AttnKernel {
  public:

@@ -1,0 +1,111 @@
+// Decoding's split in thread block clusters (launch.h: choose_split_clusters): the cluster size
+// and the ranges a unit, from the work, the GPU's resident CTAs and clusters, and the bytes a
+// member hands its leader. That the kernel then merges every range's rows exactly once is
+// checked on the GPU (kernels/gpu_test_mma_attention.cpp, SplitKeysOfFewQueryTiles...).
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "sage/internal/launch.h"
+
+namespace sage {
+namespace {
+
+// The H100's persistent_split kernels at 193 KiB a CTA: 132 CTAs at once, and as many
+// clusters of 2, 4 and 8 as its GPCs hold (cuOccupancyMaxActiveClusters on the H100).
+constexpr std::array<int, 3> kH100Clusters = {66, 31, 15};
+
+// One query of each of a kv head's g query heads (packed 32 rows a head: one row of queries in
+// each of g warps) over `keys` keys, D=128, 128-key tiles, a two-stage ring.
+SplitClusterInputs decoding(std::int64_t units, int keys, int rows_a_cta, std::int64_t l2_ranges) {
+  SplitClusterInputs in;
+  in.units = units;
+  in.tiles = (keys + 127) / 128;
+  in.slots = 132;
+  in.row_bytes = std::int64_t(rows_a_cta) * 4 * (128 + 16);
+  in.ring_bytes = 2 * 2 * 128 * 128 * 2;
+  in.max_clusters = kH100Clusters;
+  in.l2_ranges = l2_ranges;
+  return in;
+}
+
+TEST(SplitClusters, OneQueryOfAGqaGroupTakesClustersOfEight) {
+  // Llama 3 8B, one token over 32K keys: 8 units; 15 clusters of 8 resident, so 15 ranges a
+  // unit (120 CTAs), where the merge through L2 cuts 128 ranges (16 a unit).
+  SplitClusters s = choose_split_clusters(decoding(8, 32768, 4, 128));
+  EXPECT_EQ(s.cluster, 8);
+  EXPECT_EQ(s.ranges_per_unit, 15);
+  // 4K keys (32 tiles): ranges of at least 4 tiles, 8 a unit.
+  s = choose_split_clusters(decoding(8, 4096, 4, 45));
+  EXPECT_EQ(s.cluster, 8);
+  EXPECT_EQ(s.ranges_per_unit, 8);
+  // 1K keys (8 tiles): ranges of 2 tiles, where that makes no more than 8 a unit.
+  s = choose_split_clusters(decoding(8, 1024, 4, 0));
+  EXPECT_EQ(s.cluster, 8);
+  EXPECT_EQ(s.ranges_per_unit, 4);
+}
+
+TEST(SplitClusters, ManyUnitsTakeClustersOfTwo) {
+  // One query of 32 MHA heads over 32K keys: 4 ranges a unit fit 132 CTAs; clusters of 8 or 4
+  // would run only 3 (15 x 8 / 32, 31 x 4 / 32).
+  const SplitClusters s = choose_split_clusters(decoding(32, 32768, 1, 132));
+  EXPECT_EQ(s.cluster, 2);
+  EXPECT_EQ(s.ranges_per_unit, 4);
+}
+
+TEST(SplitClusters, RowsThatDoNotFitTheRingOrTooFewRangesKeepTheMergeThroughL2) {
+  // 16 causal queries of an 8:1 group: 128 rows a CTA (72 KiB) fit the 128 KiB ring only once
+  // (clusters of 2, at most 4 clusters' worth: 8 ranges a unit), where the merge through L2
+  // cuts 16 a unit.
+  EXPECT_EQ(choose_split_clusters(decoding(8, 32768, 128, 128)).cluster, 0);
+  // The same where L2 would cut no more ranges than clusters of 2 give: clusters.
+  const SplitClusters s = choose_split_clusters(decoding(8, 4096, 128, 64));
+  EXPECT_EQ(s.cluster, 2);
+  EXPECT_EQ(s.ranges_per_unit, 8);
+  // No cluster fits the GPU (or SAGE_SPLIT_CLUSTERS=0 left them all at 0).
+  SplitClusterInputs none = decoding(8, 32768, 4, 128);
+  none.max_clusters = {0, 0, 0};
+  EXPECT_EQ(choose_split_clusters(none).cluster, 0);
+  // More units than half the CTAs: no range a unit to spare.
+  EXPECT_EQ(choose_split_clusters(decoding(100, 32768, 4, 132)).cluster, 0);
+}
+
+TEST(SplitClusters, ChoicesKeepTheKernelsInvariants) {
+  std::mt19937 rng(20261126);
+  int chosen = 0;
+  for (int i = 0; i < 20000; ++i) {
+    SplitClusterInputs in;
+    in.units = 1 + rng() % 80;
+    in.tiles = 1 + rng() % 600;
+    in.slots = 1 + rng() % 300;
+    in.row_bytes = std::int64_t(1 + rng() % 128) * 4 * (64 + 16 * int(rng() % 5));
+    in.ring_bytes = std::int64_t(32 << (rng() % 3)) * 1024;
+    for (int& m : in.max_clusters) m = int(rng() % 80);
+    in.l2_ranges = rng() % 300;
+    const SplitClusters s = choose_split_clusters(in);
+    if (s.cluster == 0) continue;
+    ++chosen;
+    SCOPED_TRACE(::testing::Message() << "units " << in.units << " tiles " << in.tiles << " slots " << in.slots
+                                      << " cluster " << s.cluster << " ranges " << s.ranges_per_unit);
+    const std::size_t i_c = s.cluster == 2 ? 0 : s.cluster == 4 ? 1 : 2;
+    ASSERT_TRUE(s.cluster == 2 || s.cluster == 4 || s.cluster == 8);
+    EXPECT_GE(s.ranges_per_unit, 2);
+    // Every CTA resident at once, in whole clusters (a CTA waits for others).
+    const std::int64_t ctas = in.units * s.ranges_per_unit;
+    EXPECT_LE(ctas, in.slots);
+    EXPECT_LE((ctas + s.cluster - 1) / s.cluster, in.max_clusters[i_c]);
+    // The members' rows fit the leader's ring.
+    EXPECT_LE((s.cluster - 1) * in.row_bytes, in.ring_bytes);
+    // Every range at least 2 key tiles, and at least 4 where a unit has more than 8 ranges.
+    EXPECT_LE(s.ranges_per_unit * 2, in.tiles);
+    if (s.ranges_per_unit > kClusterShortRanges) EXPECT_LE(s.ranges_per_unit * kClusterMinTiles, in.tiles);
+    // At most kClusterMaxSpan clusters' worth a unit: the owner merges at most three leaders.
+    EXPECT_LE(s.ranges_per_unit, kClusterMaxSpan * s.cluster);
+    // Not clearly fewer ranges than the merge through L2 would cut.
+    EXPECT_GE(ctas * 8, in.l2_ranges * 7);
+  }
+  EXPECT_GT(chosen, 1000);
+}
+
+}  // namespace
+}  // namespace sage
