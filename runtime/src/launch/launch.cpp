@@ -423,8 +423,9 @@ constexpr double kSplitPieceTiles = 4.0, kSplitMergeTiles = 1.0, kSplitMinGain =
 // waits for others). C (2, 4 or 8) is the largest size whose members' rows (4 (D + 16) bytes
 // each) fit the leader's K/V ring and whose clusters run at least 7/8 of the ranges that any
 // size runs (the GPCs' sizes limit how many clusters of each size fit: on the H100 15 of 8
-// CTAs) and 7/8 of those the merge through L2 alone would cut; without one, no clusters
-// (host tests: tests/runtime/test_split_clusters.cpp). (Clusters of 16, past the portable size, measured level or
+// CTAs); no clusters where none fits or where the most ranges any size runs are fewer than
+// 7/8 of those the merge through L2 alone would cut (host tests:
+// tests/runtime/test_split_clusters.cpp). (Clusters of 16, past the portable size, measured level or
 // 1-3% slower than 8: their leaders fold twice the members.) SAGE_SPLIT_CLUSTERS=N caps C at N
 // (0: no clusters).
 SplitClusters choose_split_clusters(const SplitClusterInputs& in) {
@@ -437,13 +438,12 @@ SplitClusters choose_split_clusters(const SplitClusterInputs& in) {
     if (in.max_clusters[i] <= 0 || (c - 1) * in.row_bytes > in.ring_bytes) continue;
     r[i] = std::min({r_max, std::int64_t(in.max_clusters[i]) * c / in.units, kClusterMaxSpan * c});
   }
-  // The largest size within 7/8 of the most ranges any size runs, and of the ranges the merge
-  // through L2 alone would cut.
+  // None where the merge through L2 alone would cut clearly more ranges than any size runs;
+  // else the largest size within 7/8 of the most ranges.
   const std::int64_t best = *std::max_element(r.begin(), r.end());
-  for (int i = int(r.size()) - 1; i >= 0; --i) {
-    const std::int64_t ri = r[std::size_t(i)];
-    if (ri >= 2 && ri * 8 >= best * 7 && ri * 8 * in.units >= in.l2_ranges * 7) return {2 << i, int(ri)};
-  }
+  if (best < 2 || best * 8 * in.units < in.l2_ranges * 7) return {};
+  for (int i = int(r.size()) - 1; i >= 0; --i)
+    if (r[std::size_t(i)] * 8 >= best * 7) return {2 << i, int(r[std::size_t(i)])};
   return {};
 }
 
