@@ -35,12 +35,6 @@ SAGE_DEV void mbar_wait(u32 bar, u32 phase) {
 }
 // Thread block clusters (PTX ISA "barrier.cluster", "mapa", "st.async"): the split's partial
 // results handed to their group's leader through distributed shared memory.
-// This CTA's rank in its cluster.
-SAGE_DEV u32 cluster_ctarank() {
-  u32 r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
 // Every thread of every CTA of the cluster arrives (release: the barriers it initialized)...
 SAGE_DEV void cluster_arrive_release() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
 // ... and waits for the others' arrival before it touches their shared memory (exited threads
