@@ -50,7 +50,9 @@ TEST(CausalGrid, GroupsDivideThePairsKeepGqaWholeAndFitTheL2Share) {
         }
         EXPECT_EQ(g % per_kv, 0);
         // More than one kv head per group only where their K and V fit the L2 share.
-        if (g > per_kv) EXPECT_LE(std::int64_t(g / per_kv) * n * key_bytes(c), kCausalGroupBytes);
+        if (g > per_kv) {
+          EXPECT_LE(std::int64_t(g / per_kv) * n * key_bytes(c), kCausalGroupBytes);
+        }
         // The largest such divisor: the next multiple of per_kv that divides the pairs does not fit.
         for (int h = g + per_kv; h <= pairs; h += per_kv)
           if (pairs % h == 0) {

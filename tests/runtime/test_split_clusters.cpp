@@ -39,10 +39,28 @@ TEST(SplitClusters, OneQueryOfAGqaGroupTakesClustersOfEight) {
   s = choose_split_clusters(decoding(8, 4096, 4, 45));
   EXPECT_EQ(s.cluster, 8);
   EXPECT_EQ(s.ranges_per_unit, 8);
-  // 1K keys (8 tiles): ranges of 2 tiles, where that makes no more than 8 a unit.
+  // 2K keys (16 tiles): ranges of 2 tiles, where that makes no more than 8 a unit.
+  s = choose_split_clusters(decoding(8, 2048, 4, 0));
+  EXPECT_EQ(s.cluster, 8);
+  EXPECT_EQ(s.ranges_per_unit, 8);
+  // 512 and 768 keys (4 and 6 tiles): ranges of one tile, 32 and 48 CTAs.
+  s = choose_split_clusters(decoding(8, 512, 4, 0));  // clusters holding two units' ranges
+  EXPECT_EQ(s.cluster, 8);
+  EXPECT_EQ(s.ranges_per_unit, 4);
+  s = choose_split_clusters(decoding(8, 768, 4, 0));
+  EXPECT_EQ(s.cluster, 8);
+  EXPECT_EQ(s.ranges_per_unit, 6);
+  // 1K keys (8 tiles): one-tile ranges would make 64 CTAs; 2-tile ones, 4 a unit.
   s = choose_split_clusters(decoding(8, 1024, 4, 0));
   EXPECT_EQ(s.cluster, 8);
   EXPECT_EQ(s.ranges_per_unit, 4);
+  // Two sequences over 512 keys: 16 units, so 2-tile ranges.
+  s = choose_split_clusters(decoding(16, 512, 4, 0));
+  EXPECT_EQ(s.cluster, 8);
+  EXPECT_EQ(s.ranges_per_unit, 2);
+  // 256 and 384 keys (2 and 3 tiles): one range a unit, so no clusters.
+  EXPECT_EQ(choose_split_clusters(decoding(8, 256, 4, 0)).cluster, 0);
+  EXPECT_EQ(choose_split_clusters(decoding(8, 384, 4, 0)).cluster, 0);
 }
 
 TEST(SplitClusters, TheLargestSizeWithinAnEighthOfTheMostRanges) {
@@ -104,9 +122,14 @@ TEST(SplitClusters, ChoicesKeepTheKernelsInvariants) {
     EXPECT_LE((ctas + s.cluster - 1) / s.cluster, in.max_clusters[i_c]);
     // The members' rows fit the leader's ring.
     EXPECT_LE((s.cluster - 1) * in.row_bytes, in.ring_bytes);
-    // Every range at least 2 key tiles, and at least 4 where a unit has more than 8 ranges.
-    EXPECT_LE(s.ranges_per_unit * 2, in.tiles);
-    if (s.ranges_per_unit > kClusterShortRanges) EXPECT_LE(s.ranges_per_unit * kClusterMinTiles, in.tiles);
+    // Every range at least 2 key tiles (one where a unit has 4 to 8 and there are at most 48
+    // CTAs), and at least 4 where a unit has more than 8 ranges.
+    const bool one_tile = in.tiles >= 4 && in.tiles <= 8 && in.units * in.tiles <= 48;
+    EXPECT_EQ(one_tile, cluster_one_tile_ranges(in.units, in.tiles));
+    EXPECT_LE(s.ranges_per_unit * (one_tile ? 1 : 2), in.tiles);
+    if (s.ranges_per_unit > kClusterShortRanges) {
+      EXPECT_LE(s.ranges_per_unit * kClusterMinTiles, in.tiles);
+    }
     // At most kClusterMaxSpan clusters' worth a unit: the owner merges at most three leaders.
     EXPECT_LE(s.ranges_per_unit, kClusterMaxSpan * s.cluster);
     // Not clearly fewer ranges than the merge through L2 would cut: the most any size runs at

@@ -418,7 +418,12 @@ constexpr double kSplitPieceTiles = 4.0, kSplitMergeTiles = 1.0, kSplitMinGain =
 // ranges (a range never holds two units) of at least kClusterMinTiles key tiles, or of 2 where
 // that makes no more than kClusterShortRanges ranges (short caches: H100, one query of a 4:1
 // group, D=128, 1K keys 14.5-15.0 us in 2-tile ranges against 17.2-17.8 in 4-tile ones, 4K
-// 22.9 against 21.2-21.3), and at most kClusterMaxSpan clusters' worth (the owner's merges);
+// 22.9 against 21.2-21.3), or of one where a unit has kClusterOneTileFrom to
+// kClusterShortRanges tiles and that makes at most kClusterOneTileCtas CTAs (512 keys 12.6-13.5
+// us against 13.4-14.3 in 2-tile ranges, 768 keys 15.5-15.6 against 16.7-17.5; 1K keys level at
+// 64 CTAs, and two sequences of 1K 18.7-19.1 against 14.9-15.8 at 128; 2 and 3 tiles stay
+// unsplit: 256 keys 11.8-11.9 in two 1-tile ranges against 10.1-10.3 in one CTA), and at most
+// kClusterMaxSpan clusters' worth (the owner's merges);
 // the grid is R x units rounded up to whole clusters, all of them resident at once (a CTA
 // waits for others). C (2, 4 or 8) is the largest size whose members' rows (4 (D + 16) bytes
 // each) fit the leader's K/V ring and whose clusters run at least 7/8 of the ranges that any
@@ -430,8 +435,9 @@ constexpr double kSplitPieceTiles = 4.0, kSplitMergeTiles = 1.0, kSplitMinGain =
 // (0: no clusters).
 SplitClusters choose_split_clusters(const SplitClusterInputs& in) {
   if (in.units <= 0 || in.tiles <= 0) return {};
+  const std::int64_t shortest = cluster_one_tile_ranges(in.units, in.tiles) ? 1 : 2;
   const std::int64_t r_max = std::min(
-      in.slots / in.units, std::max(in.tiles / kClusterMinTiles, std::min(in.tiles / 2, kClusterShortRanges)));
+      in.slots / in.units, std::max(in.tiles / kClusterMinTiles, std::min(in.tiles / shortest, kClusterShortRanges)));
   std::array<std::int64_t, 3> r = {};
   for (std::size_t i = 0; i < r.size(); ++i) {
     const int c = 2 << i;

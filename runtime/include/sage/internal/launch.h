@@ -123,6 +123,12 @@ struct SplitClusters {
 };
 SplitClusters choose_split_clusters(const SplitClusterInputs& in);
 constexpr std::int64_t kClusterMinTiles = 4, kClusterShortRanges = 8, kClusterMaxSpan = 4;
+// Units of kClusterOneTileFrom to kClusterShortRanges key tiles take ranges of one tile where
+// that makes no more than kClusterOneTileCtas CTAs in all.
+constexpr std::int64_t kClusterOneTileFrom = 4, kClusterOneTileCtas = 48;
+inline bool cluster_one_tile_ranges(std::int64_t units, std::int64_t tiles) {
+  return tiles >= kClusterOneTileFrom && tiles <= kClusterShortRanges && units * tiles <= kClusterOneTileCtas;
+}
 
 // A loaded quantized-attention variant (pipelines "mma" and "wgmma": same kernels' interface).
 class AttnKernel {
