@@ -419,8 +419,8 @@ constexpr double kSplitPieceTiles = 4.0, kSplitMergeTiles = 1.0, kSplitMinGain =
 // that makes no more than kClusterShortRanges ranges (short caches: H100, one query of a 4:1
 // group, D=128, 1K keys 14.5-15.0 us in 2-tile ranges against 17.2-17.8 in 4-tile ones, 4K
 // 22.9 against 21.2-21.3), or of one where a unit has kClusterOneTileFrom to
-// kClusterShortRanges tiles and that makes at most kClusterOneTileCtas CTAs (512 keys 12.6-13.5
-// us against 13.4-14.3 in 2-tile ranges, 768 keys 15.5-15.6 against 16.7-17.5; 1K keys level at
+// kClusterShortRanges tiles and that makes at most kClusterOneTileCtas CTAs (512 keys 12.6-13.7
+// us against 13.4-14.3 in 2-tile ranges, 768 keys 14.9-15.6 against 16.6-17.5; 1K keys level at
 // 64 CTAs, and two sequences of 1K 18.7-19.1 against 14.9-15.8 at 128; 2 and 3 tiles stay
 // unsplit: 256 keys 11.8-11.9 in two 1-tile ranges against 10.1-10.3 in one CTA), and at most
 // kClusterMaxSpan clusters' worth (the owner's merges);
