@@ -29,35 +29,28 @@ SplitClusterInputs decoding(std::int64_t units, int keys, int rows_a_cta, std::i
   return in;
 }
 
+// The launcher's choice for `in`: clusters of `cluster` CTAs, `ranges` a unit.
+void expect_choice(const SplitClusterInputs& in, int cluster, int ranges) {
+  const SplitClusters s = choose_split_clusters(in);
+  EXPECT_EQ(s.cluster, cluster) << "units " << in.units << ", tiles " << in.tiles;
+  EXPECT_EQ(s.ranges_per_unit, ranges) << "units " << in.units << ", tiles " << in.tiles;
+}
+
 TEST(SplitClusters, OneQueryOfAGqaGroupTakesClustersOfEight) {
   // Llama 3 8B, one token over 32K keys: 8 units; 15 clusters of 8 resident, so 15 ranges a
   // unit (120 CTAs), where the merge through L2 cuts 128 ranges (16 a unit).
-  SplitClusters s = choose_split_clusters(decoding(8, 32768, 4, 128));
-  EXPECT_EQ(s.cluster, 8);
-  EXPECT_EQ(s.ranges_per_unit, 15);
+  expect_choice(decoding(8, 32768, 4, 128), 8, 15);
   // 4K keys (32 tiles): ranges of at least 4 tiles, 8 a unit.
-  s = choose_split_clusters(decoding(8, 4096, 4, 45));
-  EXPECT_EQ(s.cluster, 8);
-  EXPECT_EQ(s.ranges_per_unit, 8);
+  expect_choice(decoding(8, 4096, 4, 45), 8, 8);
   // 2K keys (16 tiles): ranges of 2 tiles, where that makes no more than 8 a unit.
-  s = choose_split_clusters(decoding(8, 2048, 4, 0));
-  EXPECT_EQ(s.cluster, 8);
-  EXPECT_EQ(s.ranges_per_unit, 8);
+  expect_choice(decoding(8, 2048, 4, 0), 8, 8);
   // 512 and 768 keys (4 and 6 tiles): ranges of one tile, 32 and 48 CTAs.
-  s = choose_split_clusters(decoding(8, 512, 4, 0));  // clusters holding two units' ranges
-  EXPECT_EQ(s.cluster, 8);
-  EXPECT_EQ(s.ranges_per_unit, 4);
-  s = choose_split_clusters(decoding(8, 768, 4, 0));
-  EXPECT_EQ(s.cluster, 8);
-  EXPECT_EQ(s.ranges_per_unit, 6);
+  expect_choice(decoding(8, 512, 4, 0), 8, 4);  // clusters holding two units' ranges
+  expect_choice(decoding(8, 768, 4, 0), 8, 6);
   // 1K keys (8 tiles): one-tile ranges would make 64 CTAs; 2-tile ones, 4 a unit.
-  s = choose_split_clusters(decoding(8, 1024, 4, 0));
-  EXPECT_EQ(s.cluster, 8);
-  EXPECT_EQ(s.ranges_per_unit, 4);
+  expect_choice(decoding(8, 1024, 4, 0), 8, 4);
   // Two sequences over 512 keys: 16 units, so 2-tile ranges.
-  s = choose_split_clusters(decoding(16, 512, 4, 0));
-  EXPECT_EQ(s.cluster, 8);
-  EXPECT_EQ(s.ranges_per_unit, 2);
+  expect_choice(decoding(16, 512, 4, 0), 8, 2);
   // 256 and 384 keys (2 and 3 tiles): one range a unit, so no clusters.
   EXPECT_EQ(choose_split_clusters(decoding(8, 256, 4, 0)).cluster, 0);
   EXPECT_EQ(choose_split_clusters(decoding(8, 384, 4, 0)).cluster, 0);
@@ -66,17 +59,13 @@ TEST(SplitClusters, OneQueryOfAGqaGroupTakesClustersOfEight) {
 TEST(SplitClusters, TheLargestSizeWithinAnEighthOfTheMostRanges) {
   // Two sequences of a 4:1 group over 16K keys: 16 units, 8 ranges a unit fit 132 CTAs; clusters
   // of 8 and 4 run 7 (15 x 8 / 16, 31 x 4 / 16), of 2 run 8: within an eighth, so clusters of 8.
-  const SplitClusters s = choose_split_clusters(decoding(16, 16384, 4, 132));
-  EXPECT_EQ(s.cluster, 8);
-  EXPECT_EQ(s.ranges_per_unit, 7);
+  expect_choice(decoding(16, 16384, 4, 132), 8, 7);
 }
 
 TEST(SplitClusters, ManyUnitsTakeClustersOfTwo) {
   // One query of 32 MHA heads over 32K keys: 4 ranges a unit fit 132 CTAs; clusters of 8 or 4
   // would run only 3 (15 x 8 / 32, 31 x 4 / 32).
-  const SplitClusters s = choose_split_clusters(decoding(32, 32768, 1, 132));
-  EXPECT_EQ(s.cluster, 2);
-  EXPECT_EQ(s.ranges_per_unit, 4);
+  expect_choice(decoding(32, 32768, 1, 132), 2, 4);
 }
 
 TEST(SplitClusters, RowsThatDoNotFitTheRingOrTooFewRangesKeepTheMergeThroughL2) {
@@ -85,9 +74,7 @@ TEST(SplitClusters, RowsThatDoNotFitTheRingOrTooFewRangesKeepTheMergeThroughL2) 
   // cuts 16 a unit.
   EXPECT_EQ(choose_split_clusters(decoding(8, 32768, 128, 128)).cluster, 0);
   // The same where L2 would cut no more ranges than clusters of 2 give: clusters.
-  const SplitClusters s = choose_split_clusters(decoding(8, 4096, 128, 64));
-  EXPECT_EQ(s.cluster, 2);
-  EXPECT_EQ(s.ranges_per_unit, 8);
+  expect_choice(decoding(8, 4096, 128, 64), 2, 8);
   // No cluster fits the GPU (or SAGE_SPLIT_CLUSTERS=0 left them all at 0).
   SplitClusterInputs none = decoding(8, 32768, 4, 128);
   none.max_clusters = {0, 0, 0};
