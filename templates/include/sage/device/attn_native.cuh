@@ -798,7 +798,8 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
   }
   __syncthreads();
   // Clusters: the barriers above are visible to the other CTAs once all have arrived here
-  // (cluster_merge waits for that; the producer warps arrive and exit).
+  // (cluster_merge waits for that; the producer's loading warp waits once its list has ended,
+  // its other warps exit).
   if (Cfg::SPLIT && p.split_cluster > 1) cluster_arrive_release();
 
   if (warp >= int(CONSUMER_WARPS)) {  // the producer warpgroup: one warp, one lane issues every load
@@ -823,6 +824,11 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
         if (lane == 0) items[qb] = w;
 #pragma unroll
         for (int c = 0; c < Cfg::WGS; ++c) named_bar_arrive(kItemFull + qb * Cfg::WGS + c, FULL_THREADS);
+        // Clusters: the warp's cluster wait, once it has issued its last load (on the hardware it
+        // returns at once: every thread arrived at the start). compute-sanitizer's racecheck
+        // counts a live thread's arrival only once that thread waits, so without this wait the
+        // consumers' wait in cluster_merge stalls there while this warp waits for them below.
+        if (!more && p.split_cluster > 1) cluster_wait_acquire();
         if (!more && k >= 1) named_bar_sync(kItemFree + (qb ^ 1), FREE_THREADS);  // the last item's
       }
       if (!more) break;
