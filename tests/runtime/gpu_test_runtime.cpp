@@ -6,12 +6,14 @@
 //   - 8 threads calling at once on a cold cache compile each kernel once;
 //   - two processes starting together on a cold cache compile once;
 //   - after the first call, calls allocate nothing on the host;
-//   - workspace checks, the last error, SAGE_LOG=1's explanation, SAGE_CHECK_POINTERS=1.
+//   - workspace checks, the last error, SAGE_LOG=1's explanation, SAGE_CHECK_POINTERS=1;
+//   - a call captured into a CUDA graph gives the direct call's bits on every replay.
 // Every test skips without a GPU of compute capability 8.0 or newer.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <latch>
@@ -87,6 +89,11 @@ struct Tensors {
         v(std::size_t(p.kv_elems()) * 2),
         o(std::size_t(p.q_elems()) * 2),
         lse(sizeof(float) * std::size_t(p.batch) * p.heads_q * p.seq_q) {
+    fill_inputs(seed);
+    poison();
+  }
+  // New Gaussian Q, K and V in the same buffers.
+  void fill_inputs(std::uint64_t seed) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> n;
     auto fill = [&](DeviceBuffer& b, std::int64_t count) {
@@ -97,7 +104,6 @@ struct Tensors {
     fill(q, p.q_elems());
     fill(k, p.kv_elems());
     fill(v, p.kv_elems());
-    poison();
   }
   // The same bytes in both runs' outputs before they start, so unwritten elements compare equal
   // and written ones are all that differ.
@@ -239,6 +245,107 @@ TEST_P(RuntimeGpuBitwise, SameBitsAsTheLauncherForTheSameVariant) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RuntimeGpuBitwise, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// ---- CUDA graphs ------------------------------------------------------------------------------
+// A call captured into a CUDA graph and replayed (as LLM serving replays its decoding step)
+// gives, on every replay, the bits a direct call gives on the same inputs, as the inputs
+// change between replays and when they do not. A replay reuses the captured launch's
+// parameters, the call's generation among them, so every flag and counter a kernel leaves in
+// the workspace must be back to 0 by the time the launch ends: the split's flags (decoding,
+// merged in clusters and through L2), the mma split's counters, and the preparation's
+// statistics counters (a replay that found them at the captured generation would hang or read
+// stale partial results).
+struct GraphCase {
+  const char* name;
+  AttnProblem p;
+  const char* split_clusters;  // SAGE_SPLIT_CLUSTERS for the call (nullptr: unset)
+  bool pooled;                 // the library's own workspace, allocated inside the graph
+  const char* mma;             // run through the launcher: attn_<arch>_<mma> (else the C API)
+};
+const GraphCase kGraphCases[] = {
+    // the persistent split over every CTA, merged in clusters and through L2 (sm_90)
+    {"Decode_D128_GQA4_Nkv20000_Lse", make(1, 8, 2, 1, 20000, 128, false, Layout::HND, DType::fp16, true), nullptr,
+     false, nullptr},
+    // the same merged through L2 only, in two levels, from the library's pool
+    {"Decode_D64_GQA4_Nkv5000_L2_Pooled", make(1, 8, 2, 1, 5000, 64), "0", true, nullptr},
+    // the quantized kernels: the preparation's statistics counters and V flags
+    {"Prefill_D128_Nkv4096", make(1, 4, 4, 4096, 4096, 128), nullptr, false, nullptr},
+    {"Prefill_D64_NHD_BF16_Nkv8192_Pooled", make(1, 4, 2, 1024, 8192, 64, false, Layout::NHD, DType::bf16), nullptr,
+     true, nullptr},
+    // the mma.sync native kernel's split over CTAs (the sm_80-89 decoding default)
+    {"Decode_D128_MmaNativeSplit_Lse", make(1, 8, 2, 1, 8192, 128, false, Layout::HND, DType::fp16, true), nullptr,
+     false, "mma_d128_m64_n64_w4_s2_qk-native_pv-native_sch-plain_occ1"},
+};
+
+class RuntimeGpuGraph : public RuntimeGpu, public ::testing::WithParamInterface<GraphCase> {};
+
+TEST_P(RuntimeGpuGraph, ReplaysGiveTheDirectCallsBitsAsInputsChange) {
+  const GraphCase& c = GetParam();
+  if (c.split_clusters) env_.emplace_back("SAGE_SPLIT_CLUSTERS", c.split_clusters);
+  Tensors t(c.p, 11);
+  std::shared_ptr<AttnKernel> k;
+  std::size_t bytes = 0;
+  if (c.mma) {
+    std::string arch = arch_;  // "sm_90a" -> the names' "sm90a"
+    arch.erase(std::remove(arch.begin(), arch.end(), '_'), arch.end());
+    k = launcher(cat("attn_", arch, "_", c.mma));
+    bytes = k->workspace_size(t.p);
+  } else {
+    const sage_attention_desc d = desc_of(t.p);
+    ASSERT_EQ(sage_workspace_size(&d, &bytes), SAGE_OK) << sage_last_error();
+  }
+  DeviceBuffer ws(std::max<std::size_t>(bytes, 256));
+  const auto call = [&](CUstream s) {
+    if (k) {
+      k->run(t.p, t.args(), ws.get(), s);
+      return SAGE_OK;
+    }
+    return c.pooled ? t.call(s) : t.call(s, ws.get(), bytes);
+  };
+  const std::string variant = k ? k->config().name : variant_of(t.p);
+  std::printf("[ sage ] %s: %s\n", t.p.str().c_str(), variant.c_str());
+
+  // Direct calls on two inputs (each with a generation of its own).
+  std::vector<std::uint16_t> want[2];
+  std::vector<float> want_lse[2];
+  for (int i = 0; i < 2; ++i) {
+    t.fill_inputs(100 + i);
+    t.poison();
+    ASSERT_EQ(call(stream_), SAGE_OK) << sage_last_error();
+    sync();
+    want[i] = t.out();
+    if (t.p.return_lse) want_lse[i] = t.lse_out();
+  }
+  ASSERT_TRUE(want[0] != want[1]) << "the two inputs must give different outputs";
+
+  CUgraph graph = nullptr;
+  SAGE_CU(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  const sage_status captured = call(stream_);
+  const std::string why = captured == SAGE_OK ? "" : sage_last_error();
+  const CUresult ended = cu::api().cuStreamEndCapture(stream_, &graph);
+  ASSERT_EQ(captured, SAGE_OK) << why;
+  ASSERT_EQ(ended, CUDA_SUCCESS) << "cuStreamEndCapture: " << cu::error_string(ended);
+  CUgraphExec exec = nullptr;
+  const CUresult made = cu::api().cuGraphInstantiate(&exec, graph, 0);
+  cu::api().cuGraphDestroy(graph);
+  ASSERT_EQ(made, CUDA_SUCCESS) << "cuGraphInstantiate: " << cu::error_string(made);
+  int replay = 0;
+  for (const int i : {0, 1, 1, 0, 0, 1}) {
+    t.fill_inputs(100 + i);
+    t.poison();
+    SAGE_CU(cuGraphLaunch(exec, stream_));
+    sync();
+    EXPECT_TRUE(t.out() == want[i]) << "replay " << replay << " (inputs " << i << "): O differs from the direct call's";
+    if (t.p.return_lse) {
+      EXPECT_TRUE(t.lse_out() == want_lse[i]) << "replay " << replay << " (inputs " << i << "): LSE differs";
+    }
+    ++replay;
+  }
+  cu::api().cuGraphExecDestroy(exec);
+}
+
+INSTANTIATE_TEST_SUITE_P(Calls, RuntimeGpuGraph, ::testing::ValuesIn(kGraphCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // ---- selection order on the device ----------------------------------------------------------

@@ -884,7 +884,13 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
       __threadfence();
       __syncthreads();
       volatile int* last = reinterpret_cast<volatile int*>(smem);
-      if (threadIdx.x == 0) *last = arrive_count(p.sync + u, p.generation) == unsigned(p.split_ranges);
+      // The last range's CTA also puts the counter back to 0 (every range has counted): a CUDA
+      // graph replays the launch with the same generation, whose counts would go on from here.
+      if (threadIdx.x == 0) {
+        const bool done = arrive_count(p.sync + u, p.generation) == unsigned(p.split_ranges);
+        if (done) p.sync[u] = 0ull;
+        *last = done;
+      }
       __syncthreads();
       if (!*last) return;
       __threadfence();

@@ -618,8 +618,13 @@ SAGE_DEV void merge_partials(const SageAttnParams& p, const MergePlan& mp, int w
   const int tid = warp * 32 + lane;
   for (int r = mp.first; r <= mp.last; r += mp.step) {
     if (ts.lo(r + 1) == ts.lo(r)) continue;  // an empty range
-    const unsigned long long* flag = p.sync + i64(r) * (Cfg::CONSUMERS / 32) + warp;
+    unsigned long long* flag = p.sync + i64(r) * (Cfg::CONSUMERS / 32) + warp;
     while (ld_acquire(flag) != p.generation) __nanosleep(64);
+    // Each flag has this one reader, which puts it back to 0 once every lane has seen it: a
+    // CUDA graph replays the launch with the same generation, so a flag left at it would pass
+    // the next replay's wait before its partial is written.
+    __syncwarp();
+    if (lane == 0) *flag = 0ull;
     float f0[2], f1[2];
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {

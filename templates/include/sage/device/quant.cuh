@@ -125,6 +125,18 @@ SAGE_DEV void stats_job(const SageAttnParams& p, int split, int bh, float* red) 
   if (threadIdx.x == 0) arrive_count(p.sync + bh, p.generation);
 }
 
+// The preparation's sync words (the B*Hkv statistics counters, then the B*Hkv V flags) back to
+// 0, by the attention kernel's first CTA once every kernel before it has ended (griddep_wait):
+// no reader is left. The counters and flags carry the call's generation so that a workspace
+// needs no zeroing between calls; a CUDA graph replays a call with its generation, though,
+// and the replay's counts would go on past the waits' target, and a flag left set would send
+// every later replay through the exact pass.
+SAGE_DEV void release_sync(const SageAttnParams& p) {
+  if (p.sync == nullptr || (blockIdx.x | blockIdx.y | blockIdx.z) != 0) return;
+  const int n = 2 * p.batch * p.heads_kv;
+  for (int i = int(threadIdx.x); i < n; i += int(blockDim.x)) p.sync[i] = 0ull;
+}
+
 // Waits until the statistics of (batch, kv head) `bh` are published (all kinds and splits).
 // Safe from deadlock: all statistics CTAs have lower block indices, so they were dispatched
 // before any waiting CTA, and they wait for nothing themselves.
