@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <latch>
 #include <list>
+#include <memory>
 #include <new>
 #include <optional>
 #include <random>
@@ -269,7 +270,8 @@ const GraphCase kGraphCases[] = {
      false, nullptr},
     // the same merged through L2 only, in two levels, from the library's pool
     {"Decode_D64_GQA4_Nkv5000_L2_Pooled", make(1, 8, 2, 1, 5000, 64), "0", true, nullptr},
-    // the quantized kernels: the preparation's statistics counters and V flags
+    // prefill: on sm_90 the quantized default at 4K keys (the preparation's statistics counters
+    // and V flags), and a native kernel with the library's pool
     {"Prefill_D128_Nkv4096", make(1, 4, 4, 4096, 4096, 128), nullptr, false, nullptr},
     {"Prefill_D64_NHD_BF16_Nkv8192_Pooled", make(1, 4, 2, 1024, 8192, 64, false, Layout::NHD, DType::bf16), nullptr,
      true, nullptr},
@@ -330,6 +332,8 @@ TEST_P(RuntimeGpuGraph, ReplaysGiveTheDirectCallsBitsAsInputsChange) {
   const CUresult made = cu::api().cuGraphInstantiate(&exec, graph, 0);
   cu::api().cuGraphDestroy(graph);
   ASSERT_EQ(made, CUDA_SUCCESS) << "cuGraphInstantiate: " << cu::error_string(made);
+  const std::unique_ptr<CUgraphExec_st, void (*)(CUgraphExec)> owned(
+      exec, [](CUgraphExec e) { cu::api().cuGraphExecDestroy(e); });
   int replay = 0;
   for (const int i : {0, 1, 1, 0, 0, 1}) {
     t.fill_inputs(100 + i);
@@ -342,7 +346,6 @@ TEST_P(RuntimeGpuGraph, ReplaysGiveTheDirectCallsBitsAsInputsChange) {
     }
     ++replay;
   }
-  cu::api().cuGraphExecDestroy(exec);
 }
 
 INSTANTIATE_TEST_SUITE_P(Calls, RuntimeGpuGraph, ::testing::ValuesIn(kGraphCases),
