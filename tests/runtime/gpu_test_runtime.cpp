@@ -13,7 +13,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <latch>
@@ -26,6 +25,7 @@
 
 #include "runtime/runtime_fixtures.h"
 #include "sage/common/cuda_driver.h"
+#include "sage/gen/search_space.h"
 #include "sage/internal/device_buffer.h"
 #include "sage/internal/runtime.h"
 #include "sage/sage.h"
@@ -289,9 +289,7 @@ TEST_P(RuntimeGpuGraph, ReplaysGiveTheDirectCallsBitsAsInputsChange) {
   std::shared_ptr<AttnKernel> k;
   std::size_t bytes = 0;
   if (c.mma) {
-    std::string arch = arch_;  // "sm_90a" -> the names' "sm90a"
-    arch.erase(std::remove(arch.begin(), arch.end(), '_'), arch.end());
-    k = launcher(cat("attn_", arch, "_", c.mma));
+    k = launcher(cat("attn_", gen::SearchSpace::builtin().arch(arch_).tag(), "_", c.mma));
     bytes = k->workspace_size(t.p);
   } else {
     const sage_attention_desc d = desc_of(t.p);
