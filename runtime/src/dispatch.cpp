@@ -95,8 +95,30 @@ CUmemoryPool pool_for(const provider::Device& d, std::vector<std::string>* notes
   return pool;
 }
 
+// The first call of a bucket may come while a stream is being captured into a CUDA graph (a
+// serving framework capturing a batch size it has not run yet). Selecting, compiling and
+// loading the kernel are not stream work, but in a capture of the default (global) mode the
+// driver refuses what it counts as unsafe in the capturing thread, and in every thread while
+// another thread captures that way: loading a module, creating the workspace pool, allocating
+// from it. For these this thread's capture mode is relaxed, as PyTorch does for its own lazy
+// set-up, and restored after, so that the first call is captured like any other.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode() { exchanged_ = cu::api().cuThreadExchangeStreamCaptureMode(&mode_) == CUDA_SUCCESS; }
+  ~RelaxedCaptureMode() {
+    if (exchanged_) cu::api().cuThreadExchangeStreamCaptureMode(&mode_);
+  }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+  bool exchanged_ = false;
+};
+
 std::shared_ptr<const Entry> build(CUcontext ctx, const BucketKey& key, const AttnProblem& p) {
   const auto t0 = Clock::now();
+  const RelaxedCaptureMode relaxed;
   const provider::Device dev = query_device(ctx);
   if (dev.cc < 80)
     throw Error(Errc::unsupported, cat(dev.name, " has compute capability ", dev.cc / 10, ".", dev.cc % 10,
@@ -197,6 +219,11 @@ void run(const AttnProblem& p, Policy policy, const AttnArgs& a, void* workspace
   if (workspace) {
     k.run(p, a, workspace, stream);
   } else {
+    // While another thread captures a stream in global mode the driver refuses this thread a
+    // pool allocation, even on a stream that is not being captured; on a stream of this thread
+    // that is being captured, the allocation and the free become nodes of the graph in either
+    // mode.
+    const RelaxedCaptureMode relaxed;
     const cu::Api& api = cu::api();
     CUdeviceptr ws = 0;
     if (e.pool) SAGE_CU(cuMemAllocFromPoolAsync(&ws, need, e.pool, stream));

@@ -7,7 +7,9 @@
 //   - two processes starting together on a cold cache compile once;
 //   - after the first call, calls allocate nothing on the host;
 //   - workspace checks, the last error, SAGE_LOG=1's explanation, SAGE_CHECK_POINTERS=1;
-//   - a call captured into a CUDA graph gives the direct call's bits on every replay.
+//   - a call captured into a CUDA graph gives the direct call's bits on every replay, also when
+//     the capture holds the bucket's first call, and a first call works while another thread
+//     captures in global mode.
 // Every test skips without a GPU of compute capability 8.0 or newer.
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -280,7 +282,64 @@ const GraphCase kGraphCases[] = {
      false, "mma_d128_m64_n64_w4_s2_qk-native_pv-native_sch-plain_occ1"},
 };
 
-class RuntimeGpuGraph : public RuntimeGpu, public ::testing::WithParamInterface<GraphCase> {};
+using GraphExec = std::unique_ptr<CUgraphExec_st, void (*)(CUgraphExec)>;
+
+class RuntimeGpuGraph : public RuntimeGpu, public ::testing::WithParamInterface<GraphCase> {
+ protected:
+  // Captures `call` on stream_ in global mode (torch.cuda.graph's default) and instantiates
+  // the graph; on failure *why says what failed and the result holds no graph.
+  template <class Call>
+  GraphExec capture(const Call& call, std::string* why) {
+    GraphExec none(nullptr, [](CUgraphExec) {});
+    CUgraph graph = nullptr;
+    SAGE_CU(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    const sage_status captured = call(stream_);
+    if (captured != SAGE_OK) *why = cat("the captured call: ", sage_last_error());
+    const CUresult ended = cu::api().cuStreamEndCapture(stream_, &graph);
+    if (captured != SAGE_OK) {
+      if (graph) cu::api().cuGraphDestroy(graph);
+      return none;
+    }
+    if (ended != CUDA_SUCCESS) {
+      *why = cat("cuStreamEndCapture: ", cu::error_string(ended));
+      return none;
+    }
+    CUgraphExec exec = nullptr;
+    const CUresult made = cu::api().cuGraphInstantiate(&exec, graph, 0);
+    cu::api().cuGraphDestroy(graph);
+    if (made != CUDA_SUCCESS) {
+      *why = cat("cuGraphInstantiate: ", cu::error_string(made));
+      return none;
+    }
+    return GraphExec(exec, [](CUgraphExec e) { cu::api().cuGraphExecDestroy(e); });
+  }
+  // O (and LSE) of a direct call on inputs `i` of t (seed 100 + i).
+  template <class Call>
+  void direct(const Call& call, Tensors& t, int i, std::vector<std::uint16_t>* o, std::vector<float>* lse) {
+    t.fill_inputs(100 + i);
+    t.poison();
+    ASSERT_EQ(call(stream_), SAGE_OK) << sage_last_error();
+    sync();
+    *o = t.out();
+    if (t.p.return_lse) *lse = t.lse_out();
+  }
+  // Six replays of `exec` on inputs 0, 1, 1, 0, 0, 1, each bit for bit the direct call's.
+  void expect_replays(CUgraphExec exec, Tensors& t, const std::vector<std::uint16_t> (&want)[2],
+                      const std::vector<float> (&want_lse)[2]) {
+    int replay = 0;
+    for (const int i : {0, 1, 1, 0, 0, 1}) {
+      t.fill_inputs(100 + i);
+      t.poison();
+      SAGE_CU(cuGraphLaunch(exec, stream_));
+      sync();
+      EXPECT_TRUE(t.out() == want[i]) << "replay " << replay << " (inputs " << i << "): O differs from the direct call's";
+      if (t.p.return_lse) {
+        EXPECT_TRUE(t.lse_out() == want_lse[i]) << "replay " << replay << " (inputs " << i << "): LSE differs";
+      }
+      ++replay;
+    }
+  }
+};
 
 TEST_P(RuntimeGpuGraph, ReplaysGiveTheDirectCallsBitsAsInputsChange) {
   const GraphCase& c = GetParam();
@@ -309,45 +368,95 @@ TEST_P(RuntimeGpuGraph, ReplaysGiveTheDirectCallsBitsAsInputsChange) {
   // Direct calls on two inputs (each with a generation of its own).
   std::vector<std::uint16_t> want[2];
   std::vector<float> want_lse[2];
-  for (int i = 0; i < 2; ++i) {
-    t.fill_inputs(100 + i);
-    t.poison();
-    ASSERT_EQ(call(stream_), SAGE_OK) << sage_last_error();
-    sync();
-    want[i] = t.out();
-    if (t.p.return_lse) want_lse[i] = t.lse_out();
-  }
+  for (int i = 0; i < 2; ++i) ASSERT_NO_FATAL_FAILURE(direct(call, t, i, &want[i], &want_lse[i]));
   ASSERT_TRUE(want[0] != want[1]) << "the two inputs must give different outputs";
 
-  CUgraph graph = nullptr;
-  SAGE_CU(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  const sage_status captured = call(stream_);
-  const std::string why = captured == SAGE_OK ? "" : sage_last_error();
-  const CUresult ended = cu::api().cuStreamEndCapture(stream_, &graph);
-  ASSERT_EQ(captured, SAGE_OK) << why;
-  ASSERT_EQ(ended, CUDA_SUCCESS) << "cuStreamEndCapture: " << cu::error_string(ended);
-  CUgraphExec exec = nullptr;
-  const CUresult made = cu::api().cuGraphInstantiate(&exec, graph, 0);
-  cu::api().cuGraphDestroy(graph);
-  ASSERT_EQ(made, CUDA_SUCCESS) << "cuGraphInstantiate: " << cu::error_string(made);
-  const std::unique_ptr<CUgraphExec_st, void (*)(CUgraphExec)> owned(
-      exec, [](CUgraphExec e) { cu::api().cuGraphExecDestroy(e); });
-  int replay = 0;
-  for (const int i : {0, 1, 1, 0, 0, 1}) {
-    t.fill_inputs(100 + i);
-    t.poison();
-    SAGE_CU(cuGraphLaunch(exec, stream_));
-    sync();
-    EXPECT_TRUE(t.out() == want[i]) << "replay " << replay << " (inputs " << i << "): O differs from the direct call's";
-    if (t.p.return_lse) {
-      EXPECT_TRUE(t.lse_out() == want_lse[i]) << "replay " << replay << " (inputs " << i << "): LSE differs";
-    }
-    ++replay;
-  }
+  std::string why;
+  const GraphExec exec = capture(call, &why);
+  ASSERT_TRUE(exec) << why;
+  expect_replays(exec.get(), t, want, want_lse);
+}
+
+// The first call of a bucket made inside a capture (a serving framework capturing a batch size
+// it has not run yet; the Python layer's sage_workspace_size inside torch.cuda.graph): the
+// selection, the kernel's load and the workspace pool's creation happen during the capture, the
+// capture ends without error, and the graph's replays give the direct calls' bits. The direct
+// calls are made after the graph, so the capture is the process's first call of the bucket.
+TEST_P(RuntimeGpuGraph, FirstCallOfABucketInsideTheCaptureIsCaptured) {
+  const GraphCase& c = GetParam();
+  if (c.mma) GTEST_SKIP() << "runs through the launcher, not the runtime's first call";
+  if (c.split_clusters) env_.emplace_back("SAGE_SPLIT_CLUSTERS", c.split_clusters);
+  Tensors t(c.p, 11);
+  // Pooled cases: the pool is created in the capture, and the workspace is an allocation node.
+  // The others size the workspace and allocate it stream-ordered at every call, as the Python
+  // layer does with PyTorch's allocator.
+  const auto call = [&](CUstream s) {
+    if (c.pooled) return t.call(s);
+    const sage_attention_desc d = desc_of(t.p);
+    std::size_t bytes = 0;
+    const sage_status sized = sage_workspace_size(&d, &bytes);
+    if (sized != SAGE_OK) return sized;
+    CUdeviceptr ws = 0;
+    SAGE_CU(cuMemAllocAsync(&ws, bytes, s));
+    const sage_status st = t.call(s, reinterpret_cast<void*>(ws), bytes);
+    SAGE_CU(cuMemFreeAsync(ws, s));
+    return st;
+  };
+  ASSERT_EQ(rt::counters().selections, 0u) << "the bucket must be cold before the capture";
+  std::string why;
+  const GraphExec exec = capture(call, &why);
+  ASSERT_TRUE(exec) << why;
+  EXPECT_EQ(rt::counters().selections, 1u) << "the selection was made inside the capture";
+  EXPECT_EQ(rt::counters().loads, 1u) << "the kernel was loaded inside the capture";
+  std::printf("[ sage ] %s: %s\n", t.p.str().c_str(), variant_of(t.p).c_str());
+
+  std::vector<std::uint16_t> want[2];
+  std::vector<float> want_lse[2];
+  for (int i = 0; i < 2; ++i) ASSERT_NO_FATAL_FAILURE(direct(call, t, i, &want[i], &want_lse[i]));
+  ASSERT_TRUE(want[0] != want[1]) << "the two inputs must give different outputs";
+  expect_replays(exec.get(), t, want, want_lse);
+  EXPECT_EQ(rt::counters().selections, 1u) << "one bucket, one selection";
 }
 
 INSTANTIATE_TEST_SUITE_P(Calls, RuntimeGpuGraph, ::testing::ValuesIn(kGraphCases),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// A first call while another thread captures a stream in global mode: that mode forbids every
+// thread the driver calls it counts as unsafe (a module's load, a pool's creation), so the
+// selection relaxes the calling thread's mode. The call succeeds, its result is the next
+// call's, and the other thread's capture ends without error.
+TEST_F(RuntimeGpu, FirstCallWhileAnotherThreadCapturesInGlobalMode) {
+  Tensors t(make(1, 8, 2, 1, 5000, 64), 11);
+  std::latch capturing(1), called(1);
+  CUresult begun = CUDA_SUCCESS, ended = CUDA_SUCCESS;
+  std::thread other([&] {
+    use_device(0);
+    CUstream s = nullptr;
+    cu::api().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+    begun = cu::api().cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    capturing.count_down();
+    called.wait();
+    CUgraph g = nullptr;
+    if (begun == CUDA_SUCCESS) ended = cu::api().cuStreamEndCapture(s, &g);
+    if (g) cu::api().cuGraphDestroy(g);
+    cu::api().cuStreamDestroy(s);
+  });
+  capturing.wait();
+  const sage_status first = t.call(stream_);  // the bucket's first call: selection and load
+  const std::string why = first == SAGE_OK ? "" : sage_last_error();
+  called.count_down();
+  other.join();
+  ASSERT_EQ(begun, CUDA_SUCCESS) << cu::error_string(begun);
+  ASSERT_EQ(first, SAGE_OK) << why;
+  EXPECT_EQ(ended, CUDA_SUCCESS) << "the other thread's capture: " << cu::error_string(ended);
+  sync();
+  const std::vector<std::uint16_t> got = t.out();
+  t.poison();
+  ASSERT_EQ(t.call(stream_), SAGE_OK) << sage_last_error();
+  sync();
+  EXPECT_TRUE(t.out() == got) << "the first call's O differs from the next call's";
+  EXPECT_EQ(rt::counters().selections, 1u);
+}
 
 // ---- selection order on the device ----------------------------------------------------------
 

@@ -26,7 +26,8 @@ namespace sage::cu {
   X(cuGetErrorString) X(cuPointerGetAttribute) X(cuTensorMapEncodeTiled)                  \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuLaunchKernelEx)       \
   X(cuOccupancyMaxActiveClusters) X(cuStreamBeginCapture) X(cuStreamEndCapture)         \
-  X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
+  X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)          \
+  X(cuThreadExchangeStreamCaptureMode) X(cuStreamIsCapturing)
 
 struct Api {
 #define SAGE_CU_MEMBER(fn) decltype(&::fn) fn = nullptr;
