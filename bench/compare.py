@@ -13,6 +13,11 @@ to the cuDNN backend, and measures each output against an FP32 reference compute
     python3 bench/compare.py --seqs 1024,4096 --causal both --dtype bf16
     python3 bench/compare.py --heads-kv 8 --seq-kv 8192 --seqs 2048   # GQA 4:1, 2K queries over 8K keys
     python3 bench/compare.py --models all             # the attention shapes of a few public models
+    python3 bench/compare.py --models llama3-8b-decode,llama3-8b-decode-4k --graph   # as a server replays
+
+With --graph every method's call is captured into a CUDA graph (torch.cuda.graph, after an
+eager warm-up call) and the graph's replay is what is timed and checked, as serving frameworks
+replay their decoding step: the host's launch overhead then drops out of short calls.
 
 With --models the shapes come from the MODELS table below (batch, heads, KV heads, query and key
 lengths, head dim, mask), and --batch/--heads/--heads-kv/--head-dim/--seqs/--seq-kv/--causal
@@ -135,6 +140,25 @@ def sdpa_call(q, k, v, causal, gqa):
     return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, **kw)
 
 
+def graphed(fn):
+    """fn captured into a CUDA graph after a warm-up call on a side stream (PyTorch's recipe):
+    a function replaying it and returning the captured output."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = fn()
+
+    def replay():
+        g.replay()
+        return out
+
+    return replay
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=4)
@@ -147,6 +171,7 @@ def main():
     ap.add_argument("--models", default="", help="comma-separated names from MODELS, or 'all' (see --list-models)")
     ap.add_argument("--list-models", action="store_true", help="print the MODELS table and exit")
     ap.add_argument("--dtype", choices=["fp16", "bf16"], default="fp16")
+    ap.add_argument("--graph", action="store_true", help="time each call replayed from a CUDA graph")
     ap.add_argument("--warmup", type=int, default=25, help="warm-up time (ms) per measurement")
     ap.add_argument("--rep", type=int, default=200, help="measured time (ms) per measurement")
     args = ap.parse_args()
@@ -180,7 +205,8 @@ def main():
     dtype = torch.float16 if args.dtype == "fp16" else torch.bfloat16
 
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  sagetune library {sagetune.LIBRARY_PATH}")
-    print(f"{args.dtype}, HND layout; TOPS = 4*B*H*N_q*N_kv*D / time (halved for causal); accuracy vs FP32 on batch 0\n")
+    print(f"{args.dtype}, HND layout; TOPS = 4*B*H*N_q*N_kv*D / time (halved for causal); accuracy vs FP32 on batch 0"
+          + ("; every call replayed from a CUDA graph" if args.graph else "") + "\n")
     header = (f"{'case':<16} {'B':>2} {'H':>3} {'Hkv':>3} {'N_q':>6} {'N_kv':>6} {'D':>3} {'causal':>6}  "
               f"{'method':<11} {'ms':>9} {'TOPS':>6} {'cos':>9} {'rel-L1':>8}  note")
     print(header)
@@ -224,6 +250,9 @@ def main():
                         if H > Hkv:
                             note = "enable_gqa" if gqa else "K, V repeated"
                     o = fn()  # first call: sagetune selects (and may compile) here, untimed
+                    if args.graph:
+                        fn = graphed(fn)
+                        o = fn()
                     torch.cuda.synchronize()
                     ms = median_ms(fn, args.warmup, args.rep)
                 cos, rel = accuracy(o, ref)
