@@ -17,7 +17,8 @@ to the cuDNN backend, and measures each output against an FP32 reference compute
 
 With --graph every method's call is captured into a CUDA graph (torch.cuda.graph, after an
 eager warm-up call) and the graph's replay is what is timed and checked, as serving frameworks
-replay their decoding step: the host's launch overhead then drops out of short calls.
+replay their decoding step. (do_bench times the GPU with calls queued back to back, so the
+host's launch cost is hidden in both modes; a replay measures what the graph runs.)
 
 With --models the shapes come from the MODELS table below (batch, heads, KV heads, query and key
 lengths, head dim, mask), and --batch/--heads/--heads-kv/--head-dim/--seqs/--seq-kv/--causal

@@ -175,26 +175,11 @@ def test_clear_errors():
         sagetune.sdpa(*inputs(1, 8, 2, 64, 64, 128))
 
 
-def _replays_match_eager(make_inputs, call, captured):
-    """Replays a graph captured by _capture on alternating inputs copied into its static
-    tensors; each replay's outputs must be bit for bit the eager call's on the same inputs."""
-    static_in, static_out = captured
-    g = static_in["graph"]
-    ins = [make_inputs(100), make_inputs(101)]
-    eager = [call(*x) for x in ins]
-    assert not torch.equal(eager[0][0], eager[1][0]), "the two inputs must give different outputs"
-    for i in (0, 1, 1, 0, 0, 1):
-        for dst, src in zip(static_in["tensors"], ins[i]):
-            dst.copy_(src)
-        g.replay()
-        torch.cuda.synchronize()
-        for got, want in zip(static_out, eager[i]):
-            assert torch.equal(got, want), f"replay on inputs {i} differs from the eager call"
-
-
 def _capture(make_inputs, call, warm_up):
+    """(graph, its static input tensors, its outputs): `call` on inputs of seed 100 captured
+    with torch.cuda.graph, after PyTorch's warm-up recipe when `warm_up`."""
     static = list(make_inputs(100))
-    if warm_up:  # PyTorch's recipe: a few calls on a side stream before capturing
+    if warm_up:  # a few calls on a side stream before capturing
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):
@@ -204,7 +189,23 @@ def _capture(make_inputs, call, warm_up):
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):  # capture_error_mode "global", PyTorch's default
         out = call(*static)
-    return {"graph": g, "tensors": static}, out
+    return g, static, out
+
+
+def _replays_match_eager(make_inputs, call, captured):
+    """Replays a graph from _capture on alternating inputs copied into its static tensors; each
+    replay's outputs must be bit for bit the eager call's on the same inputs."""
+    g, static, outputs = captured
+    ins = [make_inputs(100), make_inputs(101)]
+    eager = [call(*x) for x in ins]
+    assert not torch.equal(eager[0][0], eager[1][0]), "the two inputs must give different outputs"
+    for i in (0, 1, 1, 0, 0, 1):
+        for dst, src in zip(static, ins[i]):
+            dst.copy_(src)
+        g.replay()
+        torch.cuda.synchronize()
+        for got, want in zip(outputs, eager[i]):
+            assert torch.equal(got, want), f"replay on inputs {i} differs from the eager call"
 
 
 @pytest.mark.parametrize("case", ["decode_gqa_lse", "prefill_d128_4k", "prefill_d64_nhd_bf16"])

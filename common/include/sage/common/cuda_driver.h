@@ -27,7 +27,7 @@ namespace sage::cu {
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuLaunchKernelEx)       \
   X(cuOccupancyMaxActiveClusters) X(cuStreamBeginCapture) X(cuStreamEndCapture)         \
   X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)          \
-  X(cuThreadExchangeStreamCaptureMode) X(cuStreamIsCapturing)
+  X(cuThreadExchangeStreamCaptureMode)
 
 struct Api {
 #define SAGE_CU_MEMBER(fn) decltype(&::fn) fn = nullptr;
