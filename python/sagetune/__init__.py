@@ -7,7 +7,8 @@
 
 The kernels run on PyTorch's current CUDA stream of the tensors' device; the workspace comes
 from PyTorch's caching allocator. The first call for a problem bucket selects the tuned kernel
-(and may compile it: seconds); later calls only launch. Forward only: no autograd.
+(and may compile it: seconds); later calls only launch. Forward only: no autograd. The launch
+is a PyTorch operator (torch.ops.sagetune.attention), so torch.compile takes a call whole.
 
 The C library is found as described in sagetune/_capi.py ($SAGETUNE_LIB, next to the package,
 the source tree's build folders, the system library path). See docs/python.md.
@@ -16,19 +17,20 @@ the source tree's build folders, the system library path). See docs/python.md.
 from ._capi import LIBRARY_PATH, SageError, make_desc, status_string  # noqa: F401
 from . import _capi
 
-__all__ = ["attention", "sdpa", "variant", "SageError", "LIBRARY_PATH"]
+try:  # the ctypes layer (and its tests) work without PyTorch
+    import torch as _torch_module
+except ImportError:
+    _torch_module = None
+if _torch_module is not None:
+    from . import _op  # registers torch.ops.sagetune.attention
 
-_DTYPES = None  # torch dtype -> runtime dtype name, filled at the first call (torch imported lazily)
+__all__ = ["attention", "sdpa", "variant", "SageError", "LIBRARY_PATH"]
 
 
 def _torch():
-    # Imported on use, so that the ctypes layer (and its tests) work without PyTorch.
-    import torch
-
-    global _DTYPES
-    if _DTYPES is None:
-        _DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
-    return torch
+    if _torch_module is None:
+        raise ImportError("sagetune.attention needs PyTorch (import torch failed)")
+    return _torch_module
 
 
 def _physical_layout(tensors, layout):
@@ -52,7 +54,7 @@ def _check_tensors(q, k, v, tensor_layout):
         if t.dim() != 4:
             raise ValueError(f"sagetune.attention: {name} must be 4-D ({'[B, H, N, D]' if tensor_layout == 'HND' else '[B, N, H, D]'}),"
                              f" got shape {tuple(t.shape)}")
-        if t.dtype not in _DTYPES:
+        if t.dtype not in _op.DTYPES:
             raise TypeError(f"sagetune.attention: {name} is {t.dtype}; supported: torch.float16, torch.bfloat16")
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"sagetune.attention: q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
@@ -87,40 +89,24 @@ def attention(q, k, v, is_causal=False, tensor_layout="HND", sm_scale=None, retu
     if sm_scale is not None and not (sm_scale > 0):
         raise ValueError(f"sagetune.attention: sm_scale must be > 0 (None for 1/sqrt(head_dim)), got {sm_scale}")
 
-    if tensor_layout == "HND":
-        b, hq, nq, d = q.shape
-        _, hkv, nkv, dk = k.shape
-    else:
-        b, nq, hq, d = q.shape
-        _, nkv, hkv, dk = k.shape
-    if k.shape[0] != b or dk != d:
+    b, d = q.shape[0], q.shape[3]
+    if k.shape[0] != b or k.shape[3] != d:
         raise ValueError(f"sagetune.attention: q {tuple(q.shape)} and k {tuple(k.shape)} disagree on batch or head_dim "
                          f"({tensor_layout} layout)")
 
-    # Read the tensors where they are when the memory order allows it; copy otherwise.
+    # Read the tensors where they are when the memory order allows it (transposed views of the
+    # other layout: that layout's kernels); copy otherwise. The operator takes the tensors in
+    # the layout it reads and returns O in it; O comes back as a view in the requested one.
     layout = _physical_layout((q, k, v), tensor_layout)
     if layout is None:
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
         layout = tensor_layout
-    # The kernels load 16-byte vectors; a view at an odd storage offset gets an aligned copy.
-    q, k, v = (t if t.data_ptr() % 16 == 0 else t.clone() for t in (q, k, v))
-
-    # Output in the physical layout; returned as a view in the requested one.
-    def physical(shape_hnd_like):
-        bb, hh, nn, dd = shape_hnd_like
-        return (bb, hh, nn, dd) if layout == "HND" else (bb, nn, hh, dd)
-
-    o = torch.empty(physical((b, hq, nq, d)), dtype=q.dtype, device=q.device)
-    lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device) if return_lse else None
-    desc = make_desc(b, hq, hkv, nq, nkv, d, layout=layout, dtype=_DTYPES[q.dtype], causal=is_causal,
-                     sm_scale=0.0 if sm_scale is None else sm_scale, policy=policy)
-    # The runtime works on the calling thread's current CUDA context: make it the tensors' device.
-    with torch.cuda.device(q.device):
-        stream = torch.cuda.current_stream(q.device)
-        ws_bytes = _capi.workspace_size(desc)
-        ws = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device)  # caching allocator, this stream
-        _capi.attention(desc, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
-                        lse.data_ptr() if lse is not None else 0, ws.data_ptr(), ws_bytes, stream.cuda_stream)
+    if layout != tensor_layout:
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    # Traced by torch.compile: the operator (one opaque node); run eagerly: the launch itself.
+    call = torch.ops.sagetune.attention if torch.compiler.is_compiling() else _op.launch
+    o, lse = call(q, k, v, bool(is_causal), layout, 0.0 if sm_scale is None else float(sm_scale), bool(return_lse),
+                  policy)
     if layout != tensor_layout:
         o = o.transpose(1, 2)
     return (o, lse) if return_lse else o
@@ -158,6 +144,6 @@ def variant(q, k, v, is_causal=False, tensor_layout="HND", policy="balanced"):
         nkv, hkv = k.shape[1], k.shape[2]
     # The layout attention() would hand the kernels (it is part of the problem bucket).
     layout = _physical_layout((q, k, v), tensor_layout) or tensor_layout
-    desc = make_desc(b, hq, hkv, nq, nkv, d, layout=layout, dtype=_DTYPES[q.dtype], causal=is_causal, policy=policy)
+    desc = make_desc(b, hq, hkv, nq, nkv, d, layout=layout, dtype=_op.DTYPES[q.dtype], causal=is_causal, policy=policy)
     with torch.cuda.device(q.device):
         return _capi.variant_name(desc)

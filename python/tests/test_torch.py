@@ -1,6 +1,7 @@
 """sagetune with PyTorch on a GPU: accuracy against an FP32 reference, layouts (including
 transposed views read without a copy), GQA, causal masks, LSE, the current stream, SDPA's
-signature, clear errors for what it does not take, and calls captured with torch.cuda.graph.
+signature, clear errors for what it does not take, calls captured with torch.cuda.graph, and
+the operator torch.compile takes (opcheck, fullgraph, reduce-overhead, dynamic shapes).
 Skipped without PyTorch or CUDA.
 
 Run on a GPU machine: python3 -m pytest python/tests -q
@@ -248,3 +249,68 @@ def test_cuda_graph_first_call_of_a_shape_inside_the_capture():
         return sagetune.attention(q, k, v, return_lse=True)  # (o, lse)
 
     _replays_match_eager(make_inputs, call, _capture(make_inputs, call, warm_up=False))
+
+
+def test_the_launch_is_a_torch_operator_that_opcheck_accepts():
+    """torch.ops.sagetune.attention: its schema, fake (meta) implementation and AOT dispatch,
+    with static and dynamic shapes, as torch.library.opcheck tests them (each against real
+    runs), with and without LSE and in both layouts."""
+    q, k, v = inputs(1, 8, 2, 256, 384, 64)
+    cases = [(q, k, v, True, "HND", 0.0, True, "balanced"),
+             (q, k, v, False, "HND", 0.1, False, "accurate")]
+    qn, kn, vn = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+    cases.append((qn, kn, vn, False, "NHD", 0.0, True, "balanced"))
+    for args in cases:
+        torch.library.opcheck(torch.ops.sagetune.attention.default, args)
+
+
+def test_torch_compile_takes_a_call_whole():
+    """torch.compile(fullgraph=True), which raises at any graph break, of functions around
+    sagetune.attention: the compiled functions give the eager bits, in q's layout and strides
+    (HND with LSE, causal GQA; NHD memory passed as HND views, read in place; a BF16 call
+    through sagetune.sdpa)."""
+    torch._dynamo.reset()
+
+    def causal_lse(q, k, v):
+        o, lse = sagetune.attention(q, k, v, is_causal=True, return_lse=True)
+        return o * 2, lse + 1
+
+    def views(qn, kn, vn):  # [B, N, H, D] memory, HND-shaped views
+        return sagetune.attention(qn.transpose(1, 2), kn.transpose(1, 2), vn.transpose(1, 2))
+
+    def through_sdpa(q, k, v):
+        return sagetune.sdpa(q, k, v, scale=0.1, enable_gqa=True)
+
+    q, k, v = inputs(2, 16, 4, 300, 1000, 128)
+    nhd = tuple(t.transpose(1, 2).contiguous() for t in inputs(1, 8, 8, 512, 512, 64, seed=3))
+    bf = inputs(1, 8, 2, 700, 700, 64, torch.bfloat16, seed=4)
+    for fn, args in ((causal_lse, (q, k, v)), (views, nhd), (through_sdpa, bf)):
+        eager = fn(*args)
+        compiled = torch.compile(fn, fullgraph=True)(*args)
+        eager = eager if isinstance(eager, tuple) else (eager,)
+        compiled = compiled if isinstance(compiled, tuple) else (compiled,)
+        for got, want in zip(compiled, eager):
+            assert got.shape == want.shape and got.stride() == want.stride(), (fn.__name__, got.stride(), want.stride())
+            assert torch.equal(got, want), fn.__name__
+
+
+def test_torch_compile_reduce_overhead_and_dynamic_shapes():
+    """mode="reduce-overhead" (the compiled graph replayed from CUDA graphs) on alternating
+    inputs, and dynamic=True over two sequence lengths: each call gives the eager bits."""
+    torch._dynamo.reset()
+
+    def f(q, k, v):
+        return sagetune.attention(q, k, v, return_lse=True)
+
+    cg = torch.compile(f, mode="reduce-overhead", fullgraph=True)
+    ins = [inputs(1, 32, 8, 1, 4096, 128, seed=s) for s in (10, 11)]
+    for i in (0, 1, 1, 0):
+        got = cg(*ins[i])
+        want = f(*ins[i])
+        for g, w in zip(got, want):
+            assert torch.equal(g, w), i
+    dyn = torch.compile(f, dynamic=True, fullgraph=True)
+    for n in (1000, 1500):
+        x = inputs(1, 8, 8, n, n, 64, seed=n)
+        for g, w in zip(dyn(*x), f(*x)):
+            assert torch.equal(g, w), n

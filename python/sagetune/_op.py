@@ -1,0 +1,88 @@
+"""The kernel launch as a PyTorch custom operator, `torch.ops.sagetune.attention`.
+
+Registered with torch.library when `sagetune` is imported with PyTorch available. As an
+operator, a call is one opaque node to torch.compile (no graph break, `fullgraph=True` works,
+and the compiled graph can be captured into CUDA graphs by `mode="reduce-overhead"`); its
+fake (meta) implementation gives the output shapes without running anything.
+
+The operator takes tensors already in the layout the kernels read (contiguous in `layout`);
+`sagetune.attention` checks the arguments and arranges that (views, copies), and is the API.
+Outside torch.compile it calls `launch` directly: the operator's dispatch costs host time that
+a short call (decoding: about 20 us on the GPU) would show.
+"""
+
+import torch
+
+from . import _capi
+
+DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+
+
+def _dims(q, k, layout):
+    """(b, hq, hkv, nq, nkv, d) of contiguous tensors in `layout`."""
+    if layout == "HND":
+        b, hq, nq, d = q.shape
+        hkv, nkv = k.shape[1], k.shape[2]
+    else:
+        b, nq, hq, d = q.shape
+        nkv, hkv = k.shape[1], k.shape[2]
+    return b, hq, hkv, nq, nkv, d
+
+
+# (shape, options, device) -> (sage_attention_desc, workspace bytes): a call's descriptor and its
+# workspace size are built once per problem (each a ctypes call or two, on every call's host path).
+_DESCS = {}
+_DESCS_MAX = 1024
+
+
+def _current_stream(index):
+    # The raw handle, without building a torch.cuda.Stream (as Triton's launcher does).
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
+
+
+def launch(q, k, v, is_causal, layout, sm_scale, return_lse, policy):
+    """(o, lse): o contiguous in `layout` with q's shape; lse fp32 [B, Hq, Nq], or None without
+    return_lse. sm_scale 0: 1/sqrt(D)."""
+    # The kernels load 16-byte vectors and read the tensors as contiguous in `layout`: anything
+    # else (an odd storage offset, a caller of the operator itself) gets a copy.
+    q, k, v = (t if t.is_contiguous() and t.data_ptr() % 16 == 0 else t.clone(memory_format=torch.contiguous_format)
+               for t in (q, k, v))
+    b, hq, hkv, nq, nkv, d = _dims(q, k, layout)
+    index = q.device.index
+    # The runtime works on the calling thread's current CUDA context: make it the tensors' device.
+    if torch.cuda.current_device() != index:
+        with torch.cuda.device(index):
+            return launch(q, k, v, is_causal, layout, sm_scale, return_lse, policy)
+    key = (b, hq, hkv, nq, nkv, d, layout, q.dtype, is_causal, sm_scale, policy, index)
+    entry = _DESCS.get(key)
+    if entry is None:
+        desc = _capi.make_desc(b, hq, hkv, nq, nkv, d, layout=layout, dtype=DTYPES[q.dtype], causal=is_causal,
+                               sm_scale=sm_scale, policy=policy)
+        entry = (desc, _capi.workspace_size(desc))  # selects the kernel (the bucket's first call)
+        if len(_DESCS) >= _DESCS_MAX:
+            _DESCS.clear()
+        _DESCS[key] = entry
+    desc, ws_bytes = entry
+    o = torch.empty_like(q)
+    lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device) if return_lse else None
+    # The workspace from the caching allocator, on this stream (none where the kernel needs none).
+    ws = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
+    _capi.attention(desc, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr() if return_lse else 0,
+                    ws.data_ptr() if ws_bytes else 0, ws_bytes, _current_stream(index))
+    return o, lse
+
+
+@torch.library.custom_op("sagetune::attention", mutates_args=(), device_types="cuda")
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, layout: str, sm_scale: float,
+              return_lse: bool, policy: str) -> tuple[torch.Tensor, torch.Tensor]:
+    o, lse = launch(q, k, v, is_causal, layout, sm_scale, return_lse, policy)
+    return o, lse if lse is not None else q.new_empty((0,), dtype=torch.float32)
+
+
+@attention.register_fake
+def _(q, k, v, is_causal, layout, sm_scale, return_lse, policy):
+    b, hq, _, nq, _, _ = _dims(q, k, layout)
+    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = q.new_empty((b, hq, nq) if return_lse else (0,), dtype=torch.float32)
+    return o, lse
