@@ -203,21 +203,109 @@ void check_call_memory(const AttnProblem& p, const AttnArgs& a, const void* ws, 
   if (ws) check_memory(ws, ws_need, "workspace");
 }
 
+// A call whose head dim the kernels lack (below the largest they have) runs as a call of the
+// next kernel head dim on zero-padded copies: Q, K and V are copied row by row (2-D copies)
+// into the workspace with zeros after each row's d values, which leave Q K^T unchanged and
+// give O zeros in the padded columns; O comes back from its padded copy the same way. The
+// scale stays the call's own (1/sqrt(d) by default). The kernels' workspace comes first, the
+// padded tensors after it (each 256-byte aligned).
+struct Padding {
+  AttnProblem kp;                        // the kernels' problem (the call's own when not padded)
+  bool active = false;
+  std::size_t kernel_bytes = 0;          // the kernels' workspace
+  std::size_t q_bytes = 0, kv_bytes = 0; // one padded Q or O, one padded K or V
+  std::size_t bytes() const { return active ? round_up(kernel_bytes) + 2 * round_up(q_bytes) + 2 * round_up(kv_bytes) : kernel_bytes; }
+  static std::size_t round_up(std::size_t x) { return (x + 255) / 256 * 256; }
+};
+
+AttnProblem kernel_problem(const AttnProblem& p) {
+  AttnProblem kp = p;
+  kp.head_dim = kernel_head_dim(p.head_dim);
+  if (kp.head_dim != p.head_dim) kp.sm_scale = p.scale();
+  return kp;
+}
+
+Padding padding_for(const AttnProblem& p, const AttnKernel& k) {
+  Padding pad;
+  pad.kp = kernel_problem(p);
+  pad.active = pad.kp.head_dim != p.head_dim;
+  pad.kernel_bytes = k.workspace_size(pad.kp);
+  pad.q_bytes = std::size_t(pad.kp.q_elems()) * 2;
+  pad.kv_bytes = std::size_t(pad.kp.kv_elems()) * 2;
+  return pad;
+}
+
+// rows x d 16-bit values (rows d apart) into rows dp apart (dp even), zeros after each row's d values.
+void pad_rows(CUdeviceptr dst, const void* src, std::int64_t rows, int d, int dp, CUstream stream) {
+  // The whole buffer, then the rows over it: a 2-D memset of the padding columns alone (short
+  // strided rows) made the copies 2.9 ms instead of 1.1 at B=4 H=32 N=8K d=96 (H100,
+  // docs/runtime.md).
+  SAGE_CU(cuMemsetD32Async(dst, 0, std::size_t(rows) * std::size_t(dp) / 2, stream));
+  CUDA_MEMCPY2D c{};
+  c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.srcDevice = reinterpret_cast<CUdeviceptr>(src);
+  c.srcPitch = std::size_t(d) * 2;
+  c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.dstDevice = dst;
+  c.dstPitch = std::size_t(dp) * 2;
+  c.WidthInBytes = std::size_t(d) * 2;
+  c.Height = std::size_t(rows);
+  SAGE_CU(cuMemcpy2DAsync(&c, stream));
+}
+
+// The kernel's run, on padded copies where the call needs them.
+void run_padded(const AttnKernel& k, const Padding& pad, const AttnProblem& p, const AttnArgs& a, void* workspace,
+                CUstream stream) {
+  if (!pad.active) {
+    k.run(p, a, workspace, stream);
+    return;
+  }
+  const CUdeviceptr base = reinterpret_cast<CUdeviceptr>(workspace);
+  const CUdeviceptr q = base + Padding::round_up(pad.kernel_bytes), o = q + Padding::round_up(pad.q_bytes);
+  const CUdeviceptr kk = o + Padding::round_up(pad.q_bytes), v = kk + Padding::round_up(pad.kv_bytes);
+  const int d = p.head_dim, dp = pad.kp.head_dim;
+  const std::int64_t q_rows = std::int64_t(p.batch) * p.heads_q * p.seq_q;
+  const std::int64_t kv_rows = std::int64_t(p.batch) * p.heads_kv * p.seq_kv;
+  pad_rows(q, a.q, q_rows, d, dp, stream);
+  pad_rows(kk, a.k, kv_rows, d, dp, stream);
+  pad_rows(v, a.v, kv_rows, d, dp, stream);
+  AttnArgs pa = a;
+  pa.q = reinterpret_cast<const void*>(q);
+  pa.k = reinterpret_cast<const void*>(kk);
+  pa.v = reinterpret_cast<const void*>(v);
+  pa.o = reinterpret_cast<void*>(o);
+  AttnProblem kp = pad.kp;
+  kp.return_lse = p.return_lse;
+  k.run(kp, pa, workspace, stream);
+  CUDA_MEMCPY2D c{};
+  c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.srcDevice = o;
+  c.srcPitch = std::size_t(dp) * 2;
+  c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.dstDevice = reinterpret_cast<CUdeviceptr>(a.o);
+  c.dstPitch = std::size_t(d) * 2;
+  c.WidthInBytes = std::size_t(d) * 2;
+  c.Height = std::size_t(q_rows);
+  SAGE_CU(cuMemcpy2DAsync(&c, stream));
+}
+
 }  // namespace
 
 void run(const AttnProblem& p, Policy policy, const AttnArgs& a, void* workspace, std::size_t workspace_bytes,
          CUstream stream) {
   const auto t0 = Clock::now();
   bool built = false;
-  const Entry& e = entry_for(p, policy, &built);
+  const AttnProblem kp0 = kernel_problem(p);
+  const Entry& e = entry_for(kp0, policy, &built);
   const AttnKernel& k = *e.kernel;
-  const std::size_t need = k.workspace_size(p);
+  const Padding pad = padding_for(p, k);
+  const std::size_t need = pad.bytes();
   if (workspace && workspace_bytes < need)
     throw WorkspaceTooSmall(Errc::invalid_argument, cat("the workspace has ", workspace_bytes, " bytes; this call needs ",
                                                         need, " (sage_workspace_size)"));
   if (check_pointers_enabled()) check_call_memory(p, a, workspace, need);
   if (workspace) {
-    k.run(p, a, workspace, stream);
+    run_padded(k, pad, p, a, workspace, stream);
   } else {
     // While another thread captures a stream in global mode the driver refuses this thread a
     // pool allocation, even on a stream that is not being captured; on a stream of this thread
@@ -229,29 +317,31 @@ void run(const AttnProblem& p, Policy policy, const AttnArgs& a, void* workspace
     if (e.pool) SAGE_CU(cuMemAllocFromPoolAsync(&ws, need, e.pool, stream));
     else SAGE_CU(cuMemAllocAsync(&ws, need, stream));
     try {
-      k.run(p, a, reinterpret_cast<void*>(ws), stream);
+      run_padded(k, pad, p, a, reinterpret_cast<void*>(ws), stream);
     } catch (...) {
       api.cuMemFreeAsync(ws, stream);
       throw;
     }
     SAGE_CU(cuMemFreeAsync(ws, stream));
   }
-  if (built && log_enabled()) log_selection(e.selection, p, policy, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  if (built && log_enabled()) log_selection(e.selection, kp0, policy, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
 }
 
 std::size_t workspace_size(const AttnProblem& p, Policy policy) {
   AttnProblem with_lse = p;
   with_lse.return_lse = true;  // LSE adds a region; a workspace sized for it serves both
   bool built = false;
-  const Entry& e = entry_for(with_lse, policy, &built);
-  if (built && log_enabled()) log_selection(e.selection, with_lse, policy, -1);
-  return e.kernel->workspace_size(with_lse);
+  const AttnProblem kp = kernel_problem(with_lse);
+  const Entry& e = entry_for(kp, policy, &built);
+  if (built && log_enabled()) log_selection(e.selection, kp, policy, -1);
+  return padding_for(with_lse, *e.kernel).bytes();
 }
 
 const Selection& selection_for(const AttnProblem& p, Policy policy) {
   bool built = false;
-  const Entry& e = entry_for(p, policy, &built);
-  if (built && log_enabled()) log_selection(e.selection, p, policy, -1);
+  const AttnProblem kp = kernel_problem(p);
+  const Entry& e = entry_for(kp, policy, &built);
+  if (built && log_enabled()) log_selection(e.selection, kp, policy, -1);
   return e.selection;
 }
 

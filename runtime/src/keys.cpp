@@ -121,6 +121,12 @@ const std::vector<int>& supported_head_dims() {
   return dims;
 }
 
+int kernel_head_dim(int d) {
+  for (int x : supported_head_dims())  // ascending
+    if (x >= d) return x;
+  return 0;
+}
+
 std::string arch_for_cc(int cc) {
   // A cubin runs on its own major architecture at an equal or higher minor version; sm_90a
   // (wgmma) only on 9.0 itself.

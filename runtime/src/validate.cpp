@@ -53,9 +53,9 @@ AttnProblem problem_of(const DescView& d, Policy* policy) {
     throw Error(Errc::invalid_argument,
                 cat("causal attention needs seq_q <= seq_kv (the mask is bottom-right aligned: query i sees keys "
                     "j <= i + seq_kv - seq_q), got seq_q ", d.seq_q, " > seq_kv ", d.seq_kv));
-  bool dim_ok = false;
-  for (int x : supported_head_dims()) dim_ok |= x == d.head_dim;
-  if (!dim_ok) throw Error(Errc::unsupported, cat("head_dim ", d.head_dim, " is not supported (supported: ", dims_list(), ")"));
+  if (kernel_head_dim(d.head_dim) == 0)
+    throw Error(Errc::unsupported, cat("head_dim ", d.head_dim, " is not supported (supported: ", dims_list(),
+                                       ", and any below ", supported_head_dims().back(), " by zero-padding)"));
   if (d.heads_q > kMaxGridYZ || d.batch > kMaxGridYZ)
     throw Error(Errc::unsupported, cat("batch (", d.batch, ") and heads_q (", d.heads_q, ") must each be <= ", kMaxGridYZ,
                                        " (CUDA grid limit)"));

@@ -7,6 +7,7 @@
 //   - two processes starting together on a cold cache compile once;
 //   - after the first call, calls allocate nothing on the host;
 //   - workspace checks, the last error, SAGE_LOG=1's explanation, SAGE_CHECK_POINTERS=1;
+//   - head dims below 128 other than 64: bitwise the launcher's on inputs padded on the host;
 //   - a call captured into a CUDA graph gives the direct call's bits on every replay, also when
 //     the capture holds the bucket's first call, and a first call works while another thread
 //     captures in global mode.
@@ -248,6 +249,100 @@ TEST_P(RuntimeGpuBitwise, SameBitsAsTheLauncherForTheSameVariant) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RuntimeGpuBitwise, ::testing::ValuesIn(kCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// ---- head dims the kernels lack ---------------------------------------------------------------
+// A call of head dim d below 128 other than 64 runs on zero-padded copies at the next kernel
+// head dim: its O (d columns) and LSE are bitwise the launcher's for the padded bucket's
+// variant on inputs padded on the host (zeros after each row's d values, the call's own scale),
+// with the pooled workspace, the caller's (sage_workspace_size counts the copies) and inside a
+// CUDA graph capture.
+const Case kPaddedCases[] = {
+    {"D96_HND_FP16_GQA4_Causal_NqLtNkv_Lse", make(1, 8, 2, 300, 500, 96, true, Layout::HND, DType::fp16, true)},
+    {"D80_NHD_BF16", make(2, 4, 4, 257, 257, 80, false, Layout::NHD, DType::bf16)},
+    {"D40_HND_FP16_Scale_Lse", make(1, 4, 4, 1000, 1000, 40, false, Layout::HND, DType::fp16, true, 0.2f)},
+    {"D72_HND_FP16_Decode_GQA4_Lse", make(1, 32, 8, 1, 4096, 72, false, Layout::HND, DType::fp16, true)},
+    {"D112_NHD_FP16_Prefill4K", make(1, 8, 8, 4096, 4096, 112, false, Layout::NHD, DType::fp16)},
+};
+
+class RuntimeGpuPadded : public RuntimeGpu, public ::testing::WithParamInterface<Case> {};
+
+TEST_P(RuntimeGpuPadded, SameBitsAsTheLauncherOnHostPaddedInputs) {
+  const AttnProblem& p = GetParam().p;
+  const int d = p.head_dim, dp = rt::kernel_head_dim(d);
+  ASSERT_GT(dp, d);
+  Tensors t(p, 42);
+  AttnProblem kp = p;
+  kp.head_dim = dp;
+  kp.sm_scale = p.scale();
+  const std::string variant = variant_of(p);
+  EXPECT_EQ(variant, variant_of(kp)) << "the padded call is the padded bucket's";
+
+  // The launcher on inputs padded here.
+  Tensors tp(kp, 1);
+  auto pad = [&](const DeviceBuffer& from, DeviceBuffer& to, std::int64_t rows) {
+    const std::vector<std::uint16_t> h = from.to_host<std::uint16_t>(std::size_t(rows * d));
+    std::vector<std::uint16_t> hp(std::size_t(rows * dp), 0);
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::copy_n(h.begin() + r * d, d, hp.begin() + r * dp);
+    to.upload(hp.data(), hp.size() * 2);
+  };
+  const std::int64_t q_rows = std::int64_t(p.batch) * p.heads_q * p.seq_q;
+  const std::int64_t kv_rows = std::int64_t(p.batch) * p.heads_kv * p.seq_kv;
+  pad(t.q, tp.q, q_rows);
+  pad(t.k, tp.k, kv_rows);
+  pad(t.v, tp.v, kv_rows);
+  std::vector<float> lse_l;
+  const std::vector<std::uint16_t> padded_out = launcher_out(variant, tp, &lse_l);
+  std::vector<std::uint16_t> want(std::size_t(q_rows * d));
+  for (std::int64_t r = 0; r < q_rows; ++r) {
+    std::copy_n(padded_out.begin() + r * dp, d, want.begin() + r * d);
+    for (int c = d; c < dp; ++c) ASSERT_EQ(padded_out[std::size_t(r * dp + c)] & 0x7fff, 0) << "padded column not 0";
+  }
+
+  auto check = [&](const char* how) {
+    EXPECT_TRUE(t.out() == want) << "O differs from the launcher's on padded inputs (" << how << ")";
+    if (p.return_lse) {
+      EXPECT_TRUE(t.lse_out() == lse_l) << "LSE differs (" << how << ")";
+    }
+  };
+  t.poison();
+  ASSERT_EQ(t.call(stream_), SAGE_OK) << sage_last_error();  // pooled workspace
+  sync();
+  check("pooled workspace");
+
+  const sage_attention_desc desc = desc_of(p);
+  std::size_t bytes = 0, kernel_bytes = 0;
+  ASSERT_EQ(sage_workspace_size(&desc, &bytes), SAGE_OK) << sage_last_error();
+  AttnProblem kp_lse = kp;
+  kp_lse.return_lse = true;
+  const sage_attention_desc kdesc = desc_of(kp_lse);
+  ASSERT_EQ(sage_workspace_size(&kdesc, &kernel_bytes), SAGE_OK) << sage_last_error();
+  EXPECT_GE(bytes, kernel_bytes + std::size_t(kp.q_elems() + kp.kv_elems()) * 4) << "the copies are counted";
+  DeviceBuffer ws(bytes);
+  t.poison();
+  ASSERT_EQ(t.call(stream_, ws.get(), bytes), SAGE_OK) << sage_last_error();  // caller's workspace
+  sync();
+  check("caller workspace");
+  EXPECT_NE(t.call(stream_, ws.get(), kernel_bytes), SAGE_OK) << "a workspace without room for the copies";
+
+  // Captured: the copies are graph nodes too.
+  t.poison();
+  SAGE_CU(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  const sage_status st = t.call(stream_, ws.get(), bytes);
+  CUgraph g = nullptr;
+  SAGE_CU(cuStreamEndCapture(stream_, &g));
+  ASSERT_EQ(st, SAGE_OK) << sage_last_error();
+  CUgraphExec ge = nullptr;
+  SAGE_CU(cuGraphInstantiate(&ge, g, 0));
+  SAGE_CU(cuGraphLaunch(ge, stream_));
+  sync();
+  cu::api().cuGraphExecDestroy(ge);
+  cu::api().cuGraphDestroy(g);
+  check("graph replay");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, RuntimeGpuPadded, ::testing::ValuesIn(kPaddedCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // ---- CUDA graphs ------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 // runtime's own tables (head dims, architectures) agree with the search space and the tuner.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <set>
 
@@ -129,6 +130,23 @@ TEST(RuntimeKeys, SupportedHeadDimsAreTheSearchSpacesHeadDims) {
     if (v.pipeline != "reference") space.insert(int(v.get_int("head_dim")));
   const std::vector<int>& rt_dims = rt::supported_head_dims();
   EXPECT_EQ(std::set<int>(rt_dims.begin(), rt_dims.end()), space);
+}
+
+TEST(RuntimeKeys, HeadDimsBelowTheLargestAreServedByTheNextKernelHeadDim) {
+  EXPECT_EQ(rt::kernel_head_dim(1), 64);
+  EXPECT_EQ(rt::kernel_head_dim(40), 64);
+  EXPECT_EQ(rt::kernel_head_dim(64), 64);
+  EXPECT_EQ(rt::kernel_head_dim(65), 128);
+  EXPECT_EQ(rt::kernel_head_dim(96), 128);
+  EXPECT_EQ(rt::kernel_head_dim(128), 128);
+  EXPECT_EQ(rt::kernel_head_dim(129), 0);
+  EXPECT_EQ(rt::kernel_head_dim(256), 0);
+  // The C API's validation keeps the call's own head dim (the padding happens at the call).
+  rt::Policy policy;
+  const rt::DescView d{1, 8, 2, 100, 200, 96, 0, 0, 0, 0.f, 0};
+  const AttnProblem p = rt::problem_of(d, &policy);
+  EXPECT_EQ(p.head_dim, 96);
+  EXPECT_FLOAT_EQ(p.scale(), 1.0f / std::sqrt(96.0f));
 }
 
 TEST(RuntimeKeys, StaticArchitectureMapMatchesTheTuners) {

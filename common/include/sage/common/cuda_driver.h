@@ -19,6 +19,7 @@ namespace sage::cu {
   X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemGetInfo) X(cuMemcpyHtoD)            \
   X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)              \
   X(cuMemcpyDtoDAsync) X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuMemsetD8)               \
+  X(cuMemcpy2DAsync)                                                                      \
   X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuStreamCreate) X(cuStreamDestroy)               \
   X(cuMemPoolCreate) X(cuMemPoolSetAttribute) X(cuMemAllocFromPoolAsync)                 \
   X(cuStreamSynchronize) X(cuStreamGetCtx) X(cuEventCreate) X(cuEventDestroy)             \

@@ -81,6 +81,10 @@ struct Selection {
 
 // The head dims the kernels support (the templates' and the search space's).
 const std::vector<int>& supported_head_dims();
+// The kernels' head dim that serves a call of head dim d: d itself when supported, else the
+// smallest supported one above it (the call runs on zero-padded copies: dispatch.cpp); 0 when
+// d is above them all.
+int kernel_head_dim(int d);
 
 // The cubin architecture a device of compute capability `cc` runs ("sm_80", "sm_86",
 // "sm_89", "sm_90a"), or "" when no target of this project runs on it. Used by static builds,
