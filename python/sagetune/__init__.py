@@ -137,12 +137,7 @@ def variant(q, k, v, is_causal=False, tensor_layout="HND", policy="balanced"):
     """Name of the kernel variant that attention() runs for these tensors on their device."""
     torch = _torch()
     _check_tensors(q, k, v, tensor_layout)
-    if tensor_layout == "HND":
-        b, hq, nq, d = q.shape
-        hkv, nkv = k.shape[1], k.shape[2]
-    else:
-        b, nq, hq, d = q.shape
-        nkv, hkv = k.shape[1], k.shape[2]
+    b, hq, hkv, nq, nkv, d = _op.dims(q, k, tensor_layout)
     # The layout attention() would hand the kernels (it is part of the problem bucket).
     layout = _physical_layout((q, k, v), tensor_layout) or tensor_layout
     desc = make_desc(b, hq, hkv, nq, nkv, d, layout=layout, dtype=_op.DTYPES[q.dtype], causal=is_causal, policy=policy)

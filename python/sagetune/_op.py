@@ -18,8 +18,8 @@ from . import _capi
 DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 
 
-def _dims(q, k, layout):
-    """(b, hq, hkv, nq, nkv, d) of contiguous tensors in `layout`."""
+def dims(q, k, layout):
+    """(b, hq, hkv, nq, nkv, d) of q and k, read in `layout`."""
     if layout == "HND":
         b, hq, nq, d = q.shape
         hkv, nkv = k.shape[1], k.shape[2]
@@ -48,7 +48,7 @@ def launch(q, k, v, is_causal, layout, sm_scale, return_lse, policy):
     # else (an odd storage offset, a caller of the operator itself) gets a copy.
     q, k, v = (t if t.is_contiguous() and t.data_ptr() % 16 == 0 else t.clone(memory_format=torch.contiguous_format)
                for t in (q, k, v))
-    b, hq, hkv, nq, nkv, d = _dims(q, k, layout)
+    b, hq, hkv, nq, nkv, d = dims(q, k, layout)
     index = q.device.index
     # The runtime works on the calling thread's current CUDA context: make it the tensors' device.
     if torch.cuda.current_device() != index:
@@ -82,7 +82,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool
 
 @attention.register_fake
 def _(q, k, v, is_causal, layout, sm_scale, return_lse, policy):
-    b, hq, _, nq, _, _ = _dims(q, k, layout)
+    b, hq, _, nq, _, _ = dims(q, k, layout)
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = q.new_empty((b, hq, nq) if return_lse else (0,), dtype=torch.float32)
     return o, lse
