@@ -235,22 +235,29 @@ Padding padding_for(const AttnProblem& p, const AttnKernel& k) {
   return pad;
 }
 
+// `rows` rows of `width` bytes from src (rows src_pitch bytes apart) to dst (dst_pitch apart).
+void copy_rows(CUdeviceptr dst, std::size_t dst_pitch, CUdeviceptr src, std::size_t src_pitch, std::size_t width,
+               std::int64_t rows, CUstream stream) {
+  CUDA_MEMCPY2D c{};
+  c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.srcDevice = src;
+  c.srcPitch = src_pitch;
+  c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  c.dstDevice = dst;
+  c.dstPitch = dst_pitch;
+  c.WidthInBytes = width;
+  c.Height = std::size_t(rows);
+  SAGE_CU(cuMemcpy2DAsync(&c, stream));
+}
+
 // rows x d 16-bit values (rows d apart) into rows dp apart (dp even), zeros after each row's d values.
 void pad_rows(CUdeviceptr dst, const void* src, std::int64_t rows, int d, int dp, CUstream stream) {
   // The whole buffer, then the rows over it: a 2-D memset of the padding columns alone (short
   // strided rows) made the copies 2.9 ms instead of 1.1 at B=4 H=32 N=8K d=96 (H100,
   // docs/runtime.md).
   SAGE_CU(cuMemsetD32Async(dst, 0, std::size_t(rows) * std::size_t(dp) / 2, stream));
-  CUDA_MEMCPY2D c{};
-  c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-  c.srcDevice = reinterpret_cast<CUdeviceptr>(src);
-  c.srcPitch = std::size_t(d) * 2;
-  c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-  c.dstDevice = dst;
-  c.dstPitch = std::size_t(dp) * 2;
-  c.WidthInBytes = std::size_t(d) * 2;
-  c.Height = std::size_t(rows);
-  SAGE_CU(cuMemcpy2DAsync(&c, stream));
+  copy_rows(dst, std::size_t(dp) * 2, reinterpret_cast<CUdeviceptr>(src), std::size_t(d) * 2, std::size_t(d) * 2, rows,
+            stream);
 }
 
 // The kernel's run, on padded copies where the call needs them.
@@ -274,19 +281,9 @@ void run_padded(const AttnKernel& k, const Padding& pad, const AttnProblem& p, c
   pa.k = reinterpret_cast<const void*>(kk);
   pa.v = reinterpret_cast<const void*>(v);
   pa.o = reinterpret_cast<void*>(o);
-  AttnProblem kp = pad.kp;
-  kp.return_lse = p.return_lse;
-  k.run(kp, pa, workspace, stream);
-  CUDA_MEMCPY2D c{};
-  c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-  c.srcDevice = o;
-  c.srcPitch = std::size_t(dp) * 2;
-  c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-  c.dstDevice = reinterpret_cast<CUdeviceptr>(a.o);
-  c.dstPitch = std::size_t(d) * 2;
-  c.WidthInBytes = std::size_t(d) * 2;
-  c.Height = std::size_t(q_rows);
-  SAGE_CU(cuMemcpy2DAsync(&c, stream));
+  k.run(pad.kp, pa, workspace, stream);
+  copy_rows(reinterpret_cast<CUdeviceptr>(a.o), std::size_t(d) * 2, o, std::size_t(dp) * 2, std::size_t(d) * 2, q_rows,
+            stream);
 }
 
 }  // namespace

@@ -65,9 +65,8 @@ typedef enum sage_policy {
  * [B, heads_kv, seq_kv, D] in `layout`, contiguous, of `dtype`. heads_q must be a multiple
  * of heads_kv (grouped-query attention: query head h reads kv head h / (heads_q/heads_kv)).
  * Causal masking is bottom-right aligned (query i sees key j iff j <= i + seq_kv - seq_q),
- * which needs seq_q <= seq_kv. head_dim: 64 and 128 run as they are; any other up to 128
- * runs on zero-padded copies at 64 or 128 (in the workspace: two 2-D copies of each tensor's
- * bytes more per call). */
+ * which needs seq_q <= seq_kv. head_dim: the kernels have 64 and 128; any other up to 128
+ * runs at the next of them on zero-padded copies of Q, K, V and O in the workspace. */
 typedef struct sage_attention_desc {
   int batch, heads_q, heads_kv, seq_q, seq_kv, head_dim;
   sage_layout layout;
