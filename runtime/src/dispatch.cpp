@@ -225,9 +225,10 @@ AttnProblem kernel_problem(const AttnProblem& p) {
   return kp;
 }
 
-Padding padding_for(const AttnProblem& p, const AttnKernel& k) {
+// The call p as the kernel k serves it; kp = kernel_problem(p), which selected k.
+Padding padding_for(const AttnProblem& p, const AttnProblem& kp, const AttnKernel& k) {
   Padding pad;
-  pad.kp = kernel_problem(p);
+  pad.kp = kp;
   pad.active = pad.kp.head_dim != p.head_dim;
   pad.kernel_bytes = k.workspace_size(pad.kp);
   pad.q_bytes = std::size_t(pad.kp.q_elems()) * 2;
@@ -292,10 +293,10 @@ void run(const AttnProblem& p, Policy policy, const AttnArgs& a, void* workspace
          CUstream stream) {
   const auto t0 = Clock::now();
   bool built = false;
-  const AttnProblem kp0 = kernel_problem(p);
-  const Entry& e = entry_for(kp0, policy, &built);
+  const AttnProblem kp = kernel_problem(p);
+  const Entry& e = entry_for(kp, policy, &built);
   const AttnKernel& k = *e.kernel;
-  const Padding pad = padding_for(p, k);
+  const Padding pad = padding_for(p, kp, k);
   const std::size_t need = pad.bytes();
   if (workspace && workspace_bytes < need)
     throw WorkspaceTooSmall(Errc::invalid_argument, cat("the workspace has ", workspace_bytes, " bytes; this call needs ",
@@ -321,7 +322,7 @@ void run(const AttnProblem& p, Policy policy, const AttnArgs& a, void* workspace
     }
     SAGE_CU(cuMemFreeAsync(ws, stream));
   }
-  if (built && log_enabled()) log_selection(e.selection, kp0, policy, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  if (built && log_enabled()) log_selection(e.selection, kp, policy, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
 }
 
 std::size_t workspace_size(const AttnProblem& p, Policy policy) {
@@ -331,7 +332,7 @@ std::size_t workspace_size(const AttnProblem& p, Policy policy) {
   const AttnProblem kp = kernel_problem(with_lse);
   const Entry& e = entry_for(kp, policy, &built);
   if (built && log_enabled()) log_selection(e.selection, kp, policy, -1);
-  return padding_for(with_lse, *e.kernel).bytes();
+  return padding_for(with_lse, kp, *e.kernel).bytes();
 }
 
 const Selection& selection_for(const AttnProblem& p, Policy policy) {
