@@ -203,12 +203,16 @@ void check_call_memory(const AttnProblem& p, const AttnArgs& a, const void* ws, 
   if (ws) check_memory(ws, ws_need, "workspace");
 }
 
-// A call whose head dim the kernels lack (below the largest they have) runs as a call of the
-// next kernel head dim on zero-padded copies: Q, K and V are copied row by row (2-D copies)
-// into the workspace with zeros after each row's d values, which leave Q K^T unchanged and
-// give O zeros in the padded columns; O comes back from its padded copy the same way. The
-// scale stays the call's own (1/sqrt(d) by default). The kernels' workspace comes first, the
-// padded tensors after it (each 256-byte aligned).
+// A call whose head dim the kernels lack (below the largest they have) runs on the kernel of
+// the next head dim, selected as that head dim's call. A multiple of 8 runs on the caller's
+// tensors: the kernels read their rows as zero-padded to the kernel's head dim (TMA's
+// out-of-bounds fill, zero-filled 16-byte copies) and write only the caller's columns of O
+// (KernelConfig::cannot_implement, SageAttnParams::head_dim). Any other runs on zero-padded
+// copies: Q, K and V are copied row by row (2-D copies) into the workspace with zeros after
+// each row's d values, which leave Q K^T unchanged and give O zeros in the padded columns; O
+// comes back from its padded copy the same way. The scale stays the call's own (1/sqrt(d) by
+// default). The kernels' workspace comes first, the padded tensors after it (each 256-byte
+// aligned).
 struct Padding {
   AttnProblem kp;                        // the kernels' problem (the call's own when not padded)
   bool active = false;
@@ -229,8 +233,8 @@ AttnProblem kernel_problem(const AttnProblem& p) {
 Padding padding_for(const AttnProblem& p, const AttnProblem& kp, const AttnKernel& k) {
   Padding pad;
   pad.kp = kp;
-  pad.active = pad.kp.head_dim != p.head_dim;
-  pad.kernel_bytes = k.workspace_size(pad.kp);
+  pad.active = pad.kp.head_dim != p.head_dim && p.head_dim % 8 != 0;
+  pad.kernel_bytes = k.workspace_size(pad.active ? pad.kp : p);  // the kernel runs on p where it reads p's tensors
   pad.q_bytes = std::size_t(pad.kp.q_elems()) * 2;
   pad.kv_bytes = std::size_t(pad.kp.kv_elems()) * 2;
   return pad;

@@ -15,6 +15,7 @@
 // hundredths (measured up to ~0.08 on the H100) while O, averaged over V, stays accurate.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -160,6 +161,41 @@ void expect_native_accuracy(const AttnKernel& k, const AttnProblem& p, AttnBuffe
   std::printf("[ sage ] %s  lse %.3f\n", what.c_str(), lse_err);
 }
 
+// A variant's accuracy budget (the thresholds at the top of this file).
+struct Budget {
+  double cos_min = 0.9999, l1_max = 0.02;
+  explicit Budget(const KernelConfig& cfg) {
+    if (cfg.pv == "fp8") cos_min = 0.999, l1_max = 0.04;
+    // u8 P (x255) and INT8 V per channel: about half FP8's error (H100: rel-L1 0.010-0.020 on
+    // Gaussian inputs, cos >= 0.99979).
+    if (cfg.pv == "int8") cos_min = 0.9995, l1_max = 0.025;
+    if (cfg.qk == "int4") cos_min = 0.99, l1_max = 0.10;
+    // Unquantized (FP16/BF16 operands, FP32 accumulation): only P's rounding to 16 bits.
+    if (cfg.qk == "native") cos_min = 0.99999, l1_max = 0.005;
+  }
+};
+
+// O (FP32, [B, Hq, Nq, D]) and LSE of a run against the reference r, at the variant's budget.
+void expect_accuracy(const KernelConfig& cfg, const AttnProblem& p, InputKind kind, const std::vector<float>& o,
+                     const std::vector<float>& lse, const tuner::ReferenceResult& r, const char* label = "") {
+  const Budget bud(cfg);
+  const tuner::Metrics m = tuner::compare(o.data(), r.o.data(), o.size());
+  double lse_err = 0;
+  for (std::size_t i = 0; i < lse.size(); ++i) {
+    const double e = std::isfinite(r.lse[i]) ? std::fabs(lse[i] - r.lse[i]) : (std::isfinite(lse[i]) ? 1e9 : 0);
+    lse_err = std::max(lse_err, std::isnan(lse[i]) ? 1e9 : e);
+  }
+  const double lse_tol = kind == InputKind::gaussian ? 0.05 : 0.15;
+  const double l1_budget = bud.l1_max + (p.dtype == DType::bf16 ? 0.002 : 0.0);
+  const std::string what = p.str() + " " + tuner::to_string(kind) + label + ": " + m.str();
+  EXPECT_EQ(m.nonfinite, 0) << what;
+  EXPECT_GE(m.cos, bud.cos_min) << what;
+  EXPECT_LE(m.rel_l1, l1_budget) << what;
+  EXPECT_LE(lse_err, lse_tol) << what << " (LSE error " << lse_err << ")";
+  std::printf("[ sage ] %-9s %s%s  lse %.3f\n", tuner::to_string(kind), (p.str() + "  " + m.str()).c_str(), label,
+              lse_err);
+}
+
 TEST_P(Fixture, MatchesFp32Reference) {
   SAGE_REQUIRE_GPU();
   const test::CompiledVariant* cvp = nullptr;
@@ -170,14 +206,6 @@ TEST_P(Fixture, MatchesFp32Reference) {
   ReferenceKernel ref(refmod);
   auto k = tuner::load_attention(cv.variant, cv.compiled);
   const KernelConfig& cfg = k->config();
-  double cos_min = 0.9999, l1_max = 0.02;
-  if (cfg.pv == "fp8") cos_min = 0.999, l1_max = 0.04;
-  // u8 P (x255) and INT8 V per channel: about half FP8's error (H100: rel-L1 0.010-0.020 on
-  // Gaussian inputs, cos >= 0.99979).
-  if (cfg.pv == "int8") cos_min = 0.9995, l1_max = 0.025;
-  if (cfg.qk == "int4") cos_min = 0.99, l1_max = 0.10;
-  // Unquantized (FP16/BF16 operands, FP32 accumulation): only P's rounding to 16 bits.
-  if (cfg.qk == "native") cos_min = 0.99999, l1_max = 0.005;
   CUstream st;
   SAGE_CU(cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
   // SAGE_TEST_SMALL=1 keeps the shapes with at most 1000 tokens (for compute-sanitizer runs).
@@ -194,24 +222,61 @@ TEST_P(Fixture, MatchesFp32Reference) {
       if (it == refs().end()) it = refs().emplace(rkey, tuner::run_reference(ref, buf, st)).first;
       const tuner::ReferenceResult& r = it->second;
       const std::vector<float> o = run_poisoned(*k, p, buf, st);
-      const tuner::Metrics m = tuner::compare(o.data(), r.o.data(), o.size());
-      const std::vector<float> lse = buf.lse.to_host<float>(r.lse.size());
-      double lse_err = 0;
-      for (std::size_t i = 0; i < lse.size(); ++i) {
-        const double e = std::isfinite(r.lse[i]) ? std::fabs(lse[i] - r.lse[i]) : (std::isfinite(lse[i]) ? 1e9 : 0);
-        lse_err = std::max(lse_err, std::isnan(lse[i]) ? 1e9 : e);
-      }
-      const double lse_tol = kind == InputKind::gaussian ? 0.05 : 0.15;
-      const double l1_budget = l1_max + (p.dtype == DType::bf16 ? 0.002 : 0.0);
-      const std::string what = p.str() + " " + tuner::to_string(kind) + ": " + m.str();
-      EXPECT_EQ(m.nonfinite, 0) << what;
-      EXPECT_GE(m.cos, cos_min) << what;
-      EXPECT_LE(m.rel_l1, l1_budget) << what;
-      EXPECT_LE(lse_err, lse_tol) << what << " (LSE error " << lse_err << ")";
-      std::printf("[ sage ] %-9s %s  lse %.3f\n", tuner::to_string(kind), (p.str() + "  " + m.str()).c_str(), lse_err);
+      expect_accuracy(cfg, p, kind, o, buf.lse.to_host<float>(r.lse.size()), r);
     }
   }
   cu::api().cuStreamDestroy(st);
+}
+
+// A call of a head dim below the variant's (a multiple of 8) on the caller's own tensors: the
+// kernels read Q, K and V as zero-padded to D (TMA's out-of-bounds fill, zero-filled copies,
+// the preparation's loads) and write O's d columns only. Against the FP32 reference at d, at
+// the variant's budget, with O's buffer followed by poisoned guard bytes that must stay as
+// they are. The shapes cover the preparation (quantized variants), a decoding split (Nq = 1,
+// GQA: the persistent split kernel, the mma.sync split) and a causal prefill with tails.
+TEST_P(Fixture, HeadDimBelowTheVariantsMatchesFp32Reference) {
+  SAGE_REQUIRE_GPU();
+  Loaded l;
+  load(GetParam(), &l);
+  if (!l) return;
+  const KernelConfig& cfg = l.k->config();
+  const Reference ref(l);
+  const CUstream st = l.st;
+  const int D = cfg.head_dim;
+  const struct {
+    Shape s;
+    int d;
+  } cases[] = {{{1, 4, 2, 1000, 1000, true, Layout::HND, DType::fp16}, D - 32},
+               {{1, 16, 4, 1, 4097, false, Layout::NHD, DType::bf16}, D - 8},
+               {{2, 4, 4, 300, 2000, false, Layout::NHD, DType::fp16}, D / 2 + 8}};
+  for (const auto& c : cases) {
+    const AttnProblem p = make_problem(c.s, c.d);
+    ASSERT_EQ(cfg.cannot_implement(p), "") << p.str();
+    AttnBuffers buf(p);
+    for (InputKind kind : {InputKind::gaussian, InputKind::outliers}) {
+      buf.fill(*ref.mod, kind, run_seed() ^ (0xd0ull + c.d + (kind == InputKind::outliers)), st);
+      const tuner::ReferenceResult r = tuner::run_reference(ref.kernel, buf, st);
+      // O with 4 KiB of poison after it: the kernel runs on a buffer of its own, whose bytes
+      // past the caller's O must come back untouched.
+      const std::size_t o_bytes = std::size_t(p.q_elems()) * 2, guard = 4096;
+      DeviceBuffer o(o_bytes + guard);
+      o.fill_bytes(0xff);
+      buf.poison_output();  // LSE
+      AttnArgs a = buf.args();
+      a.o = o.get();
+      DeviceBuffer ws(l.k->workspace_size(p));
+      ws.fill_bytes(0xff);
+      l.k->run(p, a, ws.get(), st);
+      SAGE_CU(cuStreamSynchronize(st));
+      const std::vector<std::uint8_t> raw = o.to_host<std::uint8_t>(o_bytes + guard);
+      EXPECT_TRUE(std::all_of(raw.begin() + o_bytes, raw.end(), [](std::uint8_t x) { return x == 0xff; }))
+          << p.str() << ": bytes written past O";
+      SAGE_CU(cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(buf.o.get()), reinterpret_cast<CUdeviceptr>(o.get()),
+                                o_bytes, st));
+      SAGE_CU(cuStreamSynchronize(st));
+      expect_accuracy(cfg, p, kind, buf.output_hnd(), buf.lse.to_host<float>(r.lse.size()), r, " (in place)");
+    }
+  }
 }
 
 // FP8 P.V variants take V's per-channel range from a sample of its rows (every 8th at 4097

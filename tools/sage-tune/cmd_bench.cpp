@@ -54,6 +54,19 @@ int run_bench(const BenchArgs& a) {
   eo.archs = {arch};
   eo.pipelines = {"mma", "wgmma"};
   const gen::Enumeration en = space.enumerate(eo);
+  // The variants' head dim that serves a call of head dim d: the smallest at or above it (a
+  // multiple of 8 below it runs on the caller's rows read as zero-padded, as the runtime runs it).
+  auto kernel_dim = [&](int d) {
+    int best = 0;
+    for (const auto& v : en.variants) {
+      const int x = static_cast<int>(v.get_int("head_dim"));
+      if (x >= d && (best == 0 || x < best)) best = x;
+    }
+    if (best == 0 || (best != d && d % 8 != 0))
+      throw Error(Errc::unsupported, cat("head_dim ", d, ": the ", arch, " variants serve their own head dims and the "
+                                         "multiples of 8 below the largest (the runtime pads any other)"));
+    return best;
+  };
   auto find = [&](const std::string& name) -> const gen::Variant& {
     for (const auto& v : en.variants)
       if (v.name == name) return v;
@@ -111,6 +124,7 @@ int run_bench(const BenchArgs& a) {
         p.seq_q = p.seq_kv = n;
         if (a.seq_kv > 0) p.seq_kv = a.seq_kv;
         p.head_dim = d;
+        kernel_dim(d);  // checked before any cell is measured
         p.causal = causal;
         p.layout = parse_layout(a.layout);
         p.dtype = parse_dtype(a.dtype);
@@ -136,15 +150,18 @@ int run_bench(const BenchArgs& a) {
     auto& rows = cell_rows[ci];
     auto& out = cell_out[ci];
     const AttnProblem& p = cells[ci].p;
+    const int kd = kernel_dim(d);
+    AttnProblem kp = p;  // the problem the variant is selected for
+    kp.head_dim = kd;
     std::vector<std::string> names;
     for (const auto& v : a.variants)
-      if (find(v).get_int("head_dim") == d) names.push_back(v);
+      if (find(v).get_int("head_dim") == kd) names.push_back(v);
     if (names.empty() && store) {
-      tuner::WinnerKey wk{fp, pcfg.key_of(p, a.policy), tuner::generator_hash(), tuner::nvrtc_version()};
+      tuner::WinnerKey wk{fp, pcfg.key_of(kp, a.policy), tuner::generator_hash(), tuner::nvrtc_version()};
       if (auto w = store->winner(wk)) names.push_back(w->variant);
     }
     if (names.empty() && a.variants.empty())
-      names.push_back(tuner::default_variant(arch, d, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q));
+      names.push_back(tuner::default_variant(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q));
     for (const std::string& name : names) {
       auto k = kernel_for(name);
       if (!first && a.cooldown_s > 0) {
@@ -227,7 +244,10 @@ static Registrar reg_bench(
       auto dims = std::make_shared<std::string>("64,128");
       auto seqs = std::make_shared<std::string>("1024,4096,16384,32768");
       sub.add_option("--variant", a->variants, "variant(s) to time (default: the tuned winner with --tuned, else the architecture default)");
-      sub.add_option("--head-dim,-d", *dims, "head dimensions, comma-separated")->capture_default_str();
+      sub.add_option("--head-dim,-d", *dims,
+                     "head dimensions, comma-separated (below the variants' own, a multiple of 8 runs on the next "
+                     "one's variant, the rows read as zero-padded)")
+          ->capture_default_str();
       sub.add_option("--seq,-n", *seqs, "sequence lengths (seq_q = seq_kv), comma-separated")->capture_default_str();
       sub.add_option("--causal", a->causal, "yes, no or both")->capture_default_str();
       sub.add_option("--batch,-b", a->batch, "batch size")->capture_default_str();

@@ -193,7 +193,11 @@ std::string KernelConfig::str() const {
 
 std::string KernelConfig::cannot_implement(const AttnProblem& p) const {
   if (pipeline != "mma" && pipeline != "wgmma") return "pipeline '" + pipeline + "' is not an attention pipeline";
-  if (p.head_dim != head_dim) return cat("head_dim ", p.head_dim, " != the variant's ", head_dim);
+  // Below the variant's head dim, the kernels read the caller's rows as zero-padded to it: the
+  // 16-byte chunks (TMA: the tensor maps' row strides) need a multiple of 8.
+  if (p.head_dim > head_dim || p.head_dim % 8 != 0)
+    return cat("head_dim ", p.head_dim, ": the variant's is ", head_dim,
+               " (below it, a multiple of 8 runs as zero-padded to it)");
   if (p.heads_q % p.heads_kv != 0) return "heads_q must be a multiple of heads_kv";
   if (tma && qk != "native" && block_m > 0 && block_n > 0) {
     // TMA coordinates are 32-bit: the rows of the tiled Q and K must stay below 2^31.
@@ -528,7 +532,9 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   w.has_stats = stat_kinds(c) > 0;
   w.has_q_mean = c.smooth_q;
   w.has_q_kmean = p.return_lse && c.smooth_k;
-  w.has_v_prep = v8 || c.smooth_v || p.dtype == DType::bf16;
+  // quant.cuh: v_prepared (FP16 V below the variant's head dim is copied zero-padded, so that
+  // the quantized kernels read V's rows whole).
+  w.has_v_prep = v8 || c.smooth_v || p.dtype == DType::bf16 || p.head_dim < c.head_dim;
   w.has_v_scale = v8;
   w.has_v_mean = c.smooth_v;
   w.stat_rows = c.pv == "int8" ? p.seq_kv : std::min(p.seq_kv, kStatSampleRows);

@@ -21,8 +21,9 @@ typedef std::int64_t sage_i64;
 // groups), attn_mma.cuh: cta_coords. 6: split_o (the persistent native kernels' split tail).
 // 7: pack_rows (the persistent native kernels' GQA heads packed into one query tile) and
 // causal_single (their causal query tiles not paired). 8: split_cluster (decoding's split
-// merged within thread block clusters).
-#define SAGE_KERNEL_ABI_VERSION 8
+// merged within thread block clusters). 9: head_dim may be below the variant's D (a multiple
+// of 8): the kernels read the caller's columns past it as zeros and do not write O's.
+#define SAGE_KERNEL_ABI_VERSION 9
 
 // Element types of the user's tensors.
 enum SageDType { SAGE_DTYPE_FP16 = 0, SAGE_DTYPE_BF16 = 1 };
@@ -42,7 +43,10 @@ struct SageAttnParams {
   sage_i64 o_stride_b, o_stride_h, o_stride_n;
   float* lse;                  // optional [B, Hq, Nq] natural-log LSE, or null
   sage_i32 batch, heads_q, heads_kv, seq_q, seq_kv;
-  sage_i32 head_dim;           // must equal the variant's (checked on the host)
+  sage_i32 head_dim;           // the caller's: the variant's D, or below it and a multiple of 8
+                               // (checked on the host); the kernels read the columns of Q, K
+                               // and V past it as zeros (TMA: the tensor maps' bounds) and
+                               // write none of O's past it
   sage_i32 dtype;              // SageDType
   sage_i32 causal;             // bottom-right aligned when seq_q != seq_kv
   float sm_scale;              // softmax scale (1/sqrt(d) by default)

@@ -39,6 +39,7 @@ struct VSource {
   const u8* base;
   i64 row_stride;  // bytes between rows (V^T rows for 8-bit V)
   int rows_valid;  // rows past this are zero-filled (user's V only)
+  int row_bytes = 1 << 30;  // the user's V: bytes of a row read (head_dim x 2), zeros past them
 };
 
 // The KV tiles a CTA of query rows [m0, m0 + BM) visits: n_tiles (fewer when causal: tiles
@@ -85,11 +86,13 @@ SAGE_DEV CtaCoords cta_coords(const SageAttnParams& p) {
 SAGE_DEV int split_index(const SageAttnParams& p) { return int(blockIdx.x) % p.split_ranges; }
 
 // Where this CTA reads K from: the quantized workspace (packed tiles of QROW-byte rows), or
-// the caller's FP16/BF16 K (native: rows row_stride bytes apart, zero-filled past rows_valid).
+// the caller's FP16/BF16 K (native: rows row_stride bytes apart, zero-filled past rows_valid,
+// and past row_bytes within a row: a call of a smaller head dim than D).
 struct KSource {
   const u8* base;
   i64 row_stride;
   int rows_valid;
+  int row_bytes = 1 << 30;
 };
 
 // Per-thread cp.async plan for one K/V tile: every thread copies chunks tid, tid + THREADS,
@@ -117,6 +120,8 @@ struct KvLoader {
   i64 v_src;             // byte offset of its first V chunk within a tile (row part)
   i64 v_pass_stride;     // bytes between this thread's V chunks
   int v_row0;            // its first V row (FP16 V: for the zero-fill check)
+  int k_rows, v_rows;    // native K / FP16 V: rows past this are zero-filled, all of them where
+                         // its chunks' column is past the caller's row (rows_valid, or 0)
 
   SAGE_DEV void init(const KSource& ks, const VSource& vs) {
     const int tid = threadIdx.x;
@@ -126,22 +131,25 @@ struct KvLoader {
     k_nsrc = i64(kr) * ks.row_stride + kc * 16;
     k_pass_stride = i64(K_ROWS_PER_PASS) * ks.row_stride;
     k_row0 = kr;
+    k_rows = kc * 16 < ks.row_bytes ? ks.rows_valid : 0;
     const int vr = tid / L::VCPR, vc = tid % L::VCPR;
     v_dst = swz<L::VCPR>(vr, vc);
     v_src = i64(vr) * vs.row_stride + vc * 16;
     v_pass_stride = i64(V_ROWS_PER_PASS) * vs.row_stride;
     v_row0 = vr;
+    // (the quantized kernels read the caller's V only at the variant's head dim: v_prepared)
+    v_rows = !Cfg::NATIVE || vc * 16 < vs.row_bytes ? vs.rows_valid : 0;
   }
 
   SAGE_DEV void load(const KSource& ks, const VSource& vs, int tile, u32 sK, u32 sV) const {
     if constexpr (Cfg::NATIVE) {
       const int n0 = tile * Cfg::BN;
       const u8* k = ks.base + i64(n0) * ks.row_stride + k_nsrc;
-      const bool full = n0 + Cfg::BN <= ks.rows_valid;
+      const bool full = n0 + Cfg::BN <= k_rows;
 #pragma unroll
       for (int i = 0; i < cdiv(K_CHUNKS, T); ++i) {
         if (K_CHUNKS % T == 0 || threadIdx.x + i * T < K_CHUNKS) {
-          const bool ok = full || n0 + k_row0 + i * K_ROWS_PER_PASS < ks.rows_valid;
+          const bool ok = full || n0 + k_row0 + i * K_ROWS_PER_PASS < k_rows;
           cp_async16(sK + k_dst + i * T * 16, ok ? k + i * k_pass_stride : ks.base, ok ? 16 : 0);
         }
       }
@@ -161,11 +169,11 @@ struct KvLoader {
     } else {
       const int n0 = tile * Cfg::BN;
       const u8* v = vs.base + i64(n0) * vs.row_stride + v_src;
-      const bool full = n0 + Cfg::BN <= vs.rows_valid;
+      const bool full = n0 + Cfg::BN <= v_rows;
 #pragma unroll
       for (int i = 0; i < cdiv(V_CHUNKS, T); ++i) {
         if (V_CHUNKS % T == 0 || threadIdx.x + i * T < V_CHUNKS) {
-          const bool ok = full || n0 + v_row0 + i * V_ROWS_PER_PASS < vs.rows_valid;
+          const bool ok = full || n0 + v_row0 + i * V_ROWS_PER_PASS < v_rows;
           cp_async16(sV + v_dst + i * T * 16, ok ? v + i * v_pass_stride : vs.base, ok ? 16 : 0);
         }
       }
@@ -651,11 +659,13 @@ SAGE_DEV void split_merge(const SageAttnParams& p, i64 u, int b, int h, int m0) 
 #pragma unroll
     for (int c = 0; c < PER; c += 2) packed[c / 2] = pack_x2(acc[c] * inv, acc[c + 1] * inv, p.dtype);
     u8* dst = static_cast<u8*>(p.o) + (b * p.o_stride_b + hq * p.o_stride_h + i64(row) * p.o_stride_n + lane * PER) * 2;
-    if constexpr (PER == 4) {
-      *reinterpret_cast<u32x2*>(dst) = u32x2{packed[0], packed[1]};
-    } else {
+    if (lane * PER < p.head_dim) {  // a lane's PER <= 4 columns: wholly within the caller's head dim or past it
+      if constexpr (PER == 4) {
+        *reinterpret_cast<u32x2*>(dst) = u32x2{packed[0], packed[1]};
+      } else {
 #pragma unroll
-      for (int c = 0; c < PER / 2; ++c) reinterpret_cast<u32*>(dst)[c] = packed[c];
+        for (int c = 0; c < PER / 2; ++c) reinterpret_cast<u32*>(dst)[c] = packed[c];
+      }
     }
     if (p.lse && lane == 0)
       p.lse[(i64(b) * p.heads_q + hq) * p.seq_q + row] = lsum > 0.f ? (mx + lg2(lsum)) * kLn2 : neg_inf();
@@ -706,6 +716,7 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
     ks.base = static_cast<const u8*>(p.k.ptr) + (b * p.k.stride_b + hkv * p.k.stride_h) * 2;
     ks.row_stride = p.k.stride_n * 2;
     ks.rows_valid = p.seq_kv;
+    ks.row_bytes = p.head_dim * 2;
   } else {
     ks.base = reinterpret_cast<const u8*>(p.k_quant) + kv_bh * p.k_tiles * BN * Cfg::QROW;
     ks.row_stride = Cfg::QROW;
@@ -725,6 +736,7 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
     vs.base = static_cast<const u8*>(p.v.ptr) + (b * p.v.stride_b + hkv * p.v.stride_h) * 2;
     vs.row_stride = p.v.stride_n * 2;
     vs.rows_valid = p.seq_kv;
+    vs.row_bytes = p.head_dim * 2;  // native; the quantized kernels' V is prepared below D
   }
 
   const u32 sQ = smem_addr(smem + L::Q);
@@ -734,13 +746,13 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   ld.init(ks, vs);
   LaneOffsets<Cfg> lo;
   lo.init();
-  if constexpr (Cfg::NATIVE) {  // the caller's Q rows, zero-filled past seq_q
+  if constexpr (Cfg::NATIVE) {  // the caller's Q rows, zero-filled past seq_q and past its head dim
     const u8* gQ = static_cast<const u8*>(p.q.ptr) + b * p.q.stride_b * 2;
     const int g = p.heads_q / p.heads_kv;
     for (int c = threadIdx.x; c < BM * L::QCPR; c += Cfg::THREADS) {
       const int r = c / L::QCPR, cc = c % L::QCPR;
       const int qh = packed ? h * g + r / p.pack_rows : h, qr = packed ? r % p.pack_rows : m0 + r;
-      const bool ok = qr < p.seq_q;
+      const bool ok = qr < p.seq_q && cc * 16 < p.head_dim * 2;
       cp_async16(sQ + swz<L::QCPR>(r, cc), ok ? gQ + (qh * p.q.stride_h + qr * p.q.stride_n) * 2 + cc * 16 : gQ,
                  ok ? 16 : 0);
     }

@@ -15,7 +15,9 @@ using namespace dev;
 // 16 * SL rows in the store's layout, 64-column blocks TMA_BLOCK bytes apart, each row 128
 // bytes with its 16-byte chunks XOR-swizzled by (row % 8) (the 128B swizzle; the rows start
 // 1024-byte aligned), so the fragment writes do not conflict on banks either (the persistent
-// native kernel stages O in its dead Q rows). write_lse false: no LSE (a partial result).
+// native kernel stages O in its dead Q rows; the store's tensor map ends at the caller's head
+// dim). write_lse false: no LSE (a partial result). Columns at or past p.head_dim (a call of a
+// smaller head dim than D) are not written.
 template <class Cfg, int SL, int TMA_BLOCK = 0>
 SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const float (&l)[SL][2],
                     const float (&o)[SL][Cfg::D / 8][4], int b, int h, i64 kv_bh, int warp, int row0, u8* smem,
@@ -76,7 +78,7 @@ SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const floa
   for (int i = lane; i < WARP_Q * CPR; i += 32) {
     const int r = i / CPR, c = i % CPR;
     const int row = row0 + r;
-    if (row < p.seq_q)
+    if (row < p.seq_q && c * 8 < p.head_dim)  // none of the columns past the caller's head dim
       *reinterpret_cast<u32x4*>(gO + (i64(row) * p.o_stride_n + c * 8) * 2) =
           *reinterpret_cast<const u32x4*>(at(r, c * 16));
   }

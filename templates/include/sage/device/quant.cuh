@@ -28,10 +28,18 @@ SAGE_DEV const u32x4* row_ptr(const SageTensor& t, int b, int h, int n, int c0) 
   return reinterpret_cast<const u32x4*>(base + b * t.stride_b + h * t.stride_h + i64(n) * t.stride_n + c0);
 }
 
-// V is rewritten by the preparation (8-bit, smoothed, or converted from BF16 to FP16).
+// Values c0 .. c0+7 of row n of the caller's tensor; +0 (FP16 and BF16 alike) past the
+// caller's head dim (p.head_dim, a multiple of 8: a chunk is wholly in or out), so a call of a
+// smaller head dim is the variant's on zero-padded rows.
+SAGE_DEV u32x4 load_chunk(const SageAttnParams& p, const SageTensor& t, int b, int h, int n, int c0) {
+  return c0 < p.head_dim ? *row_ptr(t, b, h, n, c0) : u32x4{0u, 0u, 0u, 0u};
+}
+
+// V is rewritten by the preparation (8-bit, smoothed, converted from BF16 to FP16, or FP16 of a
+// head dim below D, zero-padded to D: the attention kernels then read V's rows whole).
 template <class Cfg>
-SAGE_DEV bool v_prepared(int dtype) {
-  return Cfg::V8 || Cfg::SMOOTH_V || dtype == SAGE_DTYPE_BF16;
+SAGE_DEV bool v_prepared(const SageAttnParams& p) {
+  return Cfg::V8 || Cfg::SMOOTH_V || p.dtype == SAGE_DTYPE_BF16 || p.head_dim < Cfg::D;
 }
 
 // ---- statistics -----------------------------------------------------------------------------
@@ -69,7 +77,10 @@ SAGE_DEV void stats_rows(const SageAttnParams& p, int bh, int i0, int i1, RowOf 
   float sum[8], mx[8], mn[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) { sum[i] = 0.f; mx[i] = neg_inf(); mn[i] = -neg_inf(); }
-  for (int n = i0 + r; n < i1; n += U * RPP) {
+  // Channels past the caller's head dim: no rows read, and the statistics of zeros (see
+  // load_chunk); a guard per load instead spills at the preparation's 64 registers (D=128).
+  const bool cols = c0 < p.head_dim;
+  for (int n = i0 + r; n < (cols ? i1 : i0); n += U * RPP) {
     u32x4 raw[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) raw[u] = n + u * RPP < i1 ? *row_ptr(t, b, h, row(n + u * RPP), c0) : u32x4{0u, 0u, 0u, 0u};
@@ -87,6 +98,10 @@ SAGE_DEV void stats_rows(const SageAttnParams& p, int bh, int i0, int i1, RowOf 
         for (int i = 0; i < 8; ++i) sum[i] += x[i];
       }
     }
+  }
+  if (!cols) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) { mx[i] = 0.f; mn[i] = 0.f; }
   }
   // Reduce the RPP partial rows of each statistic through shared memory.
   auto reduce = [&](const float (&v)[8], int stat, int op) {
@@ -211,7 +226,7 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, boo
 
   auto load_row = [&](int ps) {
     const int n = n0 + ps * RPP + r;
-    return n < seq ? *row_ptr(t, b, h, n, c0) : u32x4{0u, 0u, 0u, 0u};  // +0 in both FP16 and BF16
+    return n < seq ? load_chunk(p, t, b, h, n, c0) : u32x4{0u, 0u, 0u, 0u};  // +0 in both FP16 and BF16
   };
   // The rows stay in registers for the quantization; a job that only computes the LSE
   // correction (no QUANT) reads each row where it uses it, after the wait (a 192-row tile
@@ -442,7 +457,7 @@ SAGE_DEV void quant_v8_tile(const SageAttnParams& p, int b, int h, int tile, boo
     for (int k = 0; k < 4; ++k) {
       const int n = n0 + 16 * g + 2 * t + (k & 1) + 8 * (k >> 1);
       if (n < p.seq_kv && (SLOTS % kPrepThreads == 0 || threadIdx.x + it * kPrepThreads < SLOTS))
-        raw[it][k] = *row_ptr(p.v, b, h, n, cc * 8);
+        raw[it][k] = load_chunk(p, p.v, b, h, n, cc * 8);
       else
         raw[it][k] = u32x4{0u, 0u, 0u, 0u};
     }
@@ -520,7 +535,7 @@ SAGE_DEV void convert_v_fp16_tile(const SageAttnParams& p, int b, int h, int til
 #pragma unroll
   for (int ps = 0; ps < PASSES; ++ps) {
     const int n = tile * BN + ps * RPP + r;
-    raw[ps] = n < p.seq_kv ? *row_ptr(p.v, b, h, n, cc * 8) : u32x4{0u, 0u, 0u, 0u};
+    raw[ps] = n < p.seq_kv ? load_chunk(p, p.v, b, h, n, cc * 8) : u32x4{0u, 0u, 0u, 0u};
   }
   if (wait) wait_stats<Cfg>(p, bh);
   float mean[8], inv[8], scale[8];
@@ -612,7 +627,7 @@ SAGE_DEV void prep_kernel(const SageAttnParams& p) {
   // H100 (INT8 P.V tiles, statistics over every row) against Q first,
   // then all K, then all V: D=64 N=1K 2.18-2.21 -> 2.24-2.25 TB/s, D=128 2.44 -> 2.56-2.57,
   // N=32K 1-4% faster.
-  const int kv_kinds = v_prepared<Cfg>(p.dtype) ? 2 : 1;  // launch.cpp: has_v_prep
+  const int kv_kinds = v_prepared<Cfg>(p) ? 2 : 1;  // launch.cpp: has_v_prep
   const int kv_jobs = p.batch * p.heads_kv * p.k_tiles * kv_kinds;
   if (job >= kv_jobs) {
     job -= kv_jobs;
