@@ -127,6 +127,43 @@ SAGE_API sage_status sage_attention(const sage_attention_desc* desc, const void*
   });
 }
 
+SAGE_API sage_status sage_attention_strided(const sage_attention_desc* desc, const void* q, const sage_strides* q_strides,
+                                            const void* k, const sage_strides* k_strides, const void* v,
+                                            const sage_strides* v_strides, void* o, const sage_strides* o_strides,
+                                            float* lse, void* workspace, size_t workspace_bytes, void* stream) {
+  return rt::guarded([&] {
+    rt::Policy policy;
+    if (!desc) throw Error(Errc::invalid_argument, "desc is NULL");
+    AttnArgs a;
+    a.q = q;
+    a.k = k;
+    a.v = v;
+    a.o = o;
+    a.lse = lse;
+    rt::check_pointers(a, workspace);
+    AttnProblem p = rt::checked_problem(desc, &policy);
+    p.return_lse = lse != nullptr;
+    if (q_strides || k_strides || v_strides || o_strides) {
+      // NULL: contiguous in desc->layout.
+      std::int64_t b, h, n;
+      p.strides(p.heads_q, p.seq_q, &b, &h, &n);
+      const TensorStrides cq{b, h, n};
+      p.strides(p.heads_kv, p.seq_kv, &b, &h, &n);
+      const TensorStrides ckv{b, h, n};
+      auto pick = [](const sage_strides* s, const TensorStrides& dflt) {
+        return s ? TensorStrides{s->batch, s->head, s->seq} : dflt;
+      };
+      a.strided = true;
+      a.sq = pick(q_strides, cq);
+      a.sk = pick(k_strides, ckv);
+      a.sv = pick(v_strides, ckv);
+      a.so = pick(o_strides, cq);
+      rt::check_strides(p, a);
+    }
+    rt::run(p, policy, a, workspace, workspace_bytes, static_cast<CUstream>(stream));
+  });
+}
+
 SAGE_API sage_status sage_variant_name(const sage_attention_desc* desc, char* name, size_t capacity) {
   return rt::guarded([&] {
     rt::Policy policy;

@@ -195,10 +195,15 @@ void check_memory(const void* ptr, std::size_t bytes, const char* name) {
 
 void check_call_memory(const AttnProblem& p, const AttnArgs& a, const void* ws, std::size_t ws_need) {
   const std::size_t elem = 2;  // FP16 and BF16
-  check_memory(a.q, std::size_t(p.q_elems()) * elem, "q");
-  check_memory(a.k, std::size_t(p.kv_elems()) * elem, "k");
-  check_memory(a.v, std::size_t(p.kv_elems()) * elem, "v");
-  check_memory(a.o, std::size_t(p.q_elems()) * elem, "o");
+  auto span = [&](const TensorStrides& s, bool is_q, std::int64_t contiguous) {
+    return std::size_t(a.strided ? extent_elems(s, p.batch, is_q ? p.heads_q : p.heads_kv, is_q ? p.seq_q : p.seq_kv,
+                                                p.head_dim)
+                                 : contiguous) * elem;
+  };
+  check_memory(a.q, span(a.sq, true, p.q_elems()), "q");
+  check_memory(a.k, span(a.sk, false, p.kv_elems()), "k");
+  check_memory(a.v, span(a.sv, false, p.kv_elems()), "v");
+  check_memory(a.o, span(a.so, true, p.q_elems()), "o");
   if (a.lse) check_memory(a.lse, std::size_t(p.batch) * p.heads_q * p.seq_q * sizeof(float), "lse");
   if (ws) check_memory(ws, ws_need, "workspace");
 }

@@ -90,4 +90,33 @@ void check_pointers(const AttnArgs& a, const void* workspace) {
   if (workspace) aligned(workspace, 256, "workspace");
 }
 
+void check_strides(const AttnProblem& p, AttnArgs& a) {
+  if (!a.strided) return;
+  if (p.head_dim % 8 != 0)
+    throw Error(Errc::invalid_argument, cat("strided tensors need head_dim a multiple of 8 (16-byte rows), got ",
+                                            p.head_dim, "; pass NULL strides (contiguous tensors)"));
+  auto one = [&](TensorStrides& s, int heads, int seq, const char* name) {
+    std::int64_t* v[3] = {&s.b, &s.h, &s.n};
+    const int size[3] = {p.batch, heads, seq};
+    const char* dim[3] = {"batch", "head", "seq"};
+    for (int i = 0; i < 3; ++i) {
+      if (size[i] == 1) {
+        *v[i] = 0;  // never stepped over
+        continue;
+      }
+      if (*v[i] < 0 || *v[i] % 8 != 0)
+        throw Error(Errc::invalid_argument, cat(name, "_strides->", dim[i], " must be >= 0 and a multiple of 8 elements "
+                                                "(16 bytes), got ", *v[i]));
+    }
+  };
+  one(a.sq, p.heads_q, p.seq_q, "q");
+  one(a.sk, p.heads_kv, p.seq_kv, "k");
+  one(a.sv, p.heads_kv, p.seq_kv, "v");
+  one(a.so, p.heads_q, p.seq_q, "o");
+}
+
+std::int64_t extent_elems(const TensorStrides& s, int batch, int heads, int seq, int head_dim) {
+  return std::int64_t(batch - 1) * s.b + std::int64_t(heads - 1) * s.h + std::int64_t(seq - 1) * s.n + head_dim;
+}
+
 }  // namespace sage::rt

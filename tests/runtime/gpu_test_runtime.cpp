@@ -10,6 +10,8 @@
 //   - head dims below 128 other than 64: bitwise the launcher's on inputs padded on the host,
 //     read in place (multiples of 8) or from zero-padded copies (any other), no byte written
 //     past O;
+//   - strided tensors (views of a packed QKV buffer, a KV cache, O in a slice): bitwise the same
+//     call's on contiguous copies;
 //   - a call captured into a CUDA graph gives the direct call's bits on every replay, also when
 //     the capture holds the bucket's first call, and a first call works while another thread
 //     captures in global mode.
@@ -367,6 +369,149 @@ TEST_P(RuntimeGpuPadded, SameBitsAsTheLauncherOnHostPaddedInputs) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RuntimeGpuPadded, ::testing::ValuesIn(kPaddedCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// ---- strided tensors -------------------------------------------------------------------------
+// sage_attention_strided on views: Q, K and V as heads of one packed QKV buffer [B, N, Hq + 2 Hkv,
+// D] (NHD: a fused projection) or [B, Hq + 2 Hkv, N, D] (HND), or, decoding, K and V as the
+// first seq_kv slots of a larger KV cache [B, capacity, 2, Hkv, D] with Q a tensor of its own;
+// O into slot 0 of [B, Nq, 2, Hq, D]. The output (and LSE) is bitwise the same call's on
+// contiguous copies (the kernels do the same arithmetic on the same values), and O's other slot
+// stays as it was.
+struct StridedCase {
+  const char* name;
+  AttnProblem p;
+  int capacity;  // > 0: K and V from a KV cache of this many slots, Q separate
+};
+const StridedCase kStridedCases[] = {
+    {"NHD_FP16_D128_Packed_Native1K", make(2, 8, 8, 1024, 1024, 128, false, Layout::NHD, DType::fp16), 0},
+    {"NHD_BF16_D128_PackedGQA_Quantized4K_Causal_Lse",
+     make(1, 16, 4, 4096, 4096, 128, true, Layout::NHD, DType::bf16, true), 0},
+    {"HND_FP16_D64_Packed_Quantized8K", make(1, 4, 4, 8192, 8192, 64, false, Layout::HND, DType::fp16), 0},
+    {"NHD_FP16_D64_Packed_Native2K_Causal", make(2, 4, 2, 2048, 2048, 64, true, Layout::NHD, DType::fp16, true), 0},
+    {"NHD_FP16_D96_Packed_BelowTheKernels", make(1, 8, 8, 2000, 2000, 96, false, Layout::NHD, DType::fp16), 0},
+    {"NHD_FP16_D128_DecodeFromKvCache_GQA_Lse", make(2, 32, 8, 1, 5000, 128, false, Layout::NHD, DType::fp16, true),
+     8192},
+};
+
+class RuntimeGpuStrided : public RuntimeGpu, public ::testing::WithParamInterface<StridedCase> {};
+
+TEST_P(RuntimeGpuStrided, SameBitsAsContiguousCopies) {
+  const StridedCase& c = GetParam();
+  const AttnProblem& p = c.p;
+  const bool nhd = p.layout == Layout::NHD;
+  const std::int64_t D = p.head_dim, hq = p.heads_q, hkv = p.heads_kv;
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> normal;
+  auto random = [&](std::int64_t n) {
+    std::vector<std::uint16_t> h(static_cast<std::size_t>(n));
+    for (auto& x : h) x = p.dtype == DType::bf16 ? tuner::float_to_bf16(normal(rng)) : tuner::float_to_half(normal(rng));
+    return h;
+  };
+  // Each tensor: its buffer's host copy, the element offset of its first value, and its strides.
+  struct View {
+    std::vector<std::uint16_t>* host;
+    DeviceBuffer* dev;
+    std::int64_t offset;
+    sage_strides st;
+  };
+  std::vector<std::uint16_t> packed, qbuf;
+  std::optional<DeviceBuffer> d_packed, d_q;
+  View q{}, k{}, v{};
+  if (c.capacity == 0) {
+    const std::int64_t heads = hq + 2 * hkv, n = p.seq_q;
+    packed = random(p.batch * n * heads * D);
+    d_packed.emplace(packed.size() * 2);
+    d_packed->upload(packed.data(), packed.size() * 2);
+    const sage_strides st = nhd ? sage_strides{n * heads * D, D, heads * D} : sage_strides{n * heads * D, n * D, D};
+    const std::int64_t head = nhd ? D : n * D;  // elements from one head to the next
+    q = {&packed, &*d_packed, 0, st};
+    k = {&packed, &*d_packed, hq * head, st};
+    v = {&packed, &*d_packed, (hq + hkv) * head, st};
+  } else {
+    ASSERT_TRUE(nhd);
+    packed = random(p.batch * c.capacity * 2 * hkv * D);  // [B, capacity, 2, Hkv, D]
+    d_packed.emplace(packed.size() * 2);
+    d_packed->upload(packed.data(), packed.size() * 2);
+    const sage_strides st{c.capacity * 2 * hkv * D, D, 2 * hkv * D};
+    k = {&packed, &*d_packed, 0, st};
+    v = {&packed, &*d_packed, hkv * D, st};
+    qbuf = random(p.batch * p.seq_q * hq * D * 3);  // rows 3 x as long as Q's
+    d_q.emplace(qbuf.size() * 2);
+    d_q->upload(qbuf.data(), qbuf.size() * 2);
+    q = {&qbuf, &*d_q, 0, sage_strides{p.seq_q * hq * D * 3, D, hq * D * 3}};
+  }
+  // The same values, contiguous in the layout.
+  Tensors t(p, 1);
+  auto gather = [&](const View& w, int heads, int seq, DeviceBuffer& to) {
+    std::vector<std::uint16_t> out(std::size_t(p.batch) * heads * seq * D);
+    std::int64_t sb, sh, sn;
+    p.strides(heads, seq, &sb, &sh, &sn);
+    for (int b = 0; b < p.batch; ++b)
+      for (int h = 0; h < heads; ++h)
+        for (int n = 0; n < seq; ++n)
+          std::copy_n(w.host->begin() + w.offset + b * w.st.batch + h * w.st.head + n * w.st.seq, D,
+                      out.begin() + b * sb + h * sh + n * sn);
+    to.upload(out.data(), out.size() * 2);
+  };
+  gather(q, p.heads_q, p.seq_q, t.q);
+  gather(k, p.heads_kv, p.seq_kv, t.k);
+  gather(v, p.heads_kv, p.seq_kv, t.v);
+  t.poison();
+  ASSERT_EQ(t.call(stream_), SAGE_OK) << sage_last_error();
+  sync();
+  const std::vector<std::uint16_t> want = t.out();
+  const std::vector<float> want_lse = p.return_lse ? t.lse_out() : std::vector<float>{};
+
+  // O into slot 0 of [B, Nq, 2, Hq, D] (NHD) or [B, 2, Hq, Nq, D] (HND), poisoned.
+  const std::int64_t o_elems = 2 * p.q_elems();
+  DeviceBuffer o(o_elems * 2);
+  const sage_strides os = nhd ? sage_strides{p.seq_q * 2 * hq * D, D, 2 * hq * D}
+                              : sage_strides{2 * hq * p.seq_q * D, p.seq_q * D, D};
+  const sage_attention_desc desc = desc_of(p);
+  auto at = [](const View& w) { return static_cast<const std::uint16_t*>(w.dev->get()) + w.offset; };
+  for (const bool pooled : {true, false}) {
+    o.fill_bytes(0xff);
+    t.lse.fill_bytes(0xff);
+    std::size_t bytes = 0;
+    ASSERT_EQ(sage_workspace_size(&desc, &bytes), SAGE_OK) << sage_last_error();
+    DeviceBuffer ws(std::max<std::size_t>(bytes, 1));
+    ASSERT_EQ(sage_attention_strided(&desc, at(q), &q.st, at(k), &k.st, at(v), &v.st, o.get(), &os,
+                                     p.return_lse ? t.lse.as<float>() : nullptr, pooled ? nullptr : ws.get(),
+                                     pooled ? 0 : bytes, stream_),
+              SAGE_OK)
+        << sage_last_error();
+    sync();
+    const std::vector<std::uint16_t> all = o.to_host<std::uint16_t>(std::size_t(o_elems));
+    std::vector<std::uint16_t> got(want.size());
+    std::int64_t sb, sh, sn;
+    p.strides(p.heads_q, p.seq_q, &sb, &sh, &sn);
+    bool other_slot_untouched = true;
+    for (int b = 0; b < p.batch; ++b)
+      for (int h = 0; h < p.heads_q; ++h)
+        for (int n = 0; n < p.seq_q; ++n) {
+          const std::int64_t at0 = b * os.batch + h * os.head + n * os.seq;
+          std::copy_n(all.begin() + at0, D, got.begin() + b * sb + h * sh + n * sn);
+          const std::int64_t other = at0 + (nhd ? hq * D : hq * p.seq_q * D);
+          for (std::int64_t x = 0; x < D; ++x) other_slot_untouched &= all[std::size_t(other + x)] == 0xffff;
+        }
+    const char* how = pooled ? "pooled workspace" : "caller workspace";
+    EXPECT_TRUE(got == want) << "O differs from the call on contiguous copies (" << how << ")";
+    EXPECT_TRUE(other_slot_untouched) << "O's other slot was written (" << how << ")";
+    if (p.return_lse) {
+      EXPECT_TRUE(t.lse_out() == want_lse) << "LSE differs (" << how << ")";
+    }
+  }
+  // The same tensors through SAGE_CHECK_POINTERS (extents from the strides: inside the buffers).
+  env_.emplace_back("SAGE_CHECK_POINTERS", "1");
+  EXPECT_EQ(sage_attention_strided(&desc, at(q), &q.st, at(k), &k.st, at(v), &v.st, o.get(), &os, nullptr, nullptr, 0,
+                                   stream_),
+            SAGE_OK)
+      << sage_last_error();
+  sync();
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, RuntimeGpuStrided, ::testing::ValuesIn(kStridedCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // ---- CUDA graphs ------------------------------------------------------------------------------

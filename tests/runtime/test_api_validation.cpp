@@ -168,6 +168,53 @@ TEST(RuntimeApiValidation, ValidCallWithoutADeviceSaysSo) {
   EXPECT_EQ(sage_workspace_size(&d, &n), SAGE_ERR_NO_DEVICE);
 }
 
+// sage_attention_strided: the same checks as sage_attention, then the strides'.
+Outcome call_strided(const sage_attention_desc& d, const sage_strides* qs, const sage_strides* ks,
+                     const sage_strides* vs, const sage_strides* os, const void* q = kQ) {
+  const sage_status s = sage_attention_strided(&d, q, qs, kK, ks, kV, vs, kO, os, nullptr, nullptr, 0, nullptr);
+  return {s, sage_last_error()};
+}
+
+TEST(RuntimeApiValidation, StridedArguments) {
+  const sage_attention_desc d = good();  // B=2 Hq=8 Hkv=2 Nq=128 Nkv=256 D=128
+  const sage_strides packed{256 * 3 * 8 * 128, 128, 3 * 8 * 128};  // Q of a packed [B, N, 3, H, D]
+  EXPECT_EQ(sage_attention_strided(nullptr, kQ, &packed, kK, nullptr, kV, nullptr, kO, nullptr, nullptr, nullptr, 0,
+                                   nullptr),
+            SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_REJECTED(call_strided(d, &packed, nullptr, nullptr, nullptr, nullptr), SAGE_ERR_INVALID_ARGUMENT, "q is NULL");
+  EXPECT_REJECTED(call_strided(d, &packed, nullptr, nullptr, nullptr, reinterpret_cast<void*>(0x10008)),
+                  SAGE_ERR_INVALID_ARGUMENT, "16-byte aligned");
+  const sage_strides odd{1 << 20, 128, 3 * 8 * 128 + 4};
+  EXPECT_REJECTED(call_strided(d, &odd, nullptr, nullptr, nullptr), SAGE_ERR_INVALID_ARGUMENT,
+                  "q_strides->seq must be >= 0 and a multiple of 8");
+  const sage_strides negative{-(1 << 20), 128, 1024};
+  EXPECT_REJECTED(call_strided(d, nullptr, nullptr, &negative, nullptr), SAGE_ERR_INVALID_ARGUMENT,
+                  "v_strides->batch must be >= 0");
+  const sage_strides head4{1 << 20, 4, 1024};
+  EXPECT_REJECTED(call_strided(d, nullptr, &head4, nullptr, nullptr), SAGE_ERR_INVALID_ARGUMENT, "k_strides->head");
+  EXPECT_REJECTED(call_strided(d, nullptr, nullptr, nullptr, &odd), SAGE_ERR_INVALID_ARGUMENT, "o_strides->seq");
+  // Strided tensors need whole 16-byte rows.
+  sage_attention_desc d100 = d;
+  d100.head_dim = 100;
+  const sage_strides s100{1 << 20, 200, 1600};
+  EXPECT_REJECTED(call_strided(d100, &s100, nullptr, nullptr, nullptr), SAGE_ERR_INVALID_ARGUMENT,
+                  "strided tensors need head_dim a multiple of 8");
+  // Valid calls reach the device: only where there is none (the fake pointers must not reach a
+  // kernel; the GPU tests run strided calls).
+  std::string why;
+  if (cu::have_device(&why)) return;
+  // A dimension of size 1 takes any stride (PyTorch gives such dimensions arbitrary ones).
+  sage_attention_desc one = d;
+  one.batch = 1;
+  one.seq_q = 1;
+  const sage_strides any{3, 128, 5};
+  const Outcome o = call_strided(one, &any, nullptr, nullptr, &any);
+  EXPECT_EQ(o.status, SAGE_ERR_NO_DEVICE) << o.message;
+  // NULL strides everywhere: sage_attention itself, whatever the head dim.
+  const Outcome c = call_strided(d100, nullptr, nullptr, nullptr, nullptr);
+  EXPECT_EQ(c.status, SAGE_ERR_NO_DEVICE) << c.message;
+}
+
 TEST(RuntimeApiValidation, StatusStringsAreDistinct) {
   std::set<std::string> seen;
   for (int s = SAGE_OK; s <= SAGE_ERR_INTERNAL; ++s) {
@@ -215,6 +262,14 @@ TEST(RuntimeApiValidation, CppWrapperThrowsWithStatusAndMessage) {
   }
   EXPECT_THROW(a.workspace_size(), sage::ApiError);
   EXPECT_THROW(a.variant(), sage::ApiError);
+  const sage_strides odd{1 << 20, 128, 132};
+  try {
+    sage::Attention(1, 4, 4, 16, 16, 128).run_strided(kQ, &odd, kK, nullptr, kV, nullptr, kO, nullptr);
+    ADD_FAILURE() << "no exception";
+  } catch (const sage::ApiError& e) {
+    EXPECT_EQ(e.status(), SAGE_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("q_strides->seq"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #define SAGE_SAGE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #if defined(_WIN32)
 #define SAGE_API
@@ -66,7 +67,8 @@ typedef enum sage_policy {
  * of heads_kv (grouped-query attention: query head h reads kv head h / (heads_q/heads_kv)).
  * Causal masking is bottom-right aligned (query i sees key j iff j <= i + seq_kv - seq_q),
  * which needs seq_q <= seq_kv. head_dim: the kernels have 64 and 128; any other up to 128
- * runs at the next of them on zero-padded copies of Q, K, V and O in the workspace. */
+ * runs on the next of them: a multiple of 8 on the caller's tensors, read as zero-padded
+ * (no extra workspace); any other on zero-padded copies of Q, K, V and O in the workspace. */
 typedef struct sage_attention_desc {
   int batch, heads_q, heads_kv, seq_q, seq_kv, head_dim;
   sage_layout layout;
@@ -94,6 +96,24 @@ SAGE_API sage_status sage_workspace_size(const sage_attention_desc* desc, size_t
  * The call is asynchronous like a kernel launch. Thread-safe. */
 SAGE_API sage_status sage_attention(const sage_attention_desc* desc, const void* q, const void* k, const void* v,
                                     void* o, float* lse, void* workspace, size_t workspace_bytes, void* stream);
+
+/* Element strides of one tensor between batches, heads and sequence positions; its head
+ * dimension is contiguous (stride 1). */
+typedef struct sage_strides {
+  int64_t batch, head, seq;
+} sage_strides;
+
+/* sage_attention() on tensors with strides of their own, e.g. Q, K and V as views of one
+ * packed QKV projection ([B, N, 3, H, D]: seq stride 3*H*D, head stride D), or O written into a
+ * slice of a larger buffer. A NULL strides pointer means that tensor is contiguous in
+ * desc->layout, which still names the bucket (the tuned winner) the call takes. Strides must be
+ * >= 0 and multiples of 8 elements (16 bytes: the kernels load 16-byte vectors and TMA rows),
+ * so head_dim must be a multiple of 8 where any is given; a dimension of size 1 may have any
+ * stride. O must not overlap Q, K or V. Everything else is as for sage_attention(). */
+SAGE_API sage_status sage_attention_strided(const sage_attention_desc* desc, const void* q, const sage_strides* q_strides,
+                                            const void* k, const sage_strides* k_strides, const void* v,
+                                            const sage_strides* v_strides, void* o, const sage_strides* o_strides,
+                                            float* lse, void* workspace, size_t workspace_bytes, void* stream);
 
 /* Writes the name of the variant that serves `desc` on the current device into `name`
  * (NUL-terminated, truncated to `capacity` bytes), selecting it first if needed. */

@@ -70,6 +70,13 @@ class Attention {
            const RunOptions& opt = {}) const {
     check(sage_attention(&desc_, q, k, v, o, opt.lse, opt.workspace, opt.workspace_bytes, stream));
   }
+  // The same on tensors with strides of their own (sage_attention_strided; nullptr: contiguous).
+  void run_strided(const void* q, const sage_strides* qs, const void* k, const sage_strides* ks, const void* v,
+                   const sage_strides* vs, void* o, const sage_strides* os, void* stream = nullptr,
+                   const RunOptions& opt = {}) const {
+    check(sage_attention_strided(&desc_, q, qs, k, ks, v, vs, o, os, opt.lse, opt.workspace, opt.workspace_bytes,
+                                 stream));
+  }
 
  private:
   sage_attention_desc desc_;

@@ -64,11 +64,22 @@ void set_problem(const AttnProblem& p, const AttnArgs& a, Params& s) {
   s.q.ptr = a.q;
   s.k.ptr = a.k;
   s.v.ptr = a.v;
-  p.strides(p.heads_q, p.seq_q, &s.q.stride_b, &s.q.stride_h, &s.q.stride_n);
-  p.strides(p.heads_kv, p.seq_kv, &s.k.stride_b, &s.k.stride_h, &s.k.stride_n);
-  s.v.stride_b = s.k.stride_b;
-  s.v.stride_h = s.k.stride_h;
-  s.v.stride_n = s.k.stride_n;
+  if (a.strided) {
+    auto set = [](SageTensor& t, const TensorStrides& x) {
+      t.stride_b = x.b;
+      t.stride_h = x.h;
+      t.stride_n = x.n;
+    };
+    set(s.q, a.sq);
+    set(s.k, a.sk);
+    set(s.v, a.sv);
+  } else {
+    p.strides(p.heads_q, p.seq_q, &s.q.stride_b, &s.q.stride_h, &s.q.stride_n);
+    p.strides(p.heads_kv, p.seq_kv, &s.k.stride_b, &s.k.stride_h, &s.k.stride_n);
+    s.v.stride_b = s.k.stride_b;
+    s.v.stride_h = s.k.stride_h;
+    s.v.stride_n = s.k.stride_n;
+  }
   s.batch = p.batch;
   s.heads_q = p.heads_q;
   s.heads_kv = p.heads_kv;
@@ -612,9 +623,9 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
   s = SageAttnParams{};
   set_problem(p, a, s);
   s.o = a.o;
-  s.o_stride_b = s.q.stride_b;
-  s.o_stride_h = s.q.stride_h;
-  s.o_stride_n = s.q.stride_n;
+  s.o_stride_b = a.strided ? a.so.b : s.q.stride_b;
+  s.o_stride_h = a.strided ? a.so.h : s.q.stride_h;
+  s.o_stride_n = a.strided ? a.so.n : s.q.stride_n;
   s.lse = p.return_lse ? a.lse : nullptr;
   s.q_tiles = w.q_tiles;
   s.k_tiles = w.k_tiles;
@@ -695,9 +706,12 @@ void encode_user(void* map, const SageTensor& x, const AttnProblem& p, int heads
                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
 }
 
-// The maps of the caller's tensors are re-encoded only when the pointers or this changes.
-std::array<std::int64_t, 8> user_shape(const AttnProblem& p) {
-  return {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_kv, p.head_dim, int(p.layout), int(p.dtype)};
+// The maps of the caller's tensors are re-encoded only when the pointers or this changes: the
+// problem's shape and the tensors' strides (O's as the kernel's parameters hold them).
+std::array<std::int64_t, 20> user_shape(const AttnProblem& p, const SageAttnParams& s) {
+  return {p.batch,      p.heads_q,    p.heads_kv,   p.seq_q,      p.seq_kv,     p.head_dim,   int(p.dtype),
+          s.q.stride_b, s.q.stride_h, s.q.stride_n, s.k.stride_b, s.k.stride_h, s.k.stride_n, s.v.stride_b,
+          s.v.stride_h, s.v.stride_n, s.o_stride_b, s.o_stride_h, s.o_stride_n, 0};
 }
 
 // TMA reads the caller's tensors: each must start 16-byte aligned.
@@ -717,10 +731,9 @@ void require_tma_aligned(const std::string& variant, const char* what, std::init
 void AttnKernel::native_tensor_maps(const AttnProblem& p, SageAttnParams& s) const {
   const KernelConfig& c = cfg_;
   require_tma_aligned(c.name, "Q, K and V", {s.q.ptr, s.k.ptr, s.v.ptr});
-  SageTensor o = s.q;
-  o.ptr = persistent() ? s.o : nullptr;
+  SageTensor o{persistent() ? s.o : nullptr, s.o_stride_b, s.o_stride_h, s.o_stride_n};
   if (o.ptr) require_tma_aligned(c.name, "O", {o.ptr});
-  const std::array<std::int64_t, 8> key = user_shape(p);
+  const std::array<std::int64_t, 20> key = user_shape(p, s);
   std::lock_guard<std::mutex> lock(tma_mu_);
   TmaCache& t = tma_cache_;
   if (t.q != s.q.ptr || t.k != s.k.ptr || t.v != s.v.ptr || t.o != o.ptr || t.shape != key) {
@@ -756,7 +769,7 @@ void AttnKernel::tensor_maps(const WorkspacePlan& w, const AttnProblem& p, SageA
   // fuse_q: Q is the caller's tensor (4-D map, like the native family's), K and V the workspace's.
   const void* q_src = c.fuse_q ? s.q.ptr : static_cast<const void*>(s.q_quant);
   if (c.fuse_q) require_tma_aligned(c.name, "Q", {q_src});
-  const std::array<std::int64_t, 8> key = c.fuse_q ? user_shape(p) : std::array<std::int64_t, 8>{};
+  const std::array<std::int64_t, 20> key = c.fuse_q ? user_shape(p, s) : std::array<std::int64_t, 20>{};
   std::lock_guard<std::mutex> lock(tma_mu_);
   TmaCache& t = tma_cache_;
   if (t.q != q_src || t.k != s.k_quant || t.v != s.v_prep || t.q_rows != q_rows || t.k_rows != k_rows ||

@@ -57,14 +57,23 @@ class Module {
   CUcontext ctx_;
 };
 
-// Device pointers of one call. Q/O are [B, Hq, Nq, D] and K/V [B, Hkv, Nkv, D] in the
-// problem's layout and dtype; lse (optional) is [B, Hq, Nq] FP32.
+// Element strides of one tensor (batch, head, sequence); its head dimension is contiguous.
+struct TensorStrides {
+  std::int64_t b = 0, h = 0, n = 0;
+  bool operator==(const TensorStrides&) const = default;
+};
+
+// Device pointers of one call. Q/O are [B, Hq, Nq, D] and K/V [B, Hkv, Nkv, D] of the
+// problem's dtype, contiguous in its layout, or (strided) each with the strides given here
+// (multiples of 8 elements: AttnProblem::check_strides); lse (optional) is [B, Hq, Nq] FP32.
 struct AttnArgs {
   const void* q = nullptr;
   const void* k = nullptr;
   const void* v = nullptr;
   void* o = nullptr;
   float* lse = nullptr;
+  bool strided = false;
+  TensorStrides sq, sk, sv, so;
 };
 
 // Where each part of the workspace starts (bytes from its base). Sizes depend on the
@@ -190,7 +199,7 @@ class AttnKernel {
     const void* v = nullptr;
     const void* o = nullptr;  // persistent native: the output the O map describes
     std::int64_t q_rows = 0, k_rows = 0, v_rows = 0, npad = 0;
-    std::array<std::int64_t, 8> shape = {};  // native: the problem the maps describe
+    std::array<std::int64_t, 20> shape = {};  // native, fuse_q: the problem and strides the maps describe
     alignas(64) unsigned char maps[4][128] = {};  // Q, K, V, O
   };
   KernelConfig cfg_;
