@@ -77,6 +77,11 @@ def attention(q, k, v, is_causal=False, tensor_layout="HND", sm_scale=None, retu
     for Nq == Nkv it is the usual mask. sm_scale None: 1/sqrt(D). policy: "balanced" (default),
     "accurate" (FP16 P.V only) or "fast".
 
+    Views are read in place where the kernels can: contiguous tensors, transposed views of the
+    other layout, and (D a multiple of 8) views whose strides are multiples of 8 elements, such
+    as q, k, v = qkv.unbind(2) of a packed [B, N, 3, H, D] projection or K and V slices of a KV
+    cache; anything else is copied first.
+
     Returns o in q's layout and shape (and, with return_lse, the natural-log log-sum-exp of each
     query row, fp32 [B, Hq, Nq]). Raises TypeError/ValueError for tensors it cannot take and
     SageError (with the library's message) for what the runtime refuses.
@@ -95,12 +100,15 @@ def attention(q, k, v, is_causal=False, tensor_layout="HND", sm_scale=None, retu
         raise ValueError(f"sagetune.attention: q {tuple(q.shape)} and k {tuple(k.shape)} disagree on batch or head_dim "
                          f"({tensor_layout} layout)")
 
-    # Read the tensors where they are when the memory order allows it (transposed views of the
-    # other layout: that layout's kernels); copy otherwise. The operator takes the tensors in
-    # the layout it reads and returns O in it; O comes back as a view in the requested one.
+    # Read the tensors where they are when the memory order allows it: transposed views of the
+    # other layout take that layout's kernels; other views (a packed QKV projection, a KV cache)
+    # are read through their strides where the head dim is a multiple of 8 (the operator copies
+    # what it cannot read); copy otherwise. The operator takes the tensors in the layout it
+    # reads and returns O contiguous in it; O comes back as a view in the requested one.
     layout = _physical_layout((q, k, v), tensor_layout)
     if layout is None:
-        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+        if d % 8:
+            q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
         layout = tensor_layout
     if layout != tensor_layout:
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)

@@ -115,6 +115,27 @@ _lib.sage_attention.argtypes = [
     ctypes.c_void_p,  # stream
 ]
 _lib.sage_attention.restype = ctypes.c_int
+
+
+class Strides(ctypes.Structure):
+    """sage_strides: element strides of one tensor between batches, heads and sequence positions."""
+
+    _fields_ = [("batch", ctypes.c_int64), ("head", ctypes.c_int64), ("seq", ctypes.c_int64)]
+
+
+_StridesP = ctypes.POINTER(Strides)
+_lib.sage_attention_strided.argtypes = [
+    ctypes.POINTER(AttentionDesc),
+    ctypes.c_void_p, _StridesP,  # q
+    ctypes.c_void_p, _StridesP,  # k
+    ctypes.c_void_p, _StridesP,  # v
+    ctypes.c_void_p, _StridesP,  # o
+    ctypes.c_void_p,  # lse (float*)
+    ctypes.c_void_p,  # workspace
+    ctypes.c_size_t,  # workspace bytes
+    ctypes.c_void_p,  # stream
+]
+_lib.sage_attention_strided.restype = ctypes.c_int
 _lib.sage_variant_name.argtypes = [ctypes.POINTER(AttentionDesc), ctypes.c_char_p, ctypes.c_size_t]
 _lib.sage_variant_name.restype = ctypes.c_int
 _lib.sage_last_error.argtypes = []
@@ -167,3 +188,13 @@ def attention(desc, q, k, v, o, lse=0, workspace=0, workspace_bytes=0, stream=0)
     """sage_attention() on raw device addresses (ints); raises SageError on failure."""
     _check(_lib.sage_attention(ctypes.byref(desc), q, k, v, o, lse or None, workspace or None, workspace_bytes,
                                stream or None))
+
+
+def attention_strided(desc, q, q_strides, k, k_strides, v, v_strides, o, o_strides=None, lse=0, workspace=0,
+                      workspace_bytes=0, stream=0):
+    """sage_attention_strided() on raw device addresses (ints); each *_strides is an element-stride
+    tuple (batch, head, seq) or None (contiguous in desc.layout). Raises SageError on failure."""
+    def st(x):
+        return ctypes.byref(Strides(*x)) if x is not None else None
+    _check(_lib.sage_attention_strided(ctypes.byref(desc), q, st(q_strides), k, st(k_strides), v, st(v_strides), o,
+                                       st(o_strides), lse or None, workspace or None, workspace_bytes, stream or None))

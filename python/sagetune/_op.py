@@ -5,8 +5,10 @@ operator, a call is one opaque node to torch.compile (no graph break, `fullgraph
 and the compiled graph can be captured into CUDA graphs by `mode="reduce-overhead"`); its
 fake (meta) implementation gives the output shapes without running anything.
 
-The operator takes tensors already in the layout the kernels read (contiguous in `layout`);
-`sagetune.attention` checks the arguments and arranges that (views, copies), and is the API.
+The operator takes tensors in `layout` (their dims in its order): contiguous, or views with
+strides of their own that the kernels read in place (a packed QKV projection, a KV cache; head
+dims that are multiples of 8), or anything else, which it copies. `sagetune.attention` checks
+the arguments and is the API.
 Outside torch.compile it calls `launch` directly: the operator's dispatch costs host time that
 a short call (decoding: about 20 us on the GPU) would show.
 """
@@ -41,13 +43,41 @@ def _current_stream(index):
     return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
 
 
+def strides(t, layout):
+    """(batch, head, seq) element strides of t read in `layout`, when the kernels can read it in
+    place (sage_attention_strided): head dim contiguous, 16-byte aligned, every stride of a dim
+    longer than 1 a multiple of 8 elements; else None. The head dim must be a multiple of 8."""
+    s = t.stride()
+    if s[3] != 1 or t.data_ptr() % 16:
+        return None
+    st = (s[0], s[1], s[2]) if layout == "HND" else (s[0], s[2], s[1])
+    n = t.shape
+    sizes = (n[0], n[1], n[2]) if layout == "HND" else (n[0], n[2], n[1])
+    for x, size in zip(st, sizes):
+        if size > 1 and x % 8:
+            return None
+    return st
+
+
 def launch(q, k, v, is_causal, layout, sm_scale, return_lse, policy):
     """(o, lse): o contiguous in `layout` with q's shape; lse fp32 [B, Hq, Nq], or None without
     return_lse. sm_scale 0: 1/sqrt(D)."""
-    # The kernels load 16-byte vectors and read the tensors as contiguous in `layout`: anything
-    # else (an odd storage offset, a caller of the operator itself) gets a copy.
-    q, k, v = (t if t.is_contiguous() and t.data_ptr() % 16 == 0 else t.clone(memory_format=torch.contiguous_format)
-               for t in (q, k, v))
+    # The kernels load 16-byte vectors. Tensors contiguous in `layout` take sage_attention; views
+    # whose strides the kernels can read (head dims that are multiples of 8) take
+    # sage_attention_strided; anything else (an odd storage offset or stride) gets a copy.
+    qkv = [q, k, v]
+    st = None
+    if not all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in qkv):
+        if q.shape[3] % 8 == 0:
+            st = [strides(t, layout) for t in qkv]
+            for i in range(3):
+                if st[i] is None:
+                    qkv[i] = qkv[i].clone(memory_format=torch.contiguous_format)
+                    st[i] = strides(qkv[i], layout)
+        else:
+            qkv = [t if t.is_contiguous() and t.data_ptr() % 16 == 0 else t.clone(memory_format=torch.contiguous_format)
+                   for t in qkv]
+    q, k, v = qkv
     b, hq, hkv, nq, nkv, d = dims(q, k, layout)
     index = q.device.index
     # The runtime works on the calling thread's current CUDA context: make it the tensors' device.
@@ -64,12 +94,16 @@ def launch(q, k, v, is_causal, layout, sm_scale, return_lse, policy):
             _DESCS.clear()
         _DESCS[key] = entry
     desc, ws_bytes = entry
-    o = torch.empty_like(q)
+    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # contiguous in `layout`, whatever q's strides
     lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device) if return_lse else None
     # The workspace from the caching allocator, on this stream (none where the kernel needs none).
     ws = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
-    _capi.attention(desc, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr() if return_lse else 0,
-                    ws.data_ptr() if ws_bytes else 0, ws_bytes, _current_stream(index))
+    args = (lse.data_ptr() if return_lse else 0, ws.data_ptr() if ws_bytes else 0, ws_bytes, _current_stream(index))
+    if st is None:
+        _capi.attention(desc, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), *args)
+    else:
+        _capi.attention_strided(desc, q.data_ptr(), st[0], k.data_ptr(), st[1], v.data_ptr(), st[2], o.data_ptr(), None,
+                                *args)
     return o, lse
 
 

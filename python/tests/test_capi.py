@@ -63,6 +63,26 @@ class CapiTest(unittest.TestCase):
         self.refused(_capi.ERR_INVALID_ARGUMENT, "lse (0x50002) must be 4-byte aligned", good(), lse=0x50002)
         self.refused(_capi.ERR_INVALID_ARGUMENT, "must be 256-byte aligned", good(), ws=0x60080, ws_bytes=1 << 20)
 
+    def test_strides_reach_the_library_field_by_field(self):
+        self.assertEqual(_capi.ctypes.sizeof(_capi.Strides), 24)
+        packed = (256 * 3 * 8 * 128, 128, 3 * 8 * 128)
+
+        def refused(text, qs=None, ks=None, vs=None, os=None, desc=None):
+            with self.assertRaises(SageError) as cm:
+                _capi.attention_strided(desc or good(), Q, qs, K, ks, V, vs, O, os)
+            self.assertEqual(cm.exception.status, _capi.ERR_INVALID_ARGUMENT, str(cm.exception))
+            self.assertIn(text, str(cm.exception))
+
+        refused("q_strides->seq must be >= 0 and a multiple of 8 elements (16 bytes), got 3076",
+                qs=(packed[0], packed[1], packed[2] + 4))
+        refused("k_strides->head must be >= 0 and a multiple of 8 elements (16 bytes), got 12", ks=(1 << 20, 12, 1024))
+        refused("v_strides->batch must be >= 0 and a multiple of 8 elements (16 bytes), got -8", vs=(-8, 128, 1024))
+        refused("o_strides->seq", os=(1 << 20, 128, 1028))
+        refused("strided tensors need head_dim a multiple of 8", qs=packed, desc=good(head_dim=100))
+        with self.assertRaises(SageError) as cm:
+            _capi.attention_strided(good(), 0, packed, K, None, V, None, O, None)
+        self.assertIn("q is NULL", str(cm.exception))
+
     def test_names_are_checked_in_python(self):
         for kw in ({"layout": "BHND"}, {"dtype": "fp32"}, {"policy": "greedy"}):
             with self.assertRaises(ValueError):

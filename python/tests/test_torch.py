@@ -1,5 +1,6 @@
 """sagetune with PyTorch on a GPU: accuracy against an FP32 reference, layouts (including
-transposed views read without a copy), GQA, causal masks, LSE, the current stream, SDPA's
+transposed views read without a copy), views of a packed QKV projection and of a KV cache read
+through their strides, GQA, causal masks, LSE, the current stream, SDPA's
 signature, clear errors for what it does not take, calls captured with torch.cuda.graph, and
 the operator torch.compile takes (opcheck, fullgraph, reduce-overhead, dynamic shapes).
 Skipped without PyTorch or CUDA.
@@ -95,17 +96,86 @@ def test_nhd_layout_and_transposed_views_give_the_same_result():
     torch.testing.assert_close(o_nhd.transpose(1, 2), o_view, rtol=0, atol=0)
     cos, rel = metrics(o_hnd, o_view)
     assert cos > 0.9999 and rel < 0.01, (cos, rel)  # HND and NHD variants may differ in rounding only
-    # Contiguous in neither layout (the first half of a wider last dim): copied, same result.
+    # Contiguous in neither layout (the first half of a wider last dim): read through its
+    # strides (sage_attention_strided), same result.
     q_strided = torch.cat([q, q], dim=-1)[..., : q.shape[-1]]
     assert not q_strided.is_contiguous() and not q_strided.transpose(1, 2).is_contiguous()
     o_strided = sagetune.attention(q_strided, k, v)
     torch.testing.assert_close(o_strided, o_hnd, rtol=0, atol=0)
 
 
+def _spy_strided(monkeypatch):
+    """Records the (q, q strides, k, k strides, v, v strides) of every sage_attention_strided call."""
+    seen = []
+    real = sagetune._capi.attention_strided
+
+    def spy(desc, q, qs, k, ks, v, vs, *rest):
+        seen.append((q, qs, k, ks, v, vs))
+        return real(desc, q, qs, k, ks, v, vs, *rest)
+
+    monkeypatch.setattr(sagetune._capi, "attention_strided", spy)
+    return seen
+
+
+@pytest.mark.parametrize("n,d", [(1000, 128), (1000, 64), (4096, 128)])
+def test_views_of_a_packed_qkv_are_read_in_place(n, d, monkeypatch):
+    """Q, K, V as views of one packed projection [B, N, 3, H, D] (NHD, seq stride 3*H*D) go to
+    sage_attention_strided with the views' own addresses and strides (no copy), and give the bits
+    of the call on contiguous copies; 1000 tokens take a native kernel, 4096 a quantized one."""
+    qkv = torch.randn(2, n, 3, 8, d, device=DEV, dtype=torch.float16)
+    q, k, v = qkv.unbind(2)
+    seen = _spy_strided(monkeypatch)
+    o = sagetune.attention(q, k, v, tensor_layout="NHD")
+    st = (n * 3 * 8 * d, d, 3 * 8 * d)
+    assert seen == [(q.data_ptr(), st, k.data_ptr(), st, v.data_ptr(), st)]
+    want = sagetune.attention(q.contiguous(), k.contiguous(), v.contiguous(), tensor_layout="NHD")
+    assert len(seen) == 1, "contiguous tensors take sage_attention"
+    assert o.shape == q.shape and o.is_contiguous()
+    assert torch.equal(o, want)
+
+
+def test_hnd_views_with_gqa_causal_lse_and_a_kv_cache(monkeypatch):
+    """HND views of packed heads ([B, Hq + 2 Hkv, N, D], GQA, BF16, causal, LSE), and decoding
+    with K and V the first Nkv slots of a KV cache [B, capacity, 2, Hkv, D]: read in place,
+    bitwise the calls on contiguous copies."""
+    seen = _spy_strided(monkeypatch)
+    b, hq, hkv, n, d = 2, 16, 4, 2048, 128
+    buf = torch.randn(b, hq + 2 * hkv, n, d, device=DEV, dtype=torch.bfloat16)
+    q, k, v = buf[:, :hq], buf[:, hq:hq + hkv], buf[:, hq + hkv:]
+    o, lse = sagetune.attention(q, k, v, is_causal=True, return_lse=True)
+    o2, lse2 = sagetune.attention(q.contiguous(), k.contiguous(), v.contiguous(), is_causal=True, return_lse=True)
+    assert torch.equal(o, o2) and torch.equal(lse, lse2)
+    st = ((hq + 2 * hkv) * n * d, n * d, d)
+    assert seen == [(q.data_ptr(), st, k.data_ptr(), st, v.data_ptr(), st)]
+
+    cache = torch.randn(4, 8192, 2, 8, 128, device=DEV, dtype=torch.float16)
+    kc, vc = cache[:, :5000].unbind(2)  # NHD views, seq stride 2*8*128
+    qd = torch.randn(4, 1, 32, 128, device=DEV, dtype=torch.float16)
+    o, lse = sagetune.attention(qd, kc, vc, tensor_layout="NHD", return_lse=True)
+    o2, lse2 = sagetune.attention(qd, kc.contiguous(), vc.contiguous(), tensor_layout="NHD", return_lse=True)
+    assert torch.equal(o, o2) and torch.equal(lse, lse2)
+    st = (8192 * 2 * 8 * 128, 128, 2 * 8 * 128)
+    assert len(seen) == 2 and seen[1][2:] == (kc.data_ptr(), st, vc.data_ptr(), st)
+
+
+def test_views_the_kernels_cannot_read_are_copied():
+    """A head dim that is not a multiple of 8 (rows not whole 16-byte chunks), or a seq stride that
+    is not a multiple of 8 elements: copied first, the same bits as contiguous copies."""
+    qkv = torch.randn(2, 700, 3, 4, 100, device=DEV, dtype=torch.float16)
+    q, k, v = qkv.unbind(2)
+    want = sagetune.attention(q.contiguous(), k.contiguous(), v.contiguous(), tensor_layout="NHD")
+    assert torch.equal(sagetune.attention(q, k, v, tensor_layout="NHD"), want)
+    wide = torch.randn(2, 700, 4, 68, device=DEV, dtype=torch.float16)  # rows of 68: head stride 68
+    q = wide[..., :64]
+    k, v = (torch.randn(2, 700, 4, 64, device=DEV, dtype=torch.float16) for _ in range(2))
+    want = sagetune.attention(q.contiguous(), k, v, tensor_layout="NHD")
+    assert torch.equal(sagetune.attention(q, k, v, tensor_layout="NHD"), want)
+
+
 @pytest.mark.parametrize("d", [40, 80, 96, 112])
 def test_head_dims_below_128_by_zero_padding(d):
-    """Head dims the kernels lack (other than 64 and 128, up to 128) run on zero-padded copies at
-    the next kernel head dim, with 1/sqrt(d) as the default scale: the balanced thresholds
+    """Head dims the kernels lack (other than 64 and 128, up to 128) run at the next kernel head
+    dim, the rows read as zero-padded, with 1/sqrt(d) as the default scale: the balanced thresholds
     against the FP32 reference, with LSE, GQA and causal; NHD views read in place."""
     q, k, v = inputs(1, 8, 2, 300, 700, d, seed=d)
     o, lse = sagetune.attention(q, k, v, is_causal=True, return_lse=True)
@@ -298,10 +368,15 @@ def test_torch_compile_takes_a_call_whole():
     def through_sdpa(q, k, v):
         return sagetune.sdpa(q, k, v, scale=0.1, enable_gqa=True)
 
+    def packed(qkv):  # views of a packed projection, read through their strides
+        q, k, v = qkv.unbind(2)
+        return sagetune.attention(q, k, v, tensor_layout="NHD")
+
     q, k, v = inputs(2, 16, 4, 300, 1000, 128)
     nhd = tuple(t.transpose(1, 2).contiguous() for t in inputs(1, 8, 8, 512, 512, 64, seed=3))
     bf = inputs(1, 8, 2, 700, 700, 64, torch.bfloat16, seed=4)
-    for fn, args in ((causal_lse, (q, k, v)), (views, nhd), (through_sdpa, bf)):
+    qkv = (torch.randn(2, 600, 3, 8, 128, device=DEV, dtype=torch.float16),)
+    for fn, args in ((causal_lse, (q, k, v)), (views, nhd), (through_sdpa, bf), (packed, qkv)):
         eager = fn(*args)
         compiled = torch.compile(fn, fullgraph=True)(*args)
         eager = eager if isinstance(eager, tuple) else (eager,)
