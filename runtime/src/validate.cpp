@@ -1,5 +1,6 @@
 // Argument checks of the C API: everything that can be decided without a device, each
 // failure naming the field and the value.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -113,6 +114,21 @@ void check_strides(const AttnProblem& p, AttnArgs& a) {
   one(a.sk, p.heads_kv, p.seq_kv, "k");
   one(a.sv, p.heads_kv, p.seq_kv, "v");
   one(a.so, p.heads_q, p.seq_q, "o");
+  // O's rows must not overlap (inputs may: a stride of 0 shares them): each dimension of size > 1,
+  // innermost first, steps past everything the inner ones span.
+  struct Dim {
+    std::int64_t stride, size;
+    const char* name;
+  } d[3] = {{a.so.b, p.batch, "batch"}, {a.so.h, p.heads_q, "head"}, {a.so.n, p.seq_q, "seq"}};
+  std::sort(std::begin(d), std::end(d), [](const Dim& x, const Dim& y) { return x.stride < y.stride; });
+  std::int64_t span = p.head_dim;  // elements the inner dimensions cover
+  for (const Dim& x : d) {
+    if (x.size == 1) continue;
+    if (x.stride < span)
+      throw Error(Errc::invalid_argument, cat("o_strides->", x.name, " (", x.stride, ") makes O's rows overlap: it must be >= ",
+                                              span, ", what the inner dimensions span"));
+    span = x.stride * (x.size - 1) + span;
+  }
 }
 
 std::int64_t extent_elems(const TensorStrides& s, int batch, int heads, int seq, int head_dim) {

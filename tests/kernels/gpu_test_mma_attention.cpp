@@ -249,7 +249,9 @@ TEST_P(Fixture, HeadDimBelowTheVariantsMatchesFp32Reference) {
   } cases[] = {{{1, 4, 2, 1000, 1000, true, Layout::HND, DType::fp16}, D - 32},
                {{1, 16, 4, 1, 4097, false, Layout::NHD, DType::bf16}, D - 8},
                {{2, 4, 4, 300, 2000, false, Layout::NHD, DType::fp16}, D / 2 + 8}};
+  const bool small = env_flag("SAGE_TEST_SMALL");  // compute-sanitizer runs: up to 1000 tokens
   for (const auto& c : cases) {
+    if (small && std::max(c.s.nq, c.s.nkv) > 1000) continue;
     const AttnProblem p = make_problem(c.s, c.d);
     ASSERT_EQ(cfg.cannot_implement(p), "") << p.str();
     AttnBuffers buf(p);

@@ -193,6 +193,13 @@ TEST(RuntimeApiValidation, StridedArguments) {
   const sage_strides head4{1 << 20, 4, 1024};
   EXPECT_REJECTED(call_strided(d, nullptr, &head4, nullptr, nullptr), SAGE_ERR_INVALID_ARGUMENT, "k_strides->head");
   EXPECT_REJECTED(call_strided(d, nullptr, nullptr, nullptr, &odd), SAGE_ERR_INVALID_ARGUMENT, "o_strides->seq");
+  // O's rows must not overlap; the inputs' may (a stride of 0 shares a tensor between heads).
+  const sage_strides o_overlap{1 << 20, 64, 8 * 128};  // heads 64 apart, rows of 128
+  EXPECT_REJECTED(call_strided(d, nullptr, nullptr, nullptr, &o_overlap), SAGE_ERR_INVALID_ARGUMENT,
+                  "o_strides->head (64) makes O's rows overlap: it must be >= 128");
+  const sage_strides o_seq_overlap{1 << 20, 128, 512};  // 8 heads of 128 span 1024 > 512
+  EXPECT_REJECTED(call_strided(d, nullptr, nullptr, nullptr, &o_seq_overlap), SAGE_ERR_INVALID_ARGUMENT,
+                  "o_strides->seq (512) makes O's rows overlap: it must be >= 1024");
   // Strided tensors need whole 16-byte rows.
   sage_attention_desc d100 = d;
   d100.head_dim = 100;
@@ -210,6 +217,9 @@ TEST(RuntimeApiValidation, StridedArguments) {
   const sage_strides any{3, 128, 5};
   const Outcome o = call_strided(one, &any, nullptr, nullptr, &any);
   EXPECT_EQ(o.status, SAGE_ERR_NO_DEVICE) << o.message;
+  const sage_strides shared{1 << 20, 0, 128};  // K read by every head: an input may overlap
+  const Outcome sh = call_strided(d, nullptr, &shared, &shared, nullptr);
+  EXPECT_EQ(sh.status, SAGE_ERR_NO_DEVICE) << sh.message;
   // NULL strides everywhere: sage_attention itself, whatever the head dim.
   const Outcome c = call_strided(d100, nullptr, nullptr, nullptr, nullptr);
   EXPECT_EQ(c.status, SAGE_ERR_NO_DEVICE) << c.message;
