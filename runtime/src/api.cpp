@@ -111,20 +111,9 @@ SAGE_API sage_status sage_workspace_size(const sage_attention_desc* desc, size_t
 
 SAGE_API sage_status sage_attention(const sage_attention_desc* desc, const void* q, const void* k, const void* v,
                                     void* o, float* lse, void* workspace, size_t workspace_bytes, void* stream) {
-  return rt::guarded([&] {
-    rt::Policy policy;
-    if (!desc) throw Error(Errc::invalid_argument, "desc is NULL");
-    AttnArgs a;
-    a.q = q;
-    a.k = k;
-    a.v = v;
-    a.o = o;
-    a.lse = lse;
-    rt::check_pointers(a, workspace);
-    AttnProblem p = rt::checked_problem(desc, &policy);
-    p.return_lse = lse != nullptr;
-    rt::run(p, policy, a, workspace, workspace_bytes, static_cast<CUstream>(stream));
-  });
+  // Contiguous tensors: the strided call without strides (it then runs exactly this call).
+  return sage_attention_strided(desc, q, nullptr, k, nullptr, v, nullptr, o, nullptr, lse, workspace, workspace_bytes,
+                                stream);
 }
 
 SAGE_API sage_status sage_attention_strided(const sage_attention_desc* desc, const void* q, const sage_strides* q_strides,
