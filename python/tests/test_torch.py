@@ -117,7 +117,7 @@ def _spy_strided(monkeypatch):
     return seen
 
 
-@pytest.mark.parametrize("n,d", [(1000, 128), (1000, 64), (4096, 128)])
+@pytest.mark.parametrize("n,d", [(1000, 128), (1000, 64), (4096, 128), (4096, 64)])
 def test_views_of_a_packed_qkv_are_read_in_place(n, d, monkeypatch):
     """Q, K, V as views of one packed projection [B, N, 3, H, D] (NHD, seq stride 3*H*D) go to
     sage_attention_strided with the views' own addresses and strides (no copy), and give the bits
@@ -156,6 +156,59 @@ def test_hnd_views_with_gqa_causal_lse_and_a_kv_cache(monkeypatch):
     assert torch.equal(o, o2) and torch.equal(lse, lse2)
     st = (8192 * 2 * 8 * 128, 128, 2 * 8 * 128)
     assert len(seen) == 2 and seen[1][2:] == (kc.data_ptr(), st, vc.data_ptr(), st)
+
+
+@pytest.mark.parametrize("n", [1000, 4096])
+def test_hnd_views_of_a_permuted_packed_qkv_causal_with_lse(n, monkeypatch):
+    """q, k, v = qkv.view(B, N, 3, H, D).permute(2, 0, 3, 1, 4): HND views (head stride D, seq
+    stride 3*H*D) of one packed projection, BF16, causal, with LSE: read in place, in HND (the
+    requested layout's bucket), O and LSE bitwise the call on contiguous copies."""
+    b, h, d = 2, 8, 128
+    x = torch.randn(b, n, 3 * h * d, device=DEV, dtype=torch.bfloat16)
+    q, k, v = x.view(b, n, 3, h, d).permute(2, 0, 3, 1, 4)
+    assert not q.is_contiguous() and not q.transpose(1, 2).is_contiguous()
+    seen = _spy_strided(monkeypatch)
+    o, lse = sagetune.attention(q, k, v, is_causal=True, return_lse=True)
+    st = (n * 3 * h * d, d, 3 * h * d)
+    esz = x.element_size()
+    assert seen == [(x.data_ptr(), st, x.data_ptr() + h * d * esz, st, x.data_ptr() + 2 * h * d * esz, st)]
+    o2, lse2 = sagetune.attention(q.contiguous(), k.contiguous(), v.contiguous(), is_causal=True, return_lse=True)
+    assert len(seen) == 1, "contiguous tensors take sage_attention"
+    assert o.shape == q.shape and o.is_contiguous() and lse.shape == (b, h, n)
+    assert torch.equal(o, o2) and torch.equal(lse, lse2)
+    assert sagetune.variant(q, k, v, is_causal=True) == sagetune.variant(o2, o2, o2, is_causal=True)
+
+
+def test_the_operator_reads_views_in_place_and_copies_only_what_it_cannot_read(monkeypatch):
+    """_op.launch and torch.ops.sagetune.attention called directly with unbind views of a packed
+    NHD projection: sage_attention_strided gets the addresses inside the packed buffer (no copy),
+    O comes back contiguous in the layout, bitwise the call on contiguous copies. A view whose
+    address is not 16-byte aligned is cloned alone; the other two are still read in place."""
+    b, n, h, d = 1, 777, 8, 128
+    qkv = torch.randn(b, n, 3, h, d, device=DEV, dtype=torch.float16)
+    q, k, v = qkv.unbind(2)
+    seen = _spy_strided(monkeypatch)
+    args = (True, "NHD", 0.0, True, "balanced")
+    o, lse = sagetune._op.launch(q, k, v, *args)
+    st = (n * 3 * h * d, d, 3 * h * d)
+    base, row = qkv.data_ptr(), h * d * qkv.element_size()
+    assert seen == [(base, st, base + row, st, base + 2 * row, st)]
+    assert o.shape == q.shape and o.is_contiguous() and lse.shape == (b, h, n)
+    o2, lse2 = sagetune._op.launch(q.contiguous(), k.contiguous(), v.contiguous(), *args)
+    assert len(seen) == 1, "contiguous tensors take sage_attention"
+    assert torch.equal(o, o2) and torch.equal(lse, lse2)
+    o3, lse3 = torch.ops.sagetune.attention(q, k, v, *args)
+    assert len(seen) == 2 and seen[1] == seen[0]
+    assert torch.equal(o3, o) and torch.equal(lse3, lse)
+
+    flat = torch.empty(b * n * h * d + 4, device=DEV, dtype=torch.float16)
+    q_odd = flat[4:].view(b, n, h, d)  # contiguous, but 8 bytes past a 16-byte boundary
+    q_odd.copy_(q)
+    assert q_odd.data_ptr() % 16 == 8
+    o4, lse4 = sagetune._op.launch(q_odd, k, v, *args)
+    assert len(seen) == 3 and seen[2][0] != q_odd.data_ptr() and seen[2][1] == (n * h * d, d, h * d)
+    assert seen[2][2:] == (base + row, st, base + 2 * row, st)
+    assert torch.equal(o4, o) and torch.equal(lse4, lse)
 
 
 def test_views_the_kernels_cannot_read_are_copied():
