@@ -82,7 +82,8 @@ struct Selection {
 // The head dims the kernels support (the templates' and the search space's).
 const std::vector<int>& supported_head_dims();
 // The kernels' head dim that serves a call of head dim d: d itself when supported, else the
-// smallest supported one above it (the call runs on zero-padded copies: dispatch.cpp); 0 when
+// smallest supported one above it (the kernel reads the call's rows as zero-padded, or runs on
+// zero-padded copies: dispatch.cpp); 0 when
 // d is above them all.
 int kernel_head_dim(int d);
 
