@@ -46,7 +46,8 @@ def _current_stream(index):
 def strides(t, layout):
     """(batch, head, seq) element strides of t read in `layout`, when the kernels can read it in
     place (sage_attention_strided): head dim contiguous, 16-byte aligned, every stride of a dim
-    longer than 1 a multiple of 8 elements; else None. The head dim must be a multiple of 8."""
+    longer than 1 a positive multiple of 8 elements (an expanded dim, stride 0, is copied); else
+    None. The head dim must be a multiple of 8."""
     s = t.stride()
     if s[3] != 1 or t.data_ptr() % 16:
         return None
@@ -54,7 +55,7 @@ def strides(t, layout):
     n = t.shape
     sizes = (n[0], n[1], n[2]) if layout == "HND" else (n[0], n[2], n[1])
     for x, size in zip(st, sizes):
-        if size > 1 and x % 8:
+        if size > 1 and (x % 8 or x <= 0):
             return None
     return st
 

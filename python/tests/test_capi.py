@@ -73,10 +73,10 @@ class CapiTest(unittest.TestCase):
             self.assertEqual(cm.exception.status, _capi.ERR_INVALID_ARGUMENT, str(cm.exception))
             self.assertIn(text, str(cm.exception))
 
-        refused("q_strides->seq must be >= 0 and a multiple of 8 elements (16 bytes), got 3076",
+        refused("q_strides->seq must be a positive multiple of 8 elements (16 bytes), got 3076",
                 qs=(packed[0], packed[1], packed[2] + 4))
-        refused("k_strides->head must be >= 0 and a multiple of 8 elements (16 bytes), got 12", ks=(1 << 20, 12, 1024))
-        refused("v_strides->batch must be >= 0 and a multiple of 8 elements (16 bytes), got -8", vs=(-8, 128, 1024))
+        refused("k_strides->head must be a positive multiple of 8 elements (16 bytes), got 12", ks=(1 << 20, 12, 1024))
+        refused("v_strides->batch must be a positive multiple of 8 elements (16 bytes), got -8", vs=(-8, 128, 1024))
         refused("o_strides->seq", os=(1 << 20, 128, 1028))
         refused("strided tensors need head_dim a multiple of 8", qs=packed, desc=good(head_dim=100))
         with self.assertRaises(SageError) as cm:

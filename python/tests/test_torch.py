@@ -212,8 +212,9 @@ def test_the_operator_reads_views_in_place_and_copies_only_what_it_cannot_read(m
 
 
 def test_views_the_kernels_cannot_read_are_copied():
-    """A head dim that is not a multiple of 8 (rows not whole 16-byte chunks), or a seq stride that
-    is not a multiple of 8 elements: copied first, the same bits as contiguous copies."""
+    """A head dim that is not a multiple of 8 (rows not whole 16-byte chunks), a head stride that is
+    not a multiple of 8 elements, or an expanded (stride 0) dimension: copied first, the same bits
+    as contiguous copies."""
     qkv = torch.randn(2, 700, 3, 4, 100, device=DEV, dtype=torch.float16)
     q, k, v = qkv.unbind(2)
     want = sagetune.attention(q.contiguous(), k.contiguous(), v.contiguous(), tensor_layout="NHD")
@@ -223,6 +224,10 @@ def test_views_the_kernels_cannot_read_are_copied():
     k, v = (torch.randn(2, 700, 4, 64, device=DEV, dtype=torch.float16) for _ in range(2))
     want = sagetune.attention(q.contiguous(), k, v, tensor_layout="NHD")
     assert torch.equal(sagetune.attention(q, k, v, tensor_layout="NHD"), want)
+    q = torch.randn(2, 4, 700, 64, device=DEV, dtype=torch.float16)
+    k, v = (torch.randn(2, 1, 700, 64, device=DEV, dtype=torch.float16).expand(2, 4, 700, 64) for _ in range(2))
+    want = sagetune.attention(q, k.contiguous(), v.contiguous())
+    assert torch.equal(sagetune.attention(q, k, v), want)
 
 
 @pytest.mark.parametrize("d", [40, 80, 96, 112])

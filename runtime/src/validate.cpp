@@ -105,8 +105,10 @@ void check_strides(const AttnProblem& p, AttnArgs& a) {
         *v[i] = 0;  // never stepped over
         continue;
       }
-      if (*v[i] < 0 || *v[i] % 8 != 0)
-        throw Error(Errc::invalid_argument, cat(name, "_strides->", dim[i], " must be >= 0 and a multiple of 8 elements "
+      // > 0: TMA's tensor maps are not known to take a zero stride (an expanded tensor is copied
+      // by the caller, or expressed as grouped-query heads).
+      if (*v[i] <= 0 || *v[i] % 8 != 0)
+        throw Error(Errc::invalid_argument, cat(name, "_strides->", dim[i], " must be a positive multiple of 8 elements "
                                                 "(16 bytes), got ", *v[i]));
     }
   };
@@ -114,7 +116,7 @@ void check_strides(const AttnProblem& p, AttnArgs& a) {
   one(a.sk, p.heads_kv, p.seq_kv, "k");
   one(a.sv, p.heads_kv, p.seq_kv, "v");
   one(a.so, p.heads_q, p.seq_q, "o");
-  // O's rows must not overlap (inputs may: a stride of 0 shares them): each dimension of size > 1,
+  // O's rows must not overlap (the inputs' may: views of one packed buffer): each dimension of size > 1,
   // innermost first, steps past everything the inner ones span.
   struct Dim {
     std::int64_t stride, size;

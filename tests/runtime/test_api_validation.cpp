@@ -186,14 +186,17 @@ TEST(RuntimeApiValidation, StridedArguments) {
                   SAGE_ERR_INVALID_ARGUMENT, "16-byte aligned");
   const sage_strides odd{1 << 20, 128, 3 * 8 * 128 + 4};
   EXPECT_REJECTED(call_strided(d, &odd, nullptr, nullptr, nullptr), SAGE_ERR_INVALID_ARGUMENT,
-                  "q_strides->seq must be >= 0 and a multiple of 8");
+                  "q_strides->seq must be a positive multiple of 8");
   const sage_strides negative{-(1 << 20), 128, 1024};
   EXPECT_REJECTED(call_strided(d, nullptr, nullptr, &negative, nullptr), SAGE_ERR_INVALID_ARGUMENT,
-                  "v_strides->batch must be >= 0");
+                  "v_strides->batch must be a positive multiple of 8");
+  const sage_strides zero{1 << 20, 0, 128};  // an expanded K (every head the same rows): refused
+  EXPECT_REJECTED(call_strided(d, nullptr, &zero, nullptr, nullptr), SAGE_ERR_INVALID_ARGUMENT,
+                  "k_strides->head must be a positive multiple of 8 elements (16 bytes), got 0");
   const sage_strides head4{1 << 20, 4, 1024};
   EXPECT_REJECTED(call_strided(d, nullptr, &head4, nullptr, nullptr), SAGE_ERR_INVALID_ARGUMENT, "k_strides->head");
   EXPECT_REJECTED(call_strided(d, nullptr, nullptr, nullptr, &odd), SAGE_ERR_INVALID_ARGUMENT, "o_strides->seq");
-  // O's rows must not overlap; the inputs' may (a stride of 0 shares a tensor between heads).
+  // O's rows must not overlap (the inputs' may: views of one packed buffer).
   const sage_strides o_overlap{1 << 20, 64, 8 * 128};  // heads 64 apart, rows of 128
   EXPECT_REJECTED(call_strided(d, nullptr, nullptr, nullptr, &o_overlap), SAGE_ERR_INVALID_ARGUMENT,
                   "o_strides->head (64) makes O's rows overlap: it must be >= 128");
@@ -217,8 +220,9 @@ TEST(RuntimeApiValidation, StridedArguments) {
   const sage_strides any{3, 128, 5};
   const Outcome o = call_strided(one, &any, nullptr, nullptr, &any);
   EXPECT_EQ(o.status, SAGE_ERR_NO_DEVICE) << o.message;
-  const sage_strides shared{1 << 20, 0, 128};  // K read by every head: an input may overlap
-  const Outcome sh = call_strided(d, nullptr, &shared, &shared, nullptr);
+  // Inputs may overlap: K and V as interleaved views of one buffer [B, N, 2, Hkv, D].
+  const sage_strides kv{256 * 2 * 2 * 128, 128, 2 * 2 * 128};
+  const Outcome sh = call_strided(d, nullptr, &kv, &kv, nullptr);
   EXPECT_EQ(sh.status, SAGE_ERR_NO_DEVICE) << sh.message;
   // NULL strides everywhere: sage_attention itself, whatever the head dim.
   const Outcome c = call_strided(d100, nullptr, nullptr, nullptr, nullptr);

@@ -107,10 +107,10 @@ typedef struct sage_strides {
  * packed QKV projection ([B, N, 3, H, D]: seq stride 3*H*D, head stride D), or O written into a
  * slice of a larger buffer. A NULL strides pointer means that tensor is contiguous in
  * desc->layout, which still names the bucket (the tuned winner) the call takes. Strides must be
- * >= 0 and multiples of 8 elements (16 bytes: the kernels load 16-byte vectors and TMA rows),
+ * positive multiples of 8 elements (16 bytes: the kernels load 16-byte vectors and TMA rows),
  * so head_dim must be a multiple of 8 where any is given; a dimension of size 1 may have any
  * stride. O's rows must not overlap each other (checked) nor Q, K or V (not checked); the
- * inputs' may (a stride of 0 shares rows). Everything else is as for sage_attention(). */
+ * inputs' may. Everything else is as for sage_attention(). */
 SAGE_API sage_status sage_attention_strided(const sage_attention_desc* desc, const void* q, const sage_strides* q_strides,
                                             const void* k, const sage_strides* k_strides, const void* v,
                                             const sage_strides* v_strides, void* o, const sage_strides* o_strides,

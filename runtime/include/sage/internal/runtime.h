@@ -109,7 +109,7 @@ AttnProblem problem_of(const DescView& d, Policy* policy);
 // Null and alignment checks of one call's pointers (lse and workspace may be null).
 void check_pointers(const AttnArgs& a, const void* workspace);
 // The strides of a strided call (a.strided): a dimension of size 1 gets stride 0 (any stride
-// serves it); the others must be >= 0 and multiples of 8 elements, and then the head dim a
+// serves it); the others must be positive multiples of 8 elements, and then the head dim a
 // multiple of 8. Throws Error(invalid_argument) naming the tensor and the stride.
 void check_strides(const AttnProblem& p, AttnArgs& a);
 // Elements from a tensor's first to one past its last (the extent SAGE_CHECK_POINTERS checks).
