@@ -101,15 +101,11 @@ def attention(q, k, v, is_causal=False, tensor_layout="HND", sm_scale=None, retu
                          f"({tensor_layout} layout)")
 
     # Read the tensors where they are when the memory order allows it: transposed views of the
-    # other layout take that layout's kernels; other views (a packed QKV projection, a KV cache)
-    # are read through their strides where the head dim is a multiple of 8 (the operator copies
-    # what it cannot read); copy otherwise. The operator takes the tensors in the layout it
-    # reads and returns O contiguous in it; O comes back as a view in the requested one.
-    layout = _physical_layout((q, k, v), tensor_layout)
-    if layout is None:
-        if d % 8:
-            q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-        layout = tensor_layout
+    # other layout take that layout's kernels; other views go to the operator in the requested
+    # layout, which reads them through their strides where it can (a packed QKV projection, a KV
+    # cache) and copies the rest (_op.launch). The operator returns O contiguous in the layout it
+    # read; O comes back as a view in the requested one.
+    layout = _physical_layout((q, k, v), tensor_layout) or tensor_layout
     if layout != tensor_layout:
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     # Traced by torch.compile: the operator (one opaque node); run eagerly: the launch itself.
