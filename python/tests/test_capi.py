@@ -45,7 +45,7 @@ class CapiTest(unittest.TestCase):
         # Each field is checked by the library by name: a wrong struct layout would misreport them.
         self.refused(_capi.ERR_INVALID_ARGUMENT, "desc->heads_q (6) must be a multiple of desc->heads_kv (4)",
                      good(heads_q=6, heads_kv=4))
-        self.refused(_capi.ERR_UNSUPPORTED, "head_dim 256 is not supported", good(head_dim=256))
+        self.refused(_capi.ERR_UNSUPPORTED, "head_dim 512 is not supported", good(head_dim=512))
         self.refused(_capi.ERR_INVALID_ARGUMENT, "desc->seq_kv must be >= 1, got 0", good(seq_kv=0))
         bad = good()
         bad.policy = 9
@@ -98,7 +98,7 @@ class CapiTest(unittest.TestCase):
 
         def worker():
             try:
-                _capi.attention(good(head_dim=256), Q, K, V, O)
+                _capi.attention(good(head_dim=512), Q, K, V, O)
             except SageError as e:
                 errors.append(e)
 
@@ -106,13 +106,13 @@ class CapiTest(unittest.TestCase):
         t.start()
         t.join()
         self.assertEqual(len(errors), 1)
-        self.assertIn("head_dim 256", errors[0].message)
+        self.assertIn("head_dim 512", errors[0].message)
         e = self.refused(_capi.ERR_INVALID_ARGUMENT, "q is NULL", good(), q=0)
         self.assertNotIn("head_dim", e.message)
 
     def test_workspace_size_and_variant_validate_too(self):
         with self.assertRaises(SageError) as cm:
-            _capi.workspace_size(good(head_dim=200))
+            _capi.workspace_size(good(head_dim=300))
         self.assertEqual(cm.exception.status, _capi.ERR_UNSUPPORTED)
         with self.assertRaises(SageError) as cm:
             _capi.variant_name(good(batch=0))

@@ -302,8 +302,8 @@ def test_clear_errors():
         sagetune.attention(q, k, v[:, :, :32])
     with pytest.raises(ValueError, match="sm_scale"):
         sagetune.attention(q, k, v, sm_scale=-1.0)
-    with pytest.raises(SageError, match="head_dim 256 is not supported") as e:
-        sagetune.attention(*inputs(1, 4, 4, 64, 64, 256))
+    with pytest.raises(SageError, match="head_dim 320 is not supported") as e:
+        sagetune.attention(*inputs(1, 4, 4, 64, 64, 320))
     assert e.value.status == 2
     with pytest.raises(SageError, match="multiple of"):
         sagetune.attention(*inputs(1, 6, 4, 64, 64, 128))

@@ -117,7 +117,7 @@ std::size_t CacheKeyHash::operator()(const CacheKey& k) const noexcept {
 const std::vector<int>& supported_head_dims() {
   // templates/attn_mma.cu.j2 and configs/search_space.yaml: every pipeline has variants for
   // these (tests/runtime/test_keys.cpp checks this against the search space).
-  static const std::vector<int> dims{64, 128};
+  static const std::vector<int> dims{64, 128, 256};
   return dims;
 }
 

@@ -55,8 +55,9 @@ AttnProblem problem_of(const DescView& d, Policy* policy) {
                 cat("causal attention needs seq_q <= seq_kv (the mask is bottom-right aligned: query i sees keys "
                     "j <= i + seq_kv - seq_q), got seq_q ", d.seq_q, " > seq_kv ", d.seq_kv));
   if (kernel_head_dim(d.head_dim) == 0)
-    throw Error(Errc::unsupported, cat("head_dim ", d.head_dim, " is not supported (supported: ", dims_list(),
-                                       ", and any below ", supported_head_dims().back(), " by zero-padding)"));
+    throw Error(Errc::unsupported, cat("head_dim ", d.head_dim, " is not supported (the kernels' head dims are ", dims_list(),
+                                       "; any other up to ", supported_head_dims().back(),
+                                       " runs on the next one's kernels)"));
   if (d.heads_q > kMaxGridYZ || d.batch > kMaxGridYZ)
     throw Error(Errc::unsupported, cat("batch (", d.batch, ") and heads_q (", d.heads_q, ") must each be <= ", kMaxGridYZ,
                                        " (CUDA grid limit)"));

@@ -589,7 +589,7 @@ TEST(SearchSpaceBuiltin, LoadsAndHasVariantsForEveryArch) {
   for (auto& arch : s.archs()) {
     Enumeration en = s.enumerate({{arch}, "", {"mma"}});
     EXPECT_GE(en.variants.size(), 20u) << arch;
-    EXPECT_LE(en.variants.size(), 80u) << arch;
+    EXPECT_LE(en.variants.size(), 90u) << arch;
     EXPECT_TRUE(s.find("reference_" + s.arch(arch).tag()).has_value()) << arch;
     for (auto& v : en.variants) {
       EXPECT_LE(v.get_int("smem_bytes"), s.arch(arch).smem_max) << v.name;

@@ -219,6 +219,8 @@ const Case kCases[] = {
     {"D128_NHD_BF16_GQA4_Causal_NqLtNkv_Lse", make(1, 8, 2, 200, 333, 128, true, Layout::NHD, DType::bf16, true)},
     {"D64_HND_FP16_GQA4_Causal_Lse", make(2, 4, 1, 1000, 1000, 64, true, Layout::HND, DType::fp16, true)},
     {"D128_NHD_FP16_Nq1_Nkv4097_Scale_Lse", make(1, 2, 2, 1, 4097, 128, false, Layout::NHD, DType::fp16, true, 0.3f)},
+    {"D256_HND_FP16_GQA2_Causal_Lse", make(2, 4, 2, 700, 900, 256, true, Layout::HND, DType::fp16, true)},
+    {"D256_NHD_BF16_Decode_GQA4", make(2, 16, 4, 1, 3000, 256, false, Layout::NHD, DType::bf16)},
 };
 
 class RuntimeGpuBitwise : public RuntimeGpu, public ::testing::WithParamInterface<Case> {};
@@ -263,7 +265,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RuntimeGpuBitwise, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // ---- head dims the kernels lack ---------------------------------------------------------------
-// A call of head dim d below 128 other than 64 runs on the kernel of the next head dim: on the
+// A call of head dim d up to 256 other than 64, 128 and 256 runs on the kernel of the next head dim: on the
 // caller's tensors where d is a multiple of 8 (the kernels read the rows as zero-padded and
 // write d columns of O), else on zero-padded copies. Either way its O (d columns) and LSE are
 // bitwise the launcher's for the padded bucket's variant on inputs padded on the host (zeros
@@ -281,6 +283,11 @@ const Case kPaddedCases[] = {
     {"D96_NHD_FP16_Prefill16K", make(1, 4, 4, 16384, 16384, 96, false, Layout::NHD, DType::fp16)},
     {"D100_HND_FP16_Copies_Lse", make(1, 8, 2, 1000, 3000, 100, false, Layout::HND, DType::fp16, true)},
     {"D36_NHD_BF16_Copies_Decode", make(2, 16, 4, 1, 5000, 36, false, Layout::NHD, DType::bf16)},
+    // Above 128: the head-dim-256 kernels (native only), in place and through copies.
+    {"D192_HND_FP16_GQA4_Causal_Lse", make(1, 8, 2, 1000, 1500, 192, true, Layout::HND, DType::fp16, true)},
+    {"D160_NHD_BF16_Prefill2K", make(2, 4, 4, 2048, 2048, 160, false, Layout::NHD, DType::bf16)},
+    {"D200_HND_FP16_Decode_GQA4_Lse", make(2, 16, 4, 1, 3000, 200, false, Layout::HND, DType::fp16, true)},
+    {"D130_NHD_FP16_Copies_Lse", make(1, 4, 2, 300, 500, 130, false, Layout::NHD, DType::fp16, true)},
 };
 
 class RuntimeGpuPadded : public RuntimeGpu, public ::testing::WithParamInterface<Case> {};
@@ -392,6 +399,8 @@ const StridedCase kStridedCases[] = {
     {"NHD_FP16_D96_Packed_BelowTheKernels", make(1, 8, 8, 2000, 2000, 96, false, Layout::NHD, DType::fp16), 0},
     {"NHD_FP16_D128_DecodeFromKvCache_GQA_Lse", make(2, 32, 8, 1, 5000, 128, false, Layout::NHD, DType::fp16, true),
      8192},
+    {"NHD_BF16_D256_Packed_Causal", make(1, 8, 4, 1500, 1500, 256, true, Layout::NHD, DType::bf16), 0},
+    {"NHD_FP16_D256_DecodeFromKvCache_GQA", make(2, 16, 8, 1, 3000, 256, false, Layout::NHD, DType::fp16), 4096},
 };
 
 class RuntimeGpuStrided : public RuntimeGpu, public ::testing::WithParamInterface<StridedCase> {};

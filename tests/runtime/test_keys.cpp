@@ -139,8 +139,10 @@ TEST(RuntimeKeys, HeadDimsBelowTheLargestAreServedByTheNextKernelHeadDim) {
   EXPECT_EQ(rt::kernel_head_dim(65), 128);
   EXPECT_EQ(rt::kernel_head_dim(96), 128);
   EXPECT_EQ(rt::kernel_head_dim(128), 128);
-  EXPECT_EQ(rt::kernel_head_dim(129), 0);
-  EXPECT_EQ(rt::kernel_head_dim(256), 0);
+  EXPECT_EQ(rt::kernel_head_dim(129), 256);
+  EXPECT_EQ(rt::kernel_head_dim(192), 256);
+  EXPECT_EQ(rt::kernel_head_dim(256), 256);
+  EXPECT_EQ(rt::kernel_head_dim(257), 0);
   // The C API's validation keeps the call's own head dim (the padding happens at the call).
   rt::Policy policy;
   const rt::DescView d{1, 8, 2, 100, 200, 96, 0, 0, 0, 0.f, 0};

@@ -37,7 +37,7 @@ TEST(Defaults, EveryArchHeadDimAndPolicyHasAnAdmittedVariant) {
   const gen::SearchSpace space = gen::SearchSpace::builtin();
   const tuner::ProblemsConfig cfg = tuner::ProblemsConfig::builtin();
   for (const std::string& arch : space.archs()) {
-    for (int d : {64, 128}) {
+    for (int d : {64, 128, 256}) {
       for (const auto& [name, policy] : cfg.policies) {
         std::string v;
         ASSERT_NO_THROW(v = tuner::default_variant(arch, d, name)) << arch << " d" << d << " " << name;

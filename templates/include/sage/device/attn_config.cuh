@@ -72,6 +72,9 @@ struct MmaAttnConfig {
   static constexpr int QROW = NATIVE ? 2 * D : INT4 ? D / 2 : D;  // bytes of one Q/K row
   static constexpr int QK_KSTEP_BYTES = 32;         // m16n8k32 (s8), m16n8k64 (s4), m16n8k16 (16-bit)
   static constexpr int QK_KSTEPS = QROW / QK_KSTEP_BYTES;
+  // head_dim 256 (native): Q's A fragments would take 64 registers beside O's 128, so each
+  // k-step reads them from shared memory (attn_mma.cuh: QOperand).
+  static constexpr bool Q_SMEM = NATIVE && D == 256;
   static constexpr float QMAX = INT4 ? 7.0f : 127.0f;
   static constexpr int Q_GROUPS = GRAN == Gran::per_thread ? WARPS * 8 : GRAN == Gran::per_warp ? WARPS : 1;
   static constexpr int K_GROUPS = GRAN == Gran::per_thread ? 4 : 1;
@@ -110,7 +113,7 @@ struct MmaAttnConfig {
   // tile (per_block) needs one tile per job. runtime/src/launch/launch.cpp: q_tiles_per_job.
   static constexpr int Q_TILES_PER_JOB = (BM < 128 && 128 % BM == 0 && !SMOOTH_Q && GRAN != Gran::per_block) ? 128 / BM : 1;
 
-  static_assert(D == 64 || D == 128, "head_dim 64 or 128");
+  static_assert(D == 64 || D == 128 || (D == 256 && NATIVE), "head_dim 64 or 128 (native: also 256)");
   static_assert(WARP_Q == 16 || WARP_Q == 32, "16 or 32 query rows per warp");
   static_assert(BN % 32 == 0 && BN >= 32, "BLOCK_N must be a multiple of 32");
   static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 stages");

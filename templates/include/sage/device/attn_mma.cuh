@@ -109,10 +109,16 @@ struct KvLoader {
   static constexpr int V_CHUNKS = V_ROWS * L::VCPR;
   static constexpr int V_ROWS_PER_PASS = T / L::VCPR;
   static_assert(T % L::QCPR == 0 && T % L::VCPR == 0, "threads must cover whole rows");
-  static_assert(K_ROWS_PER_PASS % 8 == 0 || K_CHUNKS <= T, "swizzle phase must repeat across passes");
-  static_assert(V_ROWS_PER_PASS % 8 == 0 || V_CHUNKS <= T, "swizzle phase must repeat across passes");
+  // A thread's swizzle phase (row & 7) is the same in every pass when a pass covers a multiple
+  // of 8 rows; with 4 rows a pass (head_dim 256 native: 32 chunks a row, 128 threads) it
+  // alternates, and the odd passes' chunks sit at the column XOR 4 (k_dx, v_dx).
+  static constexpr bool K_ALT = K_ROWS_PER_PASS % 8 == 4 && K_CHUNKS > T;
+  static constexpr bool V_ALT = V_ROWS_PER_PASS % 8 == 4 && V_CHUNKS > T;
+  static_assert(K_ROWS_PER_PASS % 8 == 0 || K_CHUNKS <= T || (K_ALT && L::QCPR >= 8), "swizzle phase must repeat across passes");
+  static_assert(V_ROWS_PER_PASS % 8 == 0 || V_CHUNKS <= T || (V_ALT && L::VCPR >= 8), "swizzle phase must repeat across passes");
 
   u32 k_dst, v_dst;      // shared-memory offsets of this thread's first chunk
+  int k_dx, v_dx;        // K_ALT / V_ALT: what the odd passes add to them
   u32 k_src;             // byte offset of its first K chunk within a tile
   i64 k_nsrc;            // native: the same in the caller's K (row part)
   i64 k_pass_stride;     // native: bytes between this thread's K chunks
@@ -127,6 +133,7 @@ struct KvLoader {
     const int tid = threadIdx.x;
     const int kr = tid / L::QCPR, kc = tid % L::QCPR;
     k_dst = swz<L::QCPR>(kr, kc);
+    k_dx = K_ALT ? int(swz<L::QCPR>(kr + 4, kc)) - int(k_dst) - 4 * L::QCPR * 16 : 0;
     k_src = kr * Cfg::QROW + kc * 16;
     k_nsrc = i64(kr) * ks.row_stride + kc * 16;
     k_pass_stride = i64(K_ROWS_PER_PASS) * ks.row_stride;
@@ -134,6 +141,7 @@ struct KvLoader {
     k_rows = kc * 16 < ks.row_bytes ? ks.rows_valid : 0;
     const int vr = tid / L::VCPR, vc = tid % L::VCPR;
     v_dst = swz<L::VCPR>(vr, vc);
+    v_dx = V_ALT ? int(swz<L::VCPR>(vr + 4, vc)) - int(v_dst) - 4 * L::VCPR * 16 : 0;
     v_src = i64(vr) * vs.row_stride + vc * 16;
     v_pass_stride = i64(V_ROWS_PER_PASS) * vs.row_stride;
     v_row0 = vr;
@@ -150,7 +158,7 @@ struct KvLoader {
       for (int i = 0; i < cdiv(K_CHUNKS, T); ++i) {
         if (K_CHUNKS % T == 0 || threadIdx.x + i * T < K_CHUNKS) {
           const bool ok = full || n0 + k_row0 + i * K_ROWS_PER_PASS < k_rows;
-          cp_async16(sK + k_dst + i * T * 16, ok ? k + i * k_pass_stride : ks.base, ok ? 16 : 0);
+          cp_async16(sK + k_dst + i * T * 16 + (K_ALT && i % 2 ? k_dx : 0), ok ? k + i * k_pass_stride : ks.base, ok ? 16 : 0);
         }
       }
     } else {
@@ -158,14 +166,14 @@ struct KvLoader {
 #pragma unroll
       for (int i = 0; i < cdiv(K_CHUNKS, T); ++i)
         if (K_CHUNKS % T == 0 || threadIdx.x + i * T < K_CHUNKS)
-          cp_async16(sK + k_dst + i * T * 16, k + i * K_ROWS_PER_PASS * Cfg::QROW);
+          cp_async16(sK + k_dst + i * T * 16 + (K_ALT && i % 2 ? k_dx : 0), k + i * K_ROWS_PER_PASS * Cfg::QROW);
     }
     if constexpr (Cfg::V8) {
       const u8* v = vs.base + i64(tile) * Cfg::BN + v_src;
 #pragma unroll
       for (int i = 0; i < cdiv(V_CHUNKS, T); ++i)
         if (V_CHUNKS % T == 0 || threadIdx.x + i * T < V_CHUNKS)
-          cp_async16(sV + v_dst + i * T * 16, v + i * v_pass_stride);
+          cp_async16(sV + v_dst + i * T * 16 + (V_ALT && i % 2 ? v_dx : 0), v + i * v_pass_stride);
     } else {
       const int n0 = tile * Cfg::BN;
       const u8* v = vs.base + i64(n0) * vs.row_stride + v_src;
@@ -174,7 +182,7 @@ struct KvLoader {
       for (int i = 0; i < cdiv(V_CHUNKS, T); ++i) {
         if (V_CHUNKS % T == 0 || threadIdx.x + i * T < V_CHUNKS) {
           const bool ok = full || n0 + v_row0 + i * V_ROWS_PER_PASS < v_rows;
-          cp_async16(sV + v_dst + i * T * 16, ok ? v + i * v_pass_stride : vs.base, ok ? 16 : 0);
+          cp_async16(sV + v_dst + i * T * 16 + (V_ALT && i % 2 ? v_dx : 0), ok ? v + i * v_pass_stride : vs.base, ok ? 16 : 0);
         }
       }
     }
@@ -188,13 +196,15 @@ template <class Cfg>
 struct LaneOffsets {
   using L = Layout<Cfg>;
   static constexpr int VK = Cfg::V8 ? Cfg::BN / 32 : (Cfg::D / 16 < 4 ? Cfg::D / 16 : 4);
-  u32 k[Cfg::QK_KSTEPS];
+  // Q_SMEM: the offsets of one 8-chunk group, the k-th at k[k % 4] + (k / 4) * 128 (kof).
+  static constexpr int KK = Cfg::Q_SMEM ? 4 : Cfg::QK_KSTEPS;
+  u32 k[KK];
   u32 v[VK];
   SAGE_DEV void init() {
     const int lane = threadIdx.x % 32;
     const int row = (lane & 7) + 8 * (lane >> 4), b = (lane >> 3) & 1;
 #pragma unroll
-    for (int i = 0; i < Cfg::QK_KSTEPS; ++i) k[i] = swz<L::QCPR>(row, 2 * i + b);
+    for (int i = 0; i < KK; ++i) k[i] = swz<L::QCPR>(row, 2 * i + b);
     if constexpr (Cfg::V8) {
 #pragma unroll
       for (int i = 0; i < VK; ++i) v[i] = swz<L::VCPR>(row, 2 * i + b);
@@ -204,6 +214,7 @@ struct LaneOffsets {
       for (int i = 0; i < VK; ++i) v[i] = swz<L::VCPR>(trow, 2 * i + hb);
     }
   }
+  SAGE_DEV u32 kof(int i) const { return Cfg::Q_SMEM ? k[i % 4] + (i / 4) * 128 : k[i]; }
   // FP16 V, chunk pair q: chunks 2q and 2q+1 of 8-chunk group q/4 (XOR stays inside a group).
   SAGE_DEV u32 v16(int q) const { return v[q % 4] + (q / 4) * 8 * 16; }
 };
@@ -230,15 +241,75 @@ struct TileScores {
   i32 ds[Cfg::SMOOTH_Q ? NT : 1][4];
 };
 
+// The warp's Q as the A operand of Q K^T: its fragments in registers, loaded once (f), or
+// (Q_SMEM) the lane's ldmatrix addresses in the Q tile for the k-steps of one 8-chunk group
+// (at), the k-th fragment at at[a][k % 4] + (k / 4) * 128: the swizzle XORs within a group.
+template <class Cfg, bool = Cfg::Q_SMEM>
+struct QOperand {
+  u32 f[Cfg::SLABS][Cfg::QK_KSTEPS][4];
+  SAGE_DEV void init(u32 sQ, int warp, int lane) {
+    using L = Layout<Cfg>;
+#pragma unroll
+    for (int a = 0; a < Cfg::SLABS; ++a)
+#pragma unroll
+      for (int k = 0; k < Cfg::QK_KSTEPS; ++k)
+        ldsm_x4(f[a][k], sQ + swz<L::QCPR>(warp * Cfg::WARP_Q + 16 * a + (lane & 15), 2 * k + (lane >> 4)));
+  }
+};
+template <class Cfg>
+struct QOperand<Cfg, true> {
+  u32 at[Cfg::SLABS][4];
+  SAGE_DEV void init(u32 sQ, int warp, int lane) {
+    using L = Layout<Cfg>;
+    static_assert(L::QCPR % 8 == 0, "whole 8-chunk swizzle groups");
+#pragma unroll
+    for (int a = 0; a < Cfg::SLABS; ++a)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) at[a][j] = sQ + swz<L::QCPR>(warp * Cfg::WARP_Q + 16 * a + (lane & 15), 2 * j + (lane >> 4));
+  }
+};
+
 // S = Q K^T for one tile (and dS = q_mean K^T when smoothing Q). BF16: the native kernel's
 // BF16 inputs.
 template <class Cfg, bool BF16 = false>
-SAGE_DEV void qk_tile(TileScores<Cfg>& S, const u32 (&qf)[Cfg::SLABS][Cfg::QK_KSTEPS][4],
+SAGE_DEV void qk_tile(TileScores<Cfg>& S, const QOperand<Cfg>& q,
                       const u32 (&qbar)[Cfg::QK_KSTEPS][4], u32 sK, const LaneOffsets<Cfg>& lo) {
   using L = Layout<Cfg>;
   constexpr int SL = Cfg::SLABS, NT = Cfg::BN / 8;
   auto& s = S.s;
   auto& ds = S.ds;
+  if constexpr (Cfg::Q_SMEM) {
+    // Native only: k-steps outside, so each Q fragment is read from shared memory once a tile.
+#pragma unroll
+    for (int a = 0; a < SL; ++a)
+#pragma unroll
+      for (int n = 0; n < NT; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[a][n][e] = 0.f;
+#pragma unroll
+    for (int k = 0; k < Cfg::QK_KSTEPS; ++k) {
+      u32 qa[SL][4];
+#pragma unroll
+      for (int a = 0; a < SL; ++a) ldsm_x4(qa[a], q.at[a][k % 4] + (k / 4) * 128);
+#pragma unroll
+      for (int p2 = 0; p2 < NT / 2; ++p2) {
+        u32 kf[4];
+        ldsm_x4(kf, sK + lo.kof(k) + p2 * 16 * L::QCPR * 16);
+#pragma unroll
+        for (int a = 0; a < SL; ++a) {
+          if constexpr (BF16) {
+            mma_bf16_f32(s[a][2 * p2], qa[a], kf[0], kf[1]);
+            mma_bf16_f32(s[a][2 * p2 + 1], qa[a], kf[2], kf[3]);
+          } else {
+            mma_f16_f32(s[a][2 * p2], qa[a], kf[0], kf[1]);
+            mma_f16_f32(s[a][2 * p2 + 1], qa[a], kf[2], kf[3]);
+          }
+        }
+      }
+    }
+    return;
+  } else {
+  const auto& qf = q.f;
 #pragma unroll
   for (int a = 0; a < SL; ++a)
 #pragma unroll
@@ -256,7 +327,7 @@ SAGE_DEV void qk_tile(TileScores<Cfg>& S, const u32 (&qf)[Cfg::SLABS][Cfg::QK_KS
 #pragma unroll
     for (int k = 0; k < Cfg::QK_KSTEPS; ++k) {
       u32 kf[4];
-      ldsm_x4(kf, sK + lo.k[k] + p2 * 16 * L::QCPR * 16);
+      ldsm_x4(kf, sK + lo.kof(k) + p2 * 16 * L::QCPR * 16);
 #pragma unroll
       for (int a = 0; a < SL; ++a) {
         if constexpr (Cfg::NATIVE && BF16) {
@@ -283,6 +354,7 @@ SAGE_DEV void qk_tile(TileScores<Cfg>& S, const u32 (&qf)[Cfg::SLABS][Cfg::QK_KS
         }
       }
     }
+  }
   }
 }
 
@@ -777,12 +849,8 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   }
   __syncthreads();
 
-  u32 qf[SL][Cfg::QK_KSTEPS][4];
-#pragma unroll
-  for (int a = 0; a < SL; ++a)
-#pragma unroll
-    for (int k = 0; k < Cfg::QK_KSTEPS; ++k)
-      ldsm_x4(qf[a][k], sQ + swz<L::QCPR>(warp * Cfg::WARP_Q + 16 * a + (lane & 15), 2 * k + (lane >> 4)));
+  QOperand<Cfg> qf;
+  qf.init(sQ, warp, lane);
   int qg = 0;
   if constexpr (Cfg::GRAN == Gran::per_thread) qg = warp * 8 + gid;
   else if constexpr (Cfg::GRAN == Gran::per_warp) qg = warp;

@@ -64,8 +64,11 @@ struct NativeAttnConfig {
   // its mbarriers in what the alignment leaves over, before or after the tiles).
   static constexpr int SMEM_BYTES = (SMEM_MAIN > SMEM_EPI ? SMEM_MAIN : SMEM_EPI) + 1024;
 
-  static_assert(D == 64 || D == 128, "head_dim 64 or 128");
+  static_assert(D == 64 || D == 128 || D == 256, "head_dim 64, 128 or 256");
   static_assert(BN == 64 || BN == 128, "wgmma n = BLOCK_N is instantiated for 64 and 128");
+  // D=256: O alone takes 128 registers a thread; the persistent kernels' two Q buffers and
+  // their ring do not fit shared memory next to 256-column tiles.
+  static_assert(D < 256 || (BN == 64 && !PERSISTENT), "head_dim 256: 64-key tiles, not persistent");
   static_assert(WARPGROUPS >= 1 && WARPGROUPS <= (PERSISTENT ? 3 : 2), "one or two warpgroups (persistent: up to three)");
   static_assert(!PERSISTENT || WARPGROUPS >= 2, "the persistent kernel has two or three consumers");
   // persistent: the registers setmaxnreg leaves the producer's threads and gives the
@@ -134,8 +137,15 @@ SAGE_DEV void issue_pv(float (&o)[Cfg::D / 2], const u32 (&pa)[Cfg::BN / 16][4],
   constexpr int D = Cfg::D, BN = Cfg::BN;
   const u32 dv = desc_lo(sV, BN * 128);
   wgmma_fence();
+  // N = D up to 128 in one wgmma; D=256 as two of N = 128 over O's column halves (V's column
+  // blocks 0-1 and 2-3: 2 * BN * 128 bytes apart).
+  constexpr int NW = D < 128 ? D : 128;
 #pragma unroll
-  for (int k = 0; k < BN / 16; ++k) mma_rs<D, BF16>(o, pa[k], desc_of(dv + u32((k * 16 * 128) >> 4)), 1);
+  for (int k = 0; k < BN / 16; ++k)
+#pragma unroll
+    for (int hh = 0; hh < D / NW; ++hh)
+      mma_rs<NW, BF16>(reinterpret_cast<float(&)[NW / 2]>(o[hh * (NW / 2)]), pa[k],
+                       desc_of(dv + u32((k * 16 * 128 + hh * (NW / 64) * BN * 128) >> 4)), 1);
   wgmma_commit();
 }
 
