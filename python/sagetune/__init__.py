@@ -71,8 +71,8 @@ def attention(q, k, v, is_causal=False, tensor_layout="HND", sm_scale=None, retu
     """softmax(sm_scale * q k^T [causal]) v with the tuned quantized kernels.
 
     q: [B, Hq, Nq, D] ("HND") or [B, Nq, Hq, D] ("NHD"); k, v: the same with Hkv, Nkv. fp16 or
-    bf16 CUDA tensors; D up to 128 (other than 64 and 128: the next one's kernels, reading the
-    rows as zero-padded); Hq a multiple of Hkv (grouped-query attention). Causal
+    bf16 CUDA tensors; D up to 256 (other than 64, 128 and 256: the next one's kernels, reading
+    the rows as zero-padded); Hq a multiple of Hkv (grouped-query attention). Causal
     masking is bottom-right aligned (query i sees keys j <= i + Nkv - Nq), so it needs Nq <= Nkv;
     for Nq == Nkv it is the usual mask. sm_scale None: 1/sqrt(D). policy: "balanced" (default),
     "accurate" (FP16 P.V only) or "fast".

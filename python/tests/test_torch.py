@@ -61,7 +61,7 @@ def inputs(b, hq, hkv, nq, nkv, d, dtype=torch.float16, seed=0):
 COS_MIN, REL_L1_MAX = 0.999, 0.04
 
 
-@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("d", [64, 128, 256])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_matches_fp32_reference(d, causal, dtype):
@@ -230,11 +230,12 @@ def test_views_the_kernels_cannot_read_are_copied():
     assert torch.equal(sagetune.attention(q, k, v), want)
 
 
-@pytest.mark.parametrize("d", [40, 80, 96, 112])
-def test_head_dims_below_128_by_zero_padding(d):
-    """Head dims the kernels lack (other than 64 and 128, up to 128) run at the next kernel head
-    dim, the rows read as zero-padded, with 1/sqrt(d) as the default scale: the balanced thresholds
-    against the FP32 reference, with LSE, GQA and causal; NHD views read in place."""
+@pytest.mark.parametrize("d", [40, 80, 96, 112, 136, 160, 192, 200, 248, 130])
+def test_head_dims_the_kernels_lack_by_zero_padding(d):
+    """Head dims the kernels lack (other than 64, 128 and 256, up to 256) run at the next kernel
+    head dim, the rows read as zero-padded (130: on zero-padded copies), with 1/sqrt(d) as the
+    default scale: the balanced thresholds against the FP32 reference, with LSE, GQA and causal;
+    NHD views read in place."""
     q, k, v = inputs(1, 8, 2, 300, 700, d, seed=d)
     o, lse = sagetune.attention(q, k, v, is_causal=True, return_lse=True)
     ref, ref_lse = reference(q, k, v, True)

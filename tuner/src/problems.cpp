@@ -149,7 +149,8 @@ ProblemsConfig ProblemsConfig::from_string(const std::string& yaml, const std::s
     c.only_keys(n, key, {"head_dim", "causal", "dtype", "layout", "seq", "bh"});
     std::vector<int> hd = c.int_list(c.need(n, key, "head_dim"), key + ".head_dim");
     for (std::size_t i = 0; i < hd.size(); ++i)
-      if (hd[i] != 64 && hd[i] != 128) c.fail(n["head_dim"][i], cat(key, ".head_dim[", i, "]"), "head_dim must be 64 or 128");
+      if (hd[i] != 64 && hd[i] != 128 && hd[i] != 256)
+        c.fail(n["head_dim"][i], cat(key, ".head_dim[", i, "]"), "head_dim must be 64, 128 or 256 (the kernels' head dims)");
     std::vector<bool> causal;
     c.each(c.need(n, key, "causal"), key + ".causal",
            [&](const YAML::Node& x, const std::string& k) { causal.push_back(c.as<bool>(x, k, "a boolean")); });
