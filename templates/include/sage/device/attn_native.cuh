@@ -30,7 +30,7 @@ namespace sage {
 // evenly among the CTAs cut the last round's key tiles over the CTAs (TailSplit below); the
 // producer warp hands each item to the consumers in shared memory.
 template <int HEAD_DIM, int BLOCK_N, int WARPGROUPS, int STAGES_, int MIN_CTAS_, bool PERSISTENT_ = false,
-          bool OVERLAP_ = false, bool PINGPONG_ = false, bool SPLIT_ = false>
+          bool OVERLAP_ = false, bool PINGPONG_ = false, bool SPLIT_ = false, int QREG_STEPS_ = 8>
 struct NativeAttnConfig {
   static constexpr int D = HEAD_DIM;
   static constexpr int BN = BLOCK_N;
@@ -50,6 +50,11 @@ struct NativeAttnConfig {
   static constexpr bool V_FP8 = false, V8 = false, SMOOTH_V = false, SMOOTH_K = false, ROW_SUMS_COMPLETE = false;
   static constexpr dev::PScale P_SCALE = dev::PScale::one;
 
+  // Q K^T k-steps whose Q fragments stay in registers (the rest read Q from shared memory):
+  // at D=256 an SS m64n64k16 reads 4 KiB of shared memory in its 32 tensor cycles, the SM's
+  // whole 128 bytes a cycle, so the register half of the k-steps (A from registers, 2 KiB)
+  // leaves the ring's TMA writes room; the other half would not fit beside O's 128 registers.
+  static constexpr int Q_REG_STEPS = D == 256 && !PERSISTENT ? QREG_STEPS_ : 0;
   static constexpr int COLS = 64;         // elements of one 128-byte swizzled row block
   static constexpr int CHUNKS = D / COLS;  // column blocks of a tile
   static constexpr int SMEM_Q = BM * D * 2;
@@ -101,6 +106,12 @@ SAGE_DEV void mma_ss(float (&d)[N / 2], u64 a, u64 b, int acc) {
     else wgmma_f16_m64n128k16_ss(d, a, b, acc);
   }
 }
+// S (+)= A B for 16 of K: A from registers, B from shared memory (K-major); N = 64.
+template <bool BF16>
+SAGE_DEV void mma_rs_k(float (&d)[32], const u32 (&a)[4], u64 b, int acc) {
+  if constexpr (BF16) wgmma_bf16_m64n64k16_rs(d, a, b, acc);
+  else wgmma_f16_m64n64k16_rs(d, a, b, acc);
+}
 // O (+)= P V for 16 keys: P from registers, V from shared memory (MN-major).
 template <int N, bool BF16>
 SAGE_DEV void mma_rs(float (&d)[N / 2], const u32 (&a)[4], u64 b, int acc) {
@@ -129,6 +140,38 @@ SAGE_DEV void issue_qk(float (&s)[Cfg::BN / 2], u32 sQw, u32 sK) {
     mma_ss<BN, BF16>(s, desc_of(dq + u32(((k / 4) * BM * 128 + (k % 4) * 32) >> 4)),
                      desc_of(dk + u32(((k / 4) * BN * 128 + (k % 4) * 32) >> 4)), k > 0);
   wgmma_commit();
+}
+// The same with the first Cfg::Q_REG_STEPS k-steps' Q from registers (qa: load_q_regs).
+template <class Cfg, bool BF16>
+SAGE_DEV void issue_qk(float (&s)[Cfg::BN / 2], const u32 (&qa)[Cfg::Q_REG_STEPS > 0 ? Cfg::Q_REG_STEPS : 1][4],
+                       u32 sQw, u32 sK) {
+  constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, QR = Cfg::Q_REG_STEPS;
+  static_assert(BN == 64, "A from registers: the N = 64 wrapper");
+  const u32 dq = desc_lo(sQw), dk = desc_lo(sK);
+  wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < D / 16; ++k) {
+    const u64 bk = desc_of(dk + u32(((k / 4) * BN * 128 + (k % 4) * 32) >> 4));
+    if (k < QR) mma_rs_k<BF16>(s, qa[k < QR ? k : 0], bk, k > 0);
+    else mma_ss<BN, BF16>(s, desc_of(dq + u32(((k / 4) * BM * 128 + (k % 4) * 32) >> 4)), bk, k > 0);
+  }
+  wgmma_commit();
+}
+// Q's A fragments (m16n8k16 layout per warp) of the first Cfg::Q_REG_STEPS k-steps, from the
+// CTA's Q tile (64-column blocks of BM 128-byte rows, 128B swizzle); wrow: the warp's first row.
+template <class Cfg>
+SAGE_DEV void load_q_regs(u32 (&qa)[Cfg::Q_REG_STEPS][4], const u8* sQ, int wrow) {
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+#pragma unroll
+  for (int k = 0; k < Cfg::Q_REG_STEPS; ++k)
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = wrow + gid + 8 * h;
+        qa[k][h + 2 * half] = *reinterpret_cast<const u32*>(
+            sQ + (k / 4) * Cfg::BM * 128 + r * 128 + (((2 * (k % 4) + half) ^ (r & 7)) * 16) + 4 * tig);
+      }
 }
 // O += P V of one tile, issued as one wgmma group: P's A fragments from registers, the V tile
 // at sV read MN-major (the leading offset: the next 64-column block, BN rows further).
@@ -325,6 +368,9 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
   const u32 sQw = sQ + wg * 64 * 128;
   const bool lane0 = threadIdx.x % 32 == 0;
   mbar_wait(bar0, 0);
+  constexpr int QR = Cfg::Q_REG_STEPS;
+  u32 qa[QR > 0 ? QR : 1][4];
+  if constexpr (QR > 0) load_q_regs<Cfg>(qa, smem, wg * 64 + 16 * (warp % 4));
   // FAST: each warp's softmax first tries softmax_fast (no row maxima). A warp for which it
   // does not hold adds nothing to O on this tile (P V with P = 0), and a CTA barrier at the
   // tile's end votes (bar.red): if any warp gave up, the tile runs again (its K and V are still
@@ -357,7 +403,8 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
     }
     mbar_wait(k_full(slot), phase);
     float s[BN / 2];
-    issue_qk<Cfg, BF16>(s, sQw, sK);
+    if constexpr (QR > 0) issue_qk<Cfg, BF16>(s, qa, sQw, sK);
+    else issue_qk<Cfg, BF16>(s, sQw, sK);
     wgmma_wait<0>();
     fence_regs(s);
     if (SPLIT && !FAST && lane0) mbar_arrive(k_empty(slot));
