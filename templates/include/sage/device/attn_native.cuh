@@ -161,17 +161,7 @@ SAGE_DEV void issue_qk(float (&s)[Cfg::BN / 2], const u32 (&qa)[Cfg::Q_REG_STEPS
 // CTA's Q tile (64-column blocks of BM 128-byte rows, 128B swizzle); wrow: the warp's first row.
 template <class Cfg>
 SAGE_DEV void load_q_regs(u32 (&qa)[Cfg::Q_REG_STEPS][4], const u8* sQ, int wrow) {
-  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-#pragma unroll
-  for (int k = 0; k < Cfg::Q_REG_STEPS; ++k)
-#pragma unroll
-    for (int half = 0; half < 2; ++half)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = wrow + gid + 8 * h;
-        qa[k][h + 2 * half] = *reinterpret_cast<const u32*>(
-            sQ + (k / 4) * Cfg::BM * 128 + r * 128 + (((2 * (k % 4) + half) ^ (r & 7)) * 16) + 4 * tig);
-      }
+  load_a_frags(qa, sQ, wrow, [](int r, int c) { return (c / 8) * Cfg::BM * 128 + r * 128 + ((c % 8) ^ (r & 7)) * 16; });
 }
 // O += P V of one tile, issued as one wgmma group: P's A fragments from registers, the V tile
 // at sV read MN-major (the leading offset: the next 64-column block, BN rows further).

@@ -103,15 +103,8 @@ SAGE_DEV void qk_mma_rs(i32 (&d)[N / 2], const u32 (&a)[4], u64 db, int acc) {
 template <class Cfg, int KS>
 SAGE_DEV void load_q_frags(u32 (&qa)[KS][4], const u8* smem, int row) {
   using L = Layout<Cfg>;
-  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-#pragma unroll
-  for (int k = 0; k < Cfg::QK_KSTEPS; ++k)
-#pragma unroll
-    for (int half = 0; half < 2; ++half)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        qa[k][h + 2 * half] =
-            *reinterpret_cast<const u32*>(smem + L::Q + swz<L::QCPR>(row + gid + 8 * h, 2 * k + half) + 4 * tig);
+  static_assert(KS == Cfg::QK_KSTEPS, "every k-step");
+  load_a_frags(qa, smem + L::Q, row, [](int r, int c) { return swz<L::QCPR>(r, c); });
 }
 
 // The shared-memory descriptors of Q/K tiles (K-major rows of QROW bytes) and of V^T tiles

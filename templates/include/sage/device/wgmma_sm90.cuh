@@ -31,6 +31,22 @@ SAGE_DEV u64 desc_from_lo(u32 lo, u32 stride_bytes, int swizzle_mode) {
 // Swizzle mode of K-major rows of `row_bytes` bytes (the tiles' XOR pattern, see swz<>()).
 __host__ __device__ constexpr int wgmma_swizzle_mode(int row_bytes) { return row_bytes >= 128 ? 1 : row_bytes == 64 ? 2 : 3; }
 
+// A warp's 16 rows of an A operand (from `row` of a tile in shared memory at `base`) as
+// register fragments of KS 32-byte k-steps: per k-step k, rows row + gid and row + gid + 8,
+// bytes 4 tig.. of 16-byte chunks 2k and 2k + 1 (the m16n8k16 / m16n8k32 A layout, which
+// wgmma's register A takes per warp). chunk_at(r, c): the byte offset of chunk c of row r.
+template <int KS, class ChunkAt>
+SAGE_DEV void load_a_frags(u32 (&a)[KS][4], const u8* base, int row, ChunkAt chunk_at) {
+  const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+#pragma unroll
+  for (int k = 0; k < KS; ++k)
+#pragma unroll
+    for (int half = 0; half < 2; ++half)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        a[k][h + 2 * half] = *reinterpret_cast<const u32*>(base + chunk_at(row + gid + 8 * h, 2 * k + half) + 4 * tig);
+}
+
 SAGE_DEV void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 SAGE_DEV void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
