@@ -155,15 +155,17 @@ TEST_F(CliCompile, SpillingVariantIsPrunedNotFailed) {
   EXPECT_NE(strict.err.find("--fail-on-spill"), std::string::npos) << strict.err;
 }
 
-// The variants Hopper serves by default (configs/defaults.yaml, both head dimensions, short
-// and long sequences: the persistent overlapped native kernel, the plain native kernel and the
-// quantized ones) fit their registers: ptxas reports no spills and does not serialize their
-// wgmmas (issue "Kernels II": no local-memory traffic in the chosen variants).
+// The variants Hopper serves by default (configs/defaults.yaml, every head dimension, short
+// and long sequences and decoding: the persistent overlapped native kernel, the plain native
+// kernel, the quantized ones, and at D=256 the native wgmma and mma.sync kernels) fit their
+// registers: ptxas reports no spills and does not serialize their wgmmas (issue "Kernels II":
+// no local-memory traffic in the chosen variants).
 TEST_F(CliCompile, Sm90a_DefaultsNeitherSpillNorSerializeWgmma) {
   std::set<std::string> names;
-  for (int d : {64, 128})
+  for (int d : {64, 128, 256})
     for (int n : {1024, 2048, 4096, 8192, 0})
-      for (int causal : {0, 1}) names.insert(tuner::default_variant("sm_90a", d, "balanced", n, causal));
+      for (int causal : {0, 1})
+        for (int seq_q : {0, 1}) names.insert(tuner::default_variant("sm_90a", d, "balanced", n, causal, seq_q));
   std::string filter;
   for (const std::string& n : names) filter += (filter.empty() ? "^(" : "|") + n;
   filter += ")$";
@@ -175,6 +177,22 @@ TEST_F(CliCompile, Sm90a_DefaultsNeitherSpillNorSerializeWgmma) {
     EXPECT_TRUE(v["ok"].get<bool>()) << v["name"];
     EXPECT_FALSE(v["spills"].get<bool>()) << v.dump(2);
     for (const auto& k : v["kernels"]) EXPECT_FALSE(k["wgmma_serialized"].get<bool>()) << v["name"] << " " << k.dump();
+  }
+}
+
+// Head dim 256 has only the native kernels, whose O alone takes 128 registers a thread: the
+// defaults of every other architecture (the mma.sync kernel, 64-key tiles on sm_80, 32-key on
+// the 99 KiB of sm_86 and sm_89) fit their registers without spilling.
+TEST_F(CliCompile, HeadDim256DefaultsOfAmpereAndAdaDoNotSpill) {
+  for (const char* arch : {"sm_80", "sm_86", "sm_89"}) {
+    const std::string name = tuner::default_variant(arch, 256, "balanced");
+    EXPECT_NE(name.find("_d256_"), std::string::npos) << name;
+    CliRun r = run(std::string("compile --arch ") + arch + " --filter '^" + name + "$' --json");
+    ASSERT_EQ(r.rc, 0) << r.out << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j.at("variants").size(), 1u) << name;
+    EXPECT_TRUE(j["variants"][0]["ok"].get<bool>()) << name;
+    EXPECT_FALSE(j["variants"][0]["spills"].get<bool>()) << j["variants"][0].dump(2);
   }
 }
 

@@ -327,6 +327,26 @@ TEST(Defaults, EveryMaxSeqKvIsASeqBucketBoundary) {
     EXPECT_NE(std::find(bounds.begin(), bounds.end(), b), bounds.end()) << b;
 }
 
+// Head dim 256 has only the native (unquantized) kernels, so every policy, length and mask
+// runs one of them: on Hopper the wgmma kernel for prefill and the mma.sync kernel (keys split
+// over the CTAs) for decoding; elsewhere the mma.sync kernel.
+TEST(Defaults, HeadDim256RunsTheNativeKernelsEverywhere) {
+  static const gen::SearchSpace space = gen::SearchSpace::builtin();
+  for (const std::string& arch : space.archs())
+    for (const char* policy : {"accurate", "balanced", "fast"})
+      for (int n : {4096, 0})
+        for (int causal : {1, -1})
+          for (int seq_q : {1, 1024, 0}) {
+            const std::string name = tuner::default_variant(arch, 256, policy, n, causal, seq_q);
+            const std::optional<gen::Variant> v = space.find(name);
+            ASSERT_TRUE(v.has_value()) << name;
+            EXPECT_EQ(v->get_int("head_dim"), 256) << name;
+            EXPECT_EQ(v->get_string("qk"), "native") << name;
+            const bool decoding = seq_q >= 1 && seq_q <= 128;
+            EXPECT_EQ(v->pipeline, arch == "sm_90a" && !decoding ? "wgmma" : "mma") << name << " seq_q " << seq_q;
+          }
+}
+
 TEST(Defaults, UnknownArchitectureIsNotFound) {
   try {
     tuner::default_variant("sm_70", 128, "balanced");
