@@ -142,15 +142,18 @@ SAGE_DEV void issue_qk(float (&s)[Cfg::BN / 2], u32 sQw, u32 sK) {
   wgmma_commit();
 }
 // The same with the first Cfg::Q_REG_STEPS k-steps' Q from registers (qa: load_q_regs).
-template <class Cfg, bool BF16>
+// KS k-steps only: the 64-column boxes of Q and K past them were not loaded (a call of a
+// smaller head dim: their columns are zeros, whose products would add nothing).
+template <class Cfg, bool BF16, int KS>
 SAGE_DEV void issue_qk(float (&s)[Cfg::BN / 2], const u32 (&qa)[Cfg::Q_REG_STEPS > 0 ? Cfg::Q_REG_STEPS : 1][4],
                        u32 sQw, u32 sK) {
-  constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, QR = Cfg::Q_REG_STEPS;
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, QR = Cfg::Q_REG_STEPS;
   static_assert(BN == 64, "A from registers: the N = 64 wrapper");
+  static_assert(KS % 4 == 0 && KS <= Cfg::D / 16, "whole 64-column boxes");
   const u32 dq = desc_lo(sQw), dk = desc_lo(sK);
   wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < D / 16; ++k) {
+  for (int k = 0; k < KS; ++k) {
     const u64 bk = desc_of(dk + u32(((k / 4) * BN * 128 + (k % 4) * 32) >> 4));
     if (k < QR) mma_rs_k<BF16>(s, qa[k < QR ? k : 0], bk, k > 0);
     else mma_ss<BN, BF16>(s, desc_of(dq + u32(((k / 4) * BM * 128 + (k % 4) * 32) >> 4)), bk, k > 0);
@@ -162,6 +165,27 @@ SAGE_DEV void issue_qk(float (&s)[Cfg::BN / 2], const u32 (&qa)[Cfg::Q_REG_STEPS
 template <class Cfg>
 SAGE_DEV void load_q_regs(u32 (&qa)[Cfg::Q_REG_STEPS][4], const u8* sQ, int wrow) {
   load_a_frags(qa, sQ, wrow, [](int r, int c) { return (c / 8) * Cfg::BM * 128 + r * 128 + ((c % 8) ^ (r & 7)) * 16; });
+}
+// O += P V of one tile at D=256 over O's first QUARTERS 64-column quarters, those of the V
+// boxes that were loaded (past them O stays 0 and is not stored): N = 128 per pair of
+// quarters, N = 64 for a last odd one.
+template <class Cfg, bool BF16, int QUARTERS>
+SAGE_DEV void issue_pv_quarters(float (&o)[Cfg::D / 2], const u32 (&pa)[Cfg::BN / 16][4], u32 sV) {
+  constexpr int BN = Cfg::BN;
+  static_assert(Cfg::D == 256 && QUARTERS >= 1 && QUARTERS <= 4, "the column quarters of D=256");
+  const u32 dv = desc_lo(sV, BN * 128);
+  wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < BN / 16; ++k) {
+    const u32 kv = u32(k * 16 * 128);
+#pragma unroll
+    for (int q = 0; q + 1 < QUARTERS; q += 2)
+      mma_rs<128, BF16>(reinterpret_cast<float(&)[64]>(o[q * 32]), pa[k], desc_of(dv + ((kv + q * BN * 128) >> 4)), 1);
+    if constexpr (QUARTERS % 2 == 1)
+      mma_rs<64, BF16>(reinterpret_cast<float(&)[32]>(o[(QUARTERS - 1) * 32]), pa[k],
+                       desc_of(dv + ((kv + (QUARTERS - 1) * BN * 128) >> 4)), 1);
+  }
+  wgmma_commit();
 }
 // O += P V of one tile, issued as one wgmma group: P's A fragments from registers, the V tile
 // at sV read MN-major (the leading offset: the next 64-column block, BN rows further).
@@ -325,23 +349,30 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
   auto v_full = [&](int slot) { return bar0 + 8u * u32(1 + ST + slot); };
   auto k_empty = [&](int slot) { return bar0 + 8u * u32(1 + 2 * ST + slot); };
   auto v_empty = [&](int slot) { return bar0 + 8u * u32(1 + 3 * ST + slot); };
+  // D=256: only the 64-column boxes that hold some of the caller's columns are loaded (a call
+  // of head dim 136-248 runs here; the k-steps and O's quarters past them are skipped, so the
+  // boxes' stale shared memory is never read). Below 256 every box.
+  const int boxes = D == 256 ? min_(CH, (p.head_dim + 63) / 64) : CH;
   auto load_k = [&](int tile, int slot) {
-    mbar_arrive_expect_tx(k_full(slot), Cfg::SMEM_K_STAGE);
+    mbar_arrive_expect_tx(k_full(slot), D == 256 ? boxes * BN * 128 : Cfg::SMEM_K_STAGE);
 #pragma unroll
     for (int cc = 0; cc < CH; ++cc)
-      tma_load_4d(sK0 + slot * Cfg::SMEM_K_STAGE + cc * BN * 128, &p.tma_k, cc * 64, tile * BN, hkv, b, k_full(slot));
+      if (D < 256 || cc < boxes)
+        tma_load_4d(sK0 + slot * Cfg::SMEM_K_STAGE + cc * BN * 128, &p.tma_k, cc * 64, tile * BN, hkv, b, k_full(slot));
   };
   auto load_v = [&](int tile, int slot) {
-    mbar_arrive_expect_tx(v_full(slot), Cfg::SMEM_V_STAGE);
+    mbar_arrive_expect_tx(v_full(slot), D == 256 ? boxes * BN * 128 : Cfg::SMEM_V_STAGE);
 #pragma unroll
     for (int cc = 0; cc < CH; ++cc)
-      tma_load_4d(sV0 + slot * Cfg::SMEM_V_STAGE + cc * BN * 128, &p.tma_v, cc * 64, tile * BN, hkv, b, v_full(slot));
+      if (D < 256 || cc < boxes)
+        tma_load_4d(sV0 + slot * Cfg::SMEM_V_STAGE + cc * BN * 128, &p.tma_v, cc * 64, tile * BN, hkv, b, v_full(slot));
   };
   wgmma_attn::tma_barriers_init(p, bar0, 1 + 2 * ST, SPLIT ? 2 * ST : 0, NWARPS);
   if (threadIdx.x == 0) {
-    mbar_arrive_expect_tx(bar0, Cfg::SMEM_Q);
+    mbar_arrive_expect_tx(bar0, D == 256 ? boxes * BM * 128 : Cfg::SMEM_Q);
 #pragma unroll
-    for (int cc = 0; cc < CH; ++cc) tma_load_4d(sQ + cc * BM * 128, &p.tma_q, cc * 64, m0, h, b, bar0);
+    for (int cc = 0; cc < CH; ++cc)
+      if (D < 256 || cc < boxes) tma_load_4d(sQ + cc * BM * 128, &p.tma_q, cc * 64, m0, h, b, bar0);
 #pragma unroll
     for (int s = 0; s < ST; ++s)
       if (s < n_tiles) {
@@ -393,8 +424,16 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
     }
     mbar_wait(k_full(slot), phase);
     float s[BN / 2];
-    if constexpr (QR > 0) issue_qk<Cfg, BF16>(s, qa, sQw, sK);
-    else issue_qk<Cfg, BF16>(s, sQw, sK);
+    if constexpr (QR > 0) {
+      // one straight wgmma sequence a box count (a bound inside the sequence makes ptxas fence
+      // every wgmma, C7519)
+      if (boxes == 4) issue_qk<Cfg, BF16, 16>(s, qa, sQw, sK);
+      else if (boxes == 3) issue_qk<Cfg, BF16, 12>(s, qa, sQw, sK);
+      else if (boxes == 2) issue_qk<Cfg, BF16, 8>(s, qa, sQw, sK);
+      else issue_qk<Cfg, BF16, 4>(s, qa, sQw, sK);
+    } else {
+      issue_qk<Cfg, BF16>(s, sQw, sK);
+    }
     wgmma_wait<0>();
     fence_regs(s);
     if (SPLIT && !FAST && lane0) mbar_arrive(k_empty(slot));
@@ -435,7 +474,14 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
         for (int e = 0; e < 4; ++e) o[0][j][e] *= alpha[e / 2];
     }
     mbar_wait(v_full(slot), phase);
-    issue_pv<Cfg, BF16>(of, pa, sV);
+    if constexpr (D == 256) {
+      if (boxes == 4) issue_pv_quarters<Cfg, BF16, 4>(of, pa, sV);
+      else if (boxes == 3) issue_pv_quarters<Cfg, BF16, 3>(of, pa, sV);
+      else if (boxes == 2) issue_pv_quarters<Cfg, BF16, 2>(of, pa, sV);
+      else issue_pv_quarters<Cfg, BF16, 1>(of, pa, sV);
+    } else {
+      issue_pv<Cfg, BF16>(of, pa, sV);
+    }
     // SPLIT, under this P V: this slot's K, once every warp's Q K^T of it has completed.
     if (SPLIT && !FAST && threadIdx.x == 0 && t + ST < n_tiles) {
       mbar_wait(k_empty(slot), phase);
