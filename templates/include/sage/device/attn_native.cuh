@@ -30,7 +30,7 @@ namespace sage {
 // evenly among the CTAs cut the last round's key tiles over the CTAs (TailSplit below); the
 // producer warp hands each item to the consumers in shared memory.
 template <int HEAD_DIM, int BLOCK_N, int WARPGROUPS, int STAGES_, int MIN_CTAS_, bool PERSISTENT_ = false,
-          bool OVERLAP_ = false, bool PINGPONG_ = false, bool SPLIT_ = false, int QREG_STEPS_ = 8>
+          bool OVERLAP_ = false, bool PINGPONG_ = false, bool SPLIT_ = false>
 struct NativeAttnConfig {
   static constexpr int D = HEAD_DIM;
   static constexpr int BN = BLOCK_N;
@@ -54,7 +54,8 @@ struct NativeAttnConfig {
   // at D=256 an SS m64n64k16 reads 4 KiB of shared memory in its 32 tensor cycles, the SM's
   // whole 128 bytes a cycle, so the register half of the k-steps (A from registers, 2 KiB)
   // leaves the ring's TMA writes room; the other half would not fit beside O's 128 registers.
-  static constexpr int Q_REG_STEPS = D == 256 && !PERSISTENT ? QREG_STEPS_ : 0;
+  // (H100: 8 k-steps about 2% ahead of 4 and of none, docs/kernels.md 2026-11-27 (q).)
+  static constexpr int Q_REG_STEPS = D == 256 && !PERSISTENT ? 8 : 0;
   static constexpr int COLS = 64;         // elements of one 128-byte swizzled row block
   static constexpr int CHUNKS = D / COLS;  // column blocks of a tile
   static constexpr int SMEM_Q = BM * D * 2;
@@ -192,17 +193,11 @@ SAGE_DEV void issue_pv_quarters(float (&o)[Cfg::D / 2], const u32 (&pa)[Cfg::BN 
 template <class Cfg, bool BF16>
 SAGE_DEV void issue_pv(float (&o)[Cfg::D / 2], const u32 (&pa)[Cfg::BN / 16][4], u32 sV) {
   constexpr int D = Cfg::D, BN = Cfg::BN;
+  static_assert(D <= 128, "N = D in one wgmma (D=256: issue_pv_quarters)");
   const u32 dv = desc_lo(sV, BN * 128);
   wgmma_fence();
-  // N = D up to 128 in one wgmma; D=256 as two of N = 128 over O's column halves (V's column
-  // blocks 0-1 and 2-3: 2 * BN * 128 bytes apart).
-  constexpr int NW = D < 128 ? D : 128;
 #pragma unroll
-  for (int k = 0; k < BN / 16; ++k)
-#pragma unroll
-    for (int hh = 0; hh < D / NW; ++hh)
-      mma_rs<NW, BF16>(reinterpret_cast<float(&)[NW / 2]>(o[hh * (NW / 2)]), pa[k],
-                       desc_of(dv + u32((k * 16 * 128 + hh * (NW / 64) * BN * 128) >> 4)), 1);
+  for (int k = 0; k < BN / 16; ++k) mma_rs<D, BF16>(o, pa[k], desc_of(dv + u32((k * 16 * 128) >> 4)), 1);
   wgmma_commit();
 }
 
