@@ -74,6 +74,25 @@ def test_matches_fp32_reference(d, causal, dtype):
     assert cos >= COS_MIN and rel <= REL_L1_MAX, (cos, rel)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("policy", ["balanced", "accurate"])
+def test_head_dim_256_prefill_past_2k_keys(causal, policy):
+    """Past 2K keys a Hopper GPU runs head dim 256 on the quantized kernel (INT8 Q.K^T, FP8 P.V)
+    under the balanced policy, on the unquantized one under the accurate policy; both match
+    the FP32 reference at their policy's thresholds, with LSE."""
+    q, k, v = inputs(1, 8, 2, 4096, 4096, 256)
+    name = sagetune.variant(q, k, v, is_causal=causal, policy=policy)
+    if torch.cuda.get_device_capability(q.device) == (9, 0):
+        assert ("qk-int8" in name) == (policy == "balanced"), name
+    with torch.no_grad():
+        o, lse = sagetune.attention(q, k, v, is_causal=causal, return_lse=True, policy=policy)
+    ref, ref_lse = reference(q, k, v, causal)
+    cos, rel = metrics(o, ref)
+    cos_min, rel_max = (COS_MIN, REL_L1_MAX) if policy == "balanced" else (0.9999, 0.02)
+    assert cos >= cos_min and rel <= rel_max, (name, cos, rel)
+    assert (lse - ref_lse).abs().max().item() < 0.05, name
+
+
 def test_gqa_causal_with_shorter_queries_and_lse():
     q, k, v = inputs(1, 16, 4, 200, 333, 128)
     o, lse = sagetune.attention(q, k, v, is_causal=True, return_lse=True)

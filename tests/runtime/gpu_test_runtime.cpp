@@ -221,6 +221,7 @@ const Case kCases[] = {
     {"D128_NHD_FP16_Nq1_Nkv4097_Scale_Lse", make(1, 2, 2, 1, 4097, 128, false, Layout::NHD, DType::fp16, true, 0.3f)},
     {"D256_HND_FP16_GQA2_Causal_Lse", make(2, 4, 2, 700, 900, 256, true, Layout::HND, DType::fp16, true)},
     {"D256_NHD_BF16_Decode_GQA4", make(2, 16, 4, 1, 3000, 256, false, Layout::NHD, DType::bf16)},
+    {"D256_NHD_BF16_GQA4_Quantized4K_Causal_Lse", make(1, 8, 2, 4096, 4096, 256, true, Layout::NHD, DType::bf16, true)},
 };
 
 class RuntimeGpuBitwise : public RuntimeGpu, public ::testing::WithParamInterface<Case> {};
@@ -283,11 +284,13 @@ const Case kPaddedCases[] = {
     {"D96_NHD_FP16_Prefill16K", make(1, 4, 4, 16384, 16384, 96, false, Layout::NHD, DType::fp16)},
     {"D100_HND_FP16_Copies_Lse", make(1, 8, 2, 1000, 3000, 100, false, Layout::HND, DType::fp16, true)},
     {"D36_NHD_BF16_Copies_Decode", make(2, 16, 4, 1, 5000, 36, false, Layout::NHD, DType::bf16)},
-    // Above 128: the head-dim-256 kernels (native only), in place and through copies.
+    // Above 128: the head-dim-256 kernels, in place and through copies (past 2K keys on sm_90a
+    // the quantized one, whose preparation reads the rows as zero-padded).
     {"D192_HND_FP16_GQA4_Causal_Lse", make(1, 8, 2, 1000, 1500, 192, true, Layout::HND, DType::fp16, true)},
     {"D160_NHD_BF16_Prefill2K", make(2, 4, 4, 2048, 2048, 160, false, Layout::NHD, DType::bf16)},
     {"D200_HND_FP16_Decode_GQA4_Lse", make(2, 16, 4, 1, 3000, 200, false, Layout::HND, DType::fp16, true)},
     {"D130_NHD_FP16_Copies_Lse", make(1, 4, 2, 300, 500, 130, false, Layout::NHD, DType::fp16, true)},
+    {"D192_HND_FP16_GQA2_Prefill4K_Lse", make(1, 4, 2, 4096, 4096, 192, false, Layout::HND, DType::fp16, true)},
 };
 
 class RuntimeGpuPadded : public RuntimeGpu, public ::testing::WithParamInterface<Case> {};
@@ -401,6 +404,7 @@ const StridedCase kStridedCases[] = {
      8192},
     {"NHD_BF16_D256_Packed_Causal", make(1, 8, 4, 1500, 1500, 256, true, Layout::NHD, DType::bf16), 0},
     {"NHD_FP16_D256_DecodeFromKvCache_GQA", make(2, 16, 8, 1, 3000, 256, false, Layout::NHD, DType::fp16), 4096},
+    {"NHD_FP16_D256_PackedGQA_Quantized4K_Lse", make(1, 8, 4, 4096, 4096, 256, false, Layout::NHD, DType::fp16, true), 0},
 };
 
 class RuntimeGpuStrided : public RuntimeGpu, public ::testing::WithParamInterface<StridedCase> {};

@@ -330,19 +330,25 @@ TEST(Defaults, EveryMaxSeqKvIsASeqBucketBoundary) {
 // Head dim 256 has only the native (unquantized) kernels, so every policy, length and mask
 // runs one of them: on Hopper the wgmma kernel for prefill and the mma.sync kernel (keys split
 // over the CTAs) for decoding; elsewhere the mma.sync kernel.
-TEST(Defaults, HeadDim256RunsTheNativeKernelsEverywhere) {
+// Head dim 256: the native kernels everywhere, except on sm_90a past 2K keys and 128 queries
+// under the balanced and fast policies, which take the quantized wgmma kernel (INT8 Q.K^T, FP8
+// P.V). Decoding is the native mma.sync kernel's, which splits the keys.
+TEST(Defaults, HeadDim256RunsTheQuantizedKernelOnlyOnHopperPast2KKeys) {
   static const gen::SearchSpace space = gen::SearchSpace::builtin();
   for (const std::string& arch : space.archs())
-    for (const char* policy : {"accurate", "balanced", "fast"})
-      for (int n : {4096, 0})
+    for (const std::string policy : {"accurate", "balanced", "fast"})
+      for (int n : {1024, 2048, 4096, 0})
         for (int causal : {1, -1})
           for (int seq_q : {1, 1024, 0}) {
             const std::string name = tuner::default_variant(arch, 256, policy, n, causal, seq_q);
             const std::optional<gen::Variant> v = space.find(name);
             ASSERT_TRUE(v.has_value()) << name;
             EXPECT_EQ(v->get_int("head_dim"), 256) << name;
-            EXPECT_EQ(v->get_string("qk"), "native") << name;
             const bool decoding = seq_q >= 1 && seq_q <= 128;
+            const bool long_keys = n == 0 || n > 2048;
+            const bool quantized = arch == "sm_90a" && policy != "accurate" && !decoding && long_keys;
+            EXPECT_EQ(v->get_string("qk"), quantized ? "int8" : "native") << name << " n " << n << " seq_q " << seq_q;
+            if (quantized) EXPECT_EQ(v->get_string("pv"), "fp8") << name;
             EXPECT_EQ(v->pipeline, arch == "sm_90a" && !decoding ? "wgmma" : "mma") << name << " seq_q " << seq_q;
           }
 }

@@ -761,6 +761,9 @@ void AttnKernel::tensor_maps(const WorkspacePlan& w, const AttnProblem& p, SageA
   if (c.pv != "fp8" || !s.v_prep)
     throw Error(Errc::unsupported, cat(c.name, ": the TMA loader reads prepared FP8 V"));
   const std::int64_t qrow = qrow_bytes(c);
+  // Rows longer than 128 bytes (INT8 head_dim 256) are read as boxes of 128 bytes (the 128B
+  // swizzle's most), which the kernel loads side by side (WgmmaAttnConfig::QK_BOX).
+  const int qk_box = int(std::min<std::int64_t>(qrow, 128));
   const std::int64_t npad = std::int64_t(w.k_tiles) * c.block_n;
   const std::int64_t q_rows = std::int64_t(p.batch) * p.heads_q * w.q_tiles * c.block_m;
   const std::int64_t k_rows = std::int64_t(p.batch) * p.heads_kv * npad;
@@ -776,8 +779,8 @@ void AttnKernel::tensor_maps(const WorkspacePlan& w, const AttnProblem& p, SageA
       t.v_rows != v_rows || t.npad != npad || t.shape != key) {
     t.q = nullptr;  // invalid until all three are encoded
     if (c.fuse_q) encode_user(t.maps[0], s.q, p, p.heads_q, p.seq_q, c.block_m);
-    else encode_rows(t.maps[0], s.q_quant, qrow, q_rows, int(qrow), c.block_m);
-    encode_rows(t.maps[1], s.k_quant, qrow, k_rows, int(qrow), c.block_n);
+    else encode_rows(t.maps[0], s.q_quant, qrow, q_rows, qk_box, c.block_m);
+    encode_rows(t.maps[1], s.k_quant, qrow, k_rows, qk_box, c.block_n);
     encode_rows(t.maps[2], s.v_prep, npad, v_rows, c.block_n, c.head_dim);
     t.shape = key;
     t.q = q_src;

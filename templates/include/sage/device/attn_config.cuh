@@ -106,14 +106,18 @@ struct MmaAttnConfig {
   // move 8-48 KB each, so at short sequences their latency sets the pace and more of them in
   // flight help. At D=64 four fit in 64 registers; at D=128 the packed tile needs ~80 (three),
   // except without Q jobs (WgmmaAttnConfig, fuse_q: four).
-  static constexpr int PREP_MIN_BLOCKS = D == 64 ? 4 : 3;
+  // At D=256 (a row is a warp's 32 lanes of 8 channels) two: three spill.
+  static constexpr int PREP_MIN_BLOCKS = D == 64 ? 4 : D == 128 ? 3 : 2;
   // Q tiles one preparation job quantizes (at least 128 rows, as a K job): small jobs are
   // latency-bound. Consecutive tiles' outputs and scales are contiguous, and the per-thread and
   // per-warp scale-group formulas run on across them; a block mean (smooth_q) or one scale per
   // tile (per_block) needs one tile per job. runtime/src/launch/launch.cpp: q_tiles_per_job.
   static constexpr int Q_TILES_PER_JOB = (BM < 128 && 128 % BM == 0 && !SMOOTH_Q && GRAN != Gran::per_block) ? 128 / BM : 1;
 
-  static_assert(D == 64 || D == 128 || (D == 256 && NATIVE), "head_dim 64 or 128 (native: also 256)");
+  // head_dim 256: the native kernels, and the wgmma kernel of INT8 Q.K^T and FP8 P.V (its
+  // 256-byte Q/K rows are two 128-byte TMA boxes; WgmmaAttnConfig checks the rest).
+  static_assert(D == 64 || D == 128 || (D == 256 && (NATIVE || (QK == QkType::int8 && PV == PvType::fp8))),
+                "head_dim 64 or 128 (native, and INT8 Q.K^T with FP8 P.V: also 256)");
   static_assert(WARP_Q == 16 || WARP_Q == 32, "16 or 32 query rows per warp");
   static_assert(BN % 32 == 0 && BN >= 32, "BLOCK_N must be a multiple of 32");
   static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 stages");

@@ -53,7 +53,7 @@ struct WgmmaAttnConfig
                 "fuse_q: TMA, 128-key tiles, 2+ stages, per-thread groups; the plain, turns or ws_overlap kernel");
   // Without Q jobs to quantize (the attention kernel does), the preparation's K and V jobs fit
   // 64 registers at D=128 too: four CTAs per SM instead of three.
-  static constexpr int PREP_MIN_BLOCKS = FUSE_Q ? 4 : Base::PREP_MIN_BLOCKS;
+  static constexpr int PREP_MIN_BLOCKS = FUSE_Q && HEAD_DIM <= 128 ? 4 : Base::PREP_MIN_BLOCKS;
   static constexpr int RAW_Q_BYTES = FUSE_Q && WARPGROUPS > 1 ? 64 * WARPGROUPS * HEAD_DIM * 2 : 0;
   // The raw Q buffer (1 KiB aligned, as the 128B swizzle needs) then the ones block, after the ring.
   static constexpr int RAW_Q_OFF = Base::SMEM_MAIN;
@@ -71,6 +71,16 @@ struct WgmmaAttnConfig
   // memory's base itself, with up to 1 KiB of slack.
   static constexpr int SMEM_BYTES = (SMEM_MAIN > Base::SMEM_EPI ? SMEM_MAIN : Base::SMEM_EPI) + 1024;
   static_assert(BLOCK_N == 64 || BLOCK_N == 128, "wgmma n = BLOCK_N is instantiated for 64 and 128");
+  // Q/K tiles as wgmma and TMA take them: boxes of QK_BOX-byte rows ([box][rows][QK_BOX]), one
+  // 128B swizzle atom column and one TMA box each. Rows of up to 128 bytes are one box; the
+  // 256-byte INT8 rows of head_dim 256 are two.
+  static constexpr int QK_BOX = Base::QROW > 128 ? 128 : Base::QROW;
+  static constexpr int QK_BOXES = Base::QROW / QK_BOX;
+  // P V into fresh accumulators of PV_N columns: all of D up to 128; at head_dim 256 (O alone
+  // is 128 registers a thread) four quarters of 64, two in flight, each added into O as it lands.
+  static constexpr int PV_N = HEAD_DIM > 128 ? 64 : HEAD_DIM;
+  static_assert(HEAD_DIM != 256 || (TMA && SCHED_ == Schedule::plain && !SUM_MMA_),
+                "head_dim 256 (quantized): the TMA kernel of the plain schedule, without sum_mma");
   static_assert(Base::SMEM_Q % 1024 == 0 && Base::SMEM_K_STAGE % 1024 == 0 && Base::SMEM_V_STAGE % 1024 == 0,
                 "tiles must keep 1024-byte alignment");
 };
@@ -104,6 +114,7 @@ template <class Cfg, int KS>
 SAGE_DEV void load_q_frags(u32 (&qa)[KS][4], const u8* smem, int row) {
   using L = Layout<Cfg>;
   static_assert(KS == Cfg::QK_KSTEPS, "every k-step");
+  static_assert(Cfg::QK_BOXES == 1, "Q fragments from rows of one box");
   load_a_frags(qa, smem + L::Q, row, [](int r, int c) { return swz<L::QCPR>(r, c); });
 }
 
@@ -112,7 +123,13 @@ SAGE_DEV void load_q_frags(u32 (&qa)[KS][4], const u8* smem, int row) {
 // per operand and add offsets for k-steps and slots).
 template <class Cfg>
 SAGE_DEV u64 qk_desc(u32 lo) {
-  return desc_from_lo(lo, 8 * Cfg::QROW, wgmma_swizzle_mode(Cfg::QROW));
+  return desc_from_lo(lo, 8 * Cfg::QK_BOX, wgmma_swizzle_mode(Cfg::QK_BOX));
+}
+// The descriptor low-word offset of Q/K k-step k (32 bytes each) in a tile of ROWS rows: within
+// a box, then the next box (ROWS x QK_BOX bytes further) past its row bytes.
+template <class Cfg, int ROWS>
+SAGE_DEV constexpr u32 qk_kstep(int k) {
+  return u32((k * 32 / Cfg::QK_BOX) * ROWS * Cfg::QK_BOX + (k * 32) % Cfg::QK_BOX) / 16;
 }
 template <class Cfg>
 SAGE_DEV u64 v_desc(u32 lo) {
@@ -126,7 +143,7 @@ SAGE_DEV void qk_issue_rs(i32 (&s)[1][Cfg::BN / 8][4], const u32 (&qa)[KS][4], u
   i32(&sf)[Cfg::BN / 2] = reinterpret_cast<i32(&)[Cfg::BN / 2]>(s);
   wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < Cfg::QK_KSTEPS; ++k) qk_mma_rs<Cfg::BN>(sf, qa[k], qk_desc<Cfg>(dK + 2 * k), k > 0);  // 32 bytes a k-step
+  for (int k = 0; k < Cfg::QK_KSTEPS; ++k) qk_mma_rs<Cfg::BN>(sf, qa[k], qk_desc<Cfg>(dK + qk_kstep<Cfg, Cfg::BN>(k)), k > 0);
 }
 
 // Issues S = Q K^T for one tile from Q's and K's descriptor low words (asynchronous: the
@@ -137,7 +154,7 @@ SAGE_DEV void qk_issue_d(i32 (&s)[1][Cfg::BN / 8][4], u32 dQ, u32 dK) {
   wgmma_fence();
 #pragma unroll
   for (int k = 0; k < Cfg::QK_KSTEPS; ++k)  // 32 bytes per k-step
-    qk_mma<Cfg::BN>(sf, qk_desc<Cfg>(dQ + 2 * k), qk_desc<Cfg>(dK + 2 * k), k > 0);
+    qk_mma<Cfg::BN>(sf, qk_desc<Cfg>(dQ + qk_kstep<Cfg, Cfg::BM>(k)), qk_desc<Cfg>(dK + qk_kstep<Cfg, Cfg::BN>(k)), k > 0);
 }
 template <class Cfg>
 SAGE_DEV void qk_issue(i32 (&s)[1][Cfg::BN / 8][4], u32 sQw, u32 sK) {
@@ -203,17 +220,17 @@ SAGE_DEV u64 ones_desc(u32 addr) {
 // Issues acc = P V for one tile into a fresh accumulator (asynchronous: the caller commits),
 // from V^T's descriptor; with SUM_MMA also rs = the row sums of P (dOnes: the ones block).
 template <class Cfg>
-SAGE_DEV void pv_issue_d(float (&acc)[Cfg::D / 2], float (&rs)[4], const u32 (&pa)[Cfg::BN / 32][4], u32 dV,
+SAGE_DEV void pv_issue_d(float (&acc)[Cfg::PV_N / 2], float (&rs)[4], const u32 (&pa)[Cfg::BN / 32][4], u32 dV,
                          u64 dOnes) {
   wgmma_fence();
 #pragma unroll
   for (int k = 0; k < Cfg::BN / 32; ++k) {
-    pv_mma<Cfg::D>(acc, pa[k], v_desc<Cfg>(dV + 2 * k), k > 0);  // 32 bytes per k-step
+    pv_mma<Cfg::PV_N>(acc, pa[k], v_desc<Cfg>(dV + 2 * k), k > 0);  // 32 bytes per k-step
     if constexpr (Cfg::SUM_MMA) wgmma_e4m3_m64n8k32(rs, pa[k], dOnes, k > 0);
   }
 }
 template <class Cfg>
-SAGE_DEV void pv_issue(float (&acc)[Cfg::D / 2], const u32 (&pa)[Cfg::BN / 32][4], u32 sV) {
+SAGE_DEV void pv_issue(float (&acc)[Cfg::PV_N / 2], const u32 (&pa)[Cfg::BN / 32][4], u32 sV) {
   static_assert(!Cfg::SUM_MMA, "sum_mma variants issue P V with the ones block (pv_issue_d)");
   float rs[4];
   pv_issue_d<Cfg>(acc, rs, pa, desc_lo(sV), 0);
@@ -221,17 +238,52 @@ SAGE_DEV void pv_issue(float (&acc)[Cfg::D / 2], const u32 (&pa)[Cfg::BN / 32][4
 
 // The second accumulation level: O = O * alpha + acc, one FFMA per element; with SUM_MMA also
 // l = l * alpha + the tile's row sums (rs[0]: row gid, rs[2]: row gid + 8 of this lane).
-template <class Cfg>
-SAGE_DEV void fold(float (&o)[1][Cfg::D / 8][4], float (&l)[1][2], const float (&acc)[Cfg::D / 2],
+template <class Cfg, int C = 0>
+SAGE_DEV void fold(float (&o)[1][Cfg::D / 8][4], float (&l)[1][2], const float (&acc)[Cfg::PV_N / 2],
                    const float (&rs)[4], const float (&alpha)[1][2]) {
+  // acc: O's columns C * PV_N .. + PV_N - 1.
 #pragma unroll
-  for (int j = 0; j < Cfg::D / 8; ++j)
+  for (int j = 0; j < Cfg::PV_N / 8; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) o[0][j][e] = fmaf(o[0][j][e], alpha[0][e / 2], acc[4 * j + e]);
+    for (int e = 0; e < 4; ++e)
+      o[0][C * Cfg::PV_N / 8 + j][e] = fmaf(o[0][C * Cfg::PV_N / 8 + j][e], alpha[0][e / 2], acc[4 * j + e]);
   if constexpr (Cfg::SUM_MMA) {
     l[0][0] = fmaf(l[0][0], alpha[0][0], rs[0]);
     l[0][1] = fmaf(l[0][1], alpha[0][1], rs[2]);
   }
+}
+
+// O = O * alpha + P V in chunks of PV_N columns of V^T (PV_N rows of the tile, BN bytes each)
+// (head_dim 256: O is 128 registers, a whole fresh accumulator would be 128 more): two chunks
+// in flight in two fresh accumulators, each chunk added into its columns of O as it lands while
+// the next is on the tensor cores.
+template <class Cfg>
+SAGE_DEV void pv_chunks(float (&o)[1][Cfg::D / 8][4], float (&l)[1][2], const u32 (&pa)[Cfg::BN / 32][4], u32 dV,
+                        const float (&alpha)[1][2]) {
+  constexpr int NC = Cfg::D / Cfg::PV_N;
+  constexpr u32 CHUNK = Cfg::PV_N * Cfg::BN / 16;  // descriptor units between chunks
+  static_assert(NC == 4 && !Cfg::SUM_MMA, "four chunks, row sums by the softmax");
+  float a0[Cfg::PV_N / 2], a1[Cfg::PV_N / 2], rs[4] = {0.f, 0.f, 0.f, 0.f};
+  pv_issue_d<Cfg>(a0, rs, pa, dV, 0);
+  wgmma_commit();
+  pv_issue_d<Cfg>(a1, rs, pa, dV + CHUNK, 0);
+  wgmma_commit();
+  wgmma_wait<1>();
+  fence_regs(a0);
+  fold<Cfg, 0>(o, l, a0, rs, alpha);
+  pv_issue_d<Cfg>(a0, rs, pa, dV + 2 * CHUNK, 0);
+  wgmma_commit();
+  wgmma_wait<1>();
+  fence_regs(a1);
+  fold<Cfg, 1>(o, l, a1, rs, alpha);
+  pv_issue_d<Cfg>(a1, rs, pa, dV + 3 * CHUNK, 0);
+  wgmma_commit();
+  wgmma_wait<1>();
+  fence_regs(a0);
+  fold<Cfg, 2>(o, l, a0, rs, alpha);
+  wgmma_wait<0>();
+  fence_regs(a1);
+  fold<Cfg, 3>(o, l, a1, rs, alpha);
 }
 
 // Softmax of a tile's scores and O += P V, waiting for the P V.
@@ -241,13 +293,17 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, float (&m)[1][2], float (&l)[1
   float alpha[1][2];
   u32 pa[Cfg::BN / 32][4];
   softmax_p<Cfg, MASK>(p, m, l, s, dq, tile, row0, pa, alpha);
-  float acc[Cfg::D / 2], rs[4];
-  pv_issue_d<Cfg>(acc, rs, pa, dV, dOnes);
-  wgmma_commit();
-  wgmma_wait<0>();
-  fence_regs(acc);
-  fence_regs(rs);
-  fold<Cfg>(o, l, acc, rs, alpha);
+  if constexpr (Cfg::PV_N < Cfg::D) {
+    pv_chunks<Cfg>(o, l, pa, dV, alpha);
+  } else {
+    float acc[Cfg::D / 2], rs[4];
+    pv_issue_d<Cfg>(acc, rs, pa, dV, dOnes);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(acc);
+    fence_regs(rs);
+    fold<Cfg>(o, l, acc, rs, alpha);
+  }
 }
 
 // One tile of the plain schedule, both loaders: S = Q K^T (waited), then softmax_pv; `masked`
@@ -336,9 +392,14 @@ SAGE_DEV void init_state(float (&m)[1][2], float (&l)[1][2], float (&o)[1][D / 8
 // of a quad (gid) share the group {16w + gid, 16w + gid + 8}, each taking a quarter of its
 // columns, so one quad_max gives the group's max, exactly the groups of the preparation.
 template <class Cfg>
+SAGE_DEV int q_chunk(int r, int c) {
+  // 16-byte chunk c of row r of the INT8 Q tile: box c / 8 (of QK_BOX-byte rows), 128B swizzle.
+  constexpr int CPB = Cfg::QK_BOX / 16;
+  return (c / CPB) * Cfg::BM * Cfg::QK_BOX + swz<CPB>(r, c % CPB);
+}
+template <class Cfg>
 SAGE_DEV float quantize_q(const SageAttnParams& p, const u8* raw, u8* q, int warp) {
   constexpr int D = Cfg::D, CPL = D / 32;  // 8-column chunks per lane and row
-  constexpr int QCPR = Cfg::QROW / 16;     // 16-byte chunks of an INT8 row
   const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
   float x[2][CPL][8];
   float amax = 0.f;
@@ -368,7 +429,7 @@ SAGE_DEV float quantize_q(const SageAttnParams& p, const u8* raw, u8* q, int war
         const float* f = &x[hh][2 * j + k / 2][4 * (k % 2)];
         wp[k] = pack_s8x4(quant_s8(f[0] * inv), quant_s8(f[1] * inv), quant_s8(f[2] * inv), quant_s8(f[3] * inv));
       }
-      *reinterpret_cast<u32x4*>(q + swz<QCPR>(r, (tig * CPL) / 2 + j)) = w;
+      *reinterpret_cast<u32x4*>(q + q_chunk<Cfg>(r, (tig * CPL) / 2 + j)) = w;
     }
   }
   return (amax > 0.f ? amax / Cfg::QMAX : 0.f) * p.sm_scale * kLog2e;
@@ -411,9 +472,16 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
   // Rows of the tensor maps: K is [B*Hkv*npad, QROW], V^T is [B*Hkv*D, npad], Q is
   // [B*Hq*q_tiles*BM, QROW].
   const int k_row0 = int(kv_bh * p.k_tiles * BN), v_row0 = int(kv_bh * D);
+  // K tile `tile` into slot `slot` (its boxes side by side), completing on that slot's barrier.
+  auto load_k = [&](int tile, int slot) {
+#pragma unroll
+    for (int box = 0; box < Cfg::QK_BOXES; ++box)
+      tma_load_2d(sK0 + slot * Cfg::SMEM_K_STAGE + box * BN * Cfg::QK_BOX, &p.tma_k, box * Cfg::QK_BOX,
+                  k_row0 + tile * BN, full(slot));
+  };
   auto load_kv = [&](int tile, int slot) {
     mbar_arrive_expect_tx(full(slot), KV_BYTES);
-    tma_load_2d(sK0 + slot * Cfg::SMEM_K_STAGE, &p.tma_k, 0, k_row0 + tile * BN, full(slot));
+    load_k(tile, slot);
     tma_load_2d(sV0 + slot * Cfg::SMEM_V_STAGE, &p.tma_v, tile * BN, v_row0, full(slot));
   };
   if (SHARED && threadIdx.x < ST) released[threadIdx.x] = 0u;
@@ -439,14 +507,16 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
       if (n_tiles > 0) load_kv(0, 0);
       if (Q_IN_V1 && n_tiles > 1) {  // K now, V once Q is out of the slot
         mbar_arrive_expect_tx(full(1), KV_BYTES);
-        tma_load_2d(sK0 + Cfg::SMEM_K_STAGE, &p.tma_k, 0, k_row0 + BN, full(1));
+        load_k(1, 1);
       }
 #pragma unroll
       for (int s = Q_IN_V1 ? 2 : 1; s < ST; ++s)
         if (s < n_tiles) load_kv(s, s);
     } else {
       mbar_arrive_expect_tx(bar0, Cfg::SMEM_Q);
-      tma_load_2d(sQ, &p.tma_q, 0, int(q_tile_id * BM), bar0);
+#pragma unroll
+      for (int box = 0; box < Cfg::QK_BOXES; ++box)
+        tma_load_2d(sQ + box * BM * Cfg::QK_BOX, &p.tma_q, box * Cfg::QK_BOX, int(q_tile_id * BM), bar0);
 #pragma unroll
       for (int s = 0; s < ST; ++s)
         if (s < n_tiles) load_kv(s, s);
@@ -465,7 +535,7 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
     qs = c.q_scale(p);
   }
   const float* kscale = c.k_scales(p);
-  const u32 sQw = sQ + wg * 64 * Cfg::QROW;
+  const u32 sQw = sQ + wg * 64 * Cfg::QK_BOX;
   const u32 dQ = desc_lo(sQw), dK0 = desc_lo(sK0), dV0 = desc_lo(sV0);
   const u64 dOnes = ones_desc(sOnes);
 
@@ -630,7 +700,7 @@ SAGE_DEV void attn_kernel_ws(const SageAttnParams& p) {
     qs = c.q_scale(p);
   }
   const float* kscale = c.k_scales(p);
-  const u32 sQw = sQ + cw * 64 * Cfg::QROW;
+  const u32 sQw = sQ + cw * 64 * Cfg::QK_BOX;
   float m[1][2], l[1][2], o[1][D / 8][4];
   init_state<D>(m, l, o);
 
@@ -772,7 +842,7 @@ SAGE_DEV void attn_kernel_cp(const SageAttnParams& p) {
 
   const float qs = c.q_scale(p);
   const float* kscale = c.k_scales(p);
-  const u32 sQw = sQ + wg * 64 * Cfg::QROW;  // this warpgroup's 64 rows
+  const u32 sQw = sQ + wg * 64 * Cfg::QK_BOX;  // this warpgroup's 64 rows
 
   float m[1][2], l[1][2], o[1][D / 8][4];
   init_state<D>(m, l, o);
