@@ -157,7 +157,8 @@ TEST_F(CliCompile, SpillingVariantIsPrunedNotFailed) {
 
 // The variants Hopper serves by default (configs/defaults.yaml, every head dimension, short
 // and long sequences and decoding: the persistent overlapped native kernel, the plain native
-// kernel, the quantized ones, and at D=256 the native wgmma and mma.sync kernels) fit their
+// kernel, the quantized ones, and at D=256 the quantized and native wgmma kernels and the
+// native mma.sync one) fit their
 // registers: ptxas reports no spills and does not serialize their wgmmas (issue "Kernels II":
 // no local-memory traffic in the chosen variants).
 TEST_F(CliCompile, Sm90a_DefaultsNeitherSpillNorSerializeWgmma) {
@@ -180,7 +181,7 @@ TEST_F(CliCompile, Sm90a_DefaultsNeitherSpillNorSerializeWgmma) {
   }
 }
 
-// Head dim 256 has only the native kernels, whose O alone takes 128 registers a thread: the
+// Off Hopper head dim 256 has only the native kernels, whose O alone takes 128 registers a thread: the
 // defaults of every other architecture (the mma.sync kernel, 64-key tiles on sm_80, 32-key on
 // the 99 KiB of sm_86 and sm_89) fit their registers without spilling.
 TEST_F(CliCompile, HeadDim256DefaultsOfAmpereAndAdaDoNotSpill) {
