@@ -386,17 +386,19 @@ SAGE_DEV void init_state(float (&m)[1][2], float (&l)[1][2], float (&o)[1][D / 8
     for (int e = 0; e < 4; ++e) o[0][j][e] = 0.f;
 }
 
+// Byte offset of 16-byte chunk c of row r of the INT8 Q tile: in box c / (QK_BOX / 16), whose
+// rows are QK_BOX bytes, 128B (64B) swizzled.
+template <class Cfg>
+SAGE_DEV int q_chunk(int r, int c) {
+  constexpr int CPB = Cfg::QK_BOX / 16;
+  return (c / CPB) * Cfg::BM * Cfg::QK_BOX + swz<CPB>(r, c % CPB);
+}
+
 // fuse_q: quantizes this CTA's Q tile (64 rows, FP16/BF16, as TMA left it: boxes of 64
 // columns, 128-byte rows, 128B swizzle, at `raw`) into the INT8 wgmma tile at `q` and returns
 // the lane's Q scale (sm_scale * log2 e folded in). Warp w owns rows 16w..16w+15; the lanes
 // of a quad (gid) share the group {16w + gid, 16w + gid + 8}, each taking a quarter of its
 // columns, so one quad_max gives the group's max, exactly the groups of the preparation.
-template <class Cfg>
-SAGE_DEV int q_chunk(int r, int c) {
-  // 16-byte chunk c of row r of the INT8 Q tile: box c / 8 (of QK_BOX-byte rows), 128B swizzle.
-  constexpr int CPB = Cfg::QK_BOX / 16;
-  return (c / CPB) * Cfg::BM * Cfg::QK_BOX + swz<CPB>(r, c % CPB);
-}
 template <class Cfg>
 SAGE_DEV float quantize_q(const SageAttnParams& p, const u8* raw, u8* q, int warp) {
   constexpr int D = Cfg::D, CPL = D / 32;  // 8-column chunks per lane and row
