@@ -6,7 +6,10 @@
 
 #include "sage/common/embedded.h"
 #include "sage/common/error.h"
+#include "sage/gen/search_space.h"
 #include "sage/tuner/compiler.h"
+#include "sage/tuner/tune.h"
+#include "sage/tuner/variants.h"
 
 namespace sage::tuner {
 namespace {
@@ -207,6 +210,38 @@ TEST(Compiler, KeepPtxReturnsPtxForTheArch) {
   ASSERT_TRUE(r.ok) << r.log;
   EXPECT_NE(r.ptx.find(".target sm_89"), std::string::npos);
   EXPECT_EQ(r.ptx.find('\0'), std::string::npos);
+}
+
+// The head-dim-256 quantized default on sm_90a (past 2K keys) is the kernel its design says:
+// Q.K^T as INT8 wgmma over 128-key tiles, P.V as FP8 wgmma a quarter of O's 256 columns at a
+// time (no 128- or 256-column FP8 accumulator beside O), Q/K by 2-D TMA boxes and the caller's
+// Q by the 4-D map (fuse_q), and the preparation kernels beside it.
+TEST(Compiler, Sm90a_QuantizedHeadDim256DefaultMultipliesPVAQuarterAtATime) {
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  const std::string name = default_variant("sm_90a", 256, "balanced", 4096, 0, 4096);
+  const std::optional<gen::Variant> v = space.find(name);
+  ASSERT_TRUE(v.has_value()) << name;
+  ASSERT_EQ(v->get_string("qk"), "int8") << name;
+  CompileOptions o = no_cache("sm_90a");
+  o.keep_ptx = true;
+  const CompileResult r = VariantBuilder(o).compile(*v);
+  ASSERT_TRUE(r.ok) << r.log;
+  const std::string& ptx = r.ptx;
+  EXPECT_NE(ptx.find("wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8"), std::string::npos);
+  EXPECT_NE(ptx.find("wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"), std::string::npos);
+  EXPECT_EQ(ptx.find("m64n128k32.f32.e4m3.e4m3"), std::string::npos);
+  EXPECT_EQ(ptx.find("m64n256k32"), std::string::npos);
+  EXPECT_NE(ptx.find("cp.async.bulk.tensor.2d"), std::string::npos);
+  EXPECT_NE(ptx.find("cp.async.bulk.tensor.4d"), std::string::npos);
+  for (const char* k : {"sage_attn", "sage_prep", "sage_prep_v"}) {
+    bool found = false;
+    for (const auto& kr : r.kernels)
+      if (kr.kernel == k) {
+        found = true;
+        EXPECT_FALSE(kr.spills()) << k;
+      }
+    EXPECT_TRUE(found) << k << " in " << r.log;
+  }
 }
 
 TEST(Compiler, UnsupportedArchThrowsInvalidArgument) {
