@@ -278,14 +278,14 @@ SAGE_DEV void qk_tile(TileScores<Cfg>& S, const QOperand<Cfg>& q,
   constexpr int SL = Cfg::SLABS, NT = Cfg::BN / 8;
   auto& s = S.s;
   auto& ds = S.ds;
+#pragma unroll
+  for (int a = 0; a < SL; ++a)
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[a][n][e] = 0;
   if constexpr (Cfg::Q_SMEM) {
     // Native only: k-steps outside, so each Q fragment is read from shared memory once a tile.
-#pragma unroll
-    for (int a = 0; a < SL; ++a)
-#pragma unroll
-      for (int n = 0; n < NT; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[a][n][e] = 0.f;
 #pragma unroll
     for (int k = 0; k < Cfg::QK_KSTEPS; ++k) {
       u32 qa[SL][4];
@@ -310,12 +310,6 @@ SAGE_DEV void qk_tile(TileScores<Cfg>& S, const QOperand<Cfg>& q,
     return;
   } else {
   const auto& qf = q.f;
-#pragma unroll
-  for (int a = 0; a < SL; ++a)
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[a][n][e] = 0;
   if constexpr (Cfg::SMOOTH_Q) {
 #pragma unroll
     for (int n = 0; n < NT; ++n)
