@@ -114,10 +114,10 @@ struct MmaAttnConfig {
   // tile (per_block) needs one tile per job. runtime/src/launch/launch.cpp: q_tiles_per_job.
   static constexpr int Q_TILES_PER_JOB = (BM < 128 && 128 % BM == 0 && !SMOOTH_Q && GRAN != Gran::per_block) ? 128 / BM : 1;
 
-  // head_dim 256: the native kernels, and the wgmma kernel of INT8 Q.K^T and FP8 P.V (its
+  // head_dim 256: the native kernels, and INT8 Q.K^T with FP16 or FP8 P.V (the wgmma kernel's
   // 256-byte Q/K rows are two 128-byte TMA boxes; WgmmaAttnConfig checks the rest).
-  static_assert(D == 64 || D == 128 || (D == 256 && (NATIVE || (QK == QkType::int8 && PV == PvType::fp8))),
-                "head_dim 64 or 128 (native, and INT8 Q.K^T with FP8 P.V: also 256)");
+  static_assert(D == 64 || D == 128 || (D == 256 && (NATIVE || (QK == QkType::int8 && PV != PvType::int8))),
+                "head_dim 64 or 128 (native, and INT8 Q.K^T with FP16 or FP8 P.V: also 256)");
   static_assert(WARP_Q == 16 || WARP_Q == 32, "16 or 32 query rows per warp");
   static_assert(BN % 32 == 0 && BN >= 32, "BLOCK_N must be a multiple of 32");
   static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 stages");

@@ -147,15 +147,18 @@ SAGE_DEV void qk_issue_rs(i32 (&s)[1][Cfg::BN / 8][4], const u32 (&qa)[KS][4], u
 }
 
 // Issues S = Q K^T for one tile from Q's and K's descriptor low words (asynchronous: the
-// caller commits and waits).
-template <class Cfg>
+// caller commits and waits), over the first KS k-steps (of 32 bytes): all of them, or at head
+// dim 256 those that hold the call's columns (the rest of Q's and K's bytes are not read).
+template <class Cfg, int KS = Cfg::QK_KSTEPS>
 SAGE_DEV void qk_issue_d(i32 (&s)[1][Cfg::BN / 8][4], u32 dQ, u32 dK) {
+  static_assert(KS > 0 && KS <= Cfg::QK_KSTEPS, "k-steps of the tile");
   i32(&sf)[Cfg::BN / 2] = reinterpret_cast<i32(&)[Cfg::BN / 2]>(s);
   wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < Cfg::QK_KSTEPS; ++k)  // 32 bytes per k-step
+  for (int k = 0; k < KS; ++k)  // 32 bytes per k-step
     qk_mma<Cfg::BN>(sf, qk_desc<Cfg>(dQ + qk_kstep<Cfg, Cfg::BM>(k)), qk_desc<Cfg>(dK + qk_kstep<Cfg, Cfg::BN>(k)), k > 0);
 }
+
 template <class Cfg>
 SAGE_DEV void qk_issue(i32 (&s)[1][Cfg::BN / 8][4], u32 sQw, u32 sK) {
   qk_issue_d<Cfg>(s, desc_lo(sQw), desc_lo(sK));
@@ -256,13 +259,14 @@ SAGE_DEV void fold(float (&o)[1][Cfg::D / 8][4], float (&l)[1][2], const float (
 // O = O * alpha + P V in chunks of PV_N columns of V^T (PV_N rows of the tile, BN bytes each)
 // (head_dim 256: O is 128 registers, a whole fresh accumulator would be 128 more): two chunks
 // in flight in two fresh accumulators, each chunk added into its columns of O as it lands while
-// the next is on the tensor cores.
-template <class Cfg>
+// the next is on the tensor cores. NC: the chunks that hold the call's columns (4, or 3 for
+// head dims up to 192: O's last quarter stays 0 and is not stored).
+template <class Cfg, int NC>
 SAGE_DEV void pv_chunks(float (&o)[1][Cfg::D / 8][4], float (&l)[1][2], const u32 (&pa)[Cfg::BN / 32][4], u32 dV,
                         const float (&alpha)[1][2]) {
-  constexpr int NC = Cfg::D / Cfg::PV_N;
   constexpr u32 CHUNK = Cfg::PV_N * Cfg::BN / 16;  // descriptor units between chunks
-  static_assert(NC == 4 && !Cfg::SUM_MMA, "four chunks, row sums by the softmax");
+  static_assert(Cfg::D / Cfg::PV_N == 4 && (NC == 3 || NC == 4) && !Cfg::SUM_MMA,
+                "three or four of four chunks, row sums by the softmax");
   float a0[Cfg::PV_N / 2], a1[Cfg::PV_N / 2], rs[4] = {0.f, 0.f, 0.f, 0.f};
   pv_issue_d<Cfg>(a0, rs, pa, dV, 0);
   wgmma_commit();
@@ -276,25 +280,32 @@ SAGE_DEV void pv_chunks(float (&o)[1][Cfg::D / 8][4], float (&l)[1][2], const u3
   wgmma_wait<1>();
   fence_regs(a1);
   fold<Cfg, 1>(o, l, a1, rs, alpha);
-  pv_issue_d<Cfg>(a1, rs, pa, dV + 3 * CHUNK, 0);
-  wgmma_commit();
-  wgmma_wait<1>();
-  fence_regs(a0);
-  fold<Cfg, 2>(o, l, a0, rs, alpha);
-  wgmma_wait<0>();
-  fence_regs(a1);
-  fold<Cfg, 3>(o, l, a1, rs, alpha);
+  if constexpr (NC == 4) {
+    pv_issue_d<Cfg>(a1, rs, pa, dV + 3 * CHUNK, 0);
+    wgmma_commit();
+    wgmma_wait<1>();
+    fence_regs(a0);
+    fold<Cfg, 2>(o, l, a0, rs, alpha);
+    wgmma_wait<0>();
+    fence_regs(a1);
+    fold<Cfg, 3>(o, l, a1, rs, alpha);
+  } else {
+    wgmma_wait<0>();
+    fence_regs(a0);
+    fold<Cfg, 2>(o, l, a0, rs, alpha);
+  }
 }
 
-// Softmax of a tile's scores and O += P V, waiting for the P V.
-template <class Cfg, bool MASK>
+// Softmax of a tile's scores and O += P V, waiting for the P V (head dim 256: over QN
+// quarters of O's columns, see plain_tile).
+template <class Cfg, bool MASK, int QN = 4>
 SAGE_DEV void softmax_pv(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], float (&o)[1][Cfg::D / 8][4],
                          i32 (&s)[1][Cfg::BN / 8][4], u32 dV, u64 dOnes, float dq, int tile, int row0) {
   float alpha[1][2];
   u32 pa[Cfg::BN / 32][4];
   softmax_p<Cfg, MASK>(p, m, l, s, dq, tile, row0, pa, alpha);
   if constexpr (Cfg::PV_N < Cfg::D) {
-    pv_chunks<Cfg>(o, l, pa, dV, alpha);
+    pv_chunks<Cfg, QN>(o, l, pa, dV, alpha);
   } else {
     float acc[Cfg::D / 2], rs[4];
     pv_issue_d<Cfg>(acc, rs, pa, dV, dOnes);
@@ -308,17 +319,20 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, float (&m)[1][2], float (&l)[1
 
 // One tile of the plain schedule, both loaders: S = Q K^T (waited), then softmax_pv; `masked`
 // picks the diagonal/tail path. dQ, dK, dV: the descriptors of this warpgroup's Q rows, of
-// the K tile and of the V^T tile.
-template <class Cfg>
+// the K tile and of the V^T tile. QN (head dim 256): the quarters of the row (Q K^T's k-steps,
+// P V's chunks of O's columns) that hold the call's columns, 4 or 3 (head dims up to 192;
+// Q's and K's last 64 bytes and V^T's last 64 rows are not read, O's last quarter stays 0).
+template <class Cfg, int QN = 4>
 SAGE_DEV void plain_tile(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], float (&o)[1][Cfg::D / 8][4],
                          u32 dQ, u32 dK, u32 dV, u64 dOnes, float dq, int tile, bool masked, int row0) {
+  static_assert(QN == 4 || (QN == 3 && Cfg::D == 256), "three quarters: head dim 256 only");
   i32 s[1][Cfg::BN / 8][4];
-  qk_issue_d<Cfg>(s, dQ, dK);
+  qk_issue_d<Cfg, QN * Cfg::QK_KSTEPS / 4>(s, dQ, dK);
   wgmma_commit();
   wgmma_wait<0>();
   fence_regs(reinterpret_cast<i32(&)[Cfg::BN / 2]>(s));
-  if (masked) softmax_pv<Cfg, true>(p, m, l, o, s, dV, dOnes, dq, tile, row0);
-  else softmax_pv<Cfg, false>(p, m, l, o, s, dV, dOnes, dq, tile, row0);
+  if (masked) softmax_pv<Cfg, true, QN>(p, m, l, o, s, dV, dOnes, dq, tile, row0);
+  else softmax_pv<Cfg, false, QN>(p, m, l, o, s, dV, dOnes, dq, tile, row0);
 }
 
 // Where a CTA works (mma_attn::cta_coords: the grid (q_tiles, Hq, B), or a causal grid's
@@ -559,6 +573,8 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
   float m[1][2], l[1][2], o[1][D / 8][4];
   init_state<D>(m, l, o);
 
+  const bool three_quarters = D == 256 && p.head_dim <= 192;
+
   if constexpr (!Cfg::FUSE_Q) mbar_wait(bar0, 0);
   // Tile t's K scale is loaded during tile t-1.
   float ks = n_tiles > 0 ? kscale[0] : 0.f;
@@ -569,7 +585,12 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
     mbar_wait(full(slot), (t / ST) & 1);
     const u32 dK = dK0 + slot * (Cfg::SMEM_K_STAGE / 16), dV = dV0 + slot * (Cfg::SMEM_V_STAGE / 16);
     if constexpr (!TURNS) {
-      plain_tile<Cfg>(p, m, l, o, dQ, dK, dV, dOnes, dq, t, t >= mask_from, row0);
+      // Head dim 256: calls of up to 192 columns compute three quarters of the row (a tile of
+      // its own, so that each is one straight wgmma sequence a GEMM).
+      if (D == 256 && three_quarters)
+        plain_tile<Cfg, D == 256 ? 3 : 4>(p, m, l, o, dQ, dK, dV, dOnes, dq, t, t >= mask_from, row0);
+      else
+        plain_tile<Cfg>(p, m, l, o, dQ, dK, dV, dOnes, dq, t, t >= mask_from, row0);
     } else {
       // The tile of plain_tile with the turn barriers around its two GEMMs, written out: the
       // same steps routed through plain_tile with turn hooks put the barriers in both the
