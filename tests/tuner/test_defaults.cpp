@@ -332,14 +332,15 @@ TEST(Defaults, EveryMaxSeqKvIsASeqBucketBoundary) {
 // runs one of them: on Hopper the wgmma kernel for prefill and the mma.sync kernel (keys split
 // over the CTAs) for decoding; elsewhere the mma.sync kernel.
 // Head dim 256: decoding (up to 128 queries) runs the native mma.sync kernel, which splits the
-// keys, on every arch. Prefill under the balanced and fast policies runs the quantized kernels
-// past the crossover: on sm_90a the wgmma kernel (INT8 Q.K^T, FP8 P.V) past 2K keys, on
-// sm_80/86/89 the mma.sync kernel of INT8 Q.K^T past 1K keys, with each arch's D=128 P.V
-// precision (sm_80 FP16, sm_86 FP16 into FP16 accumulators, sm_89 FP8). The accurate policy
-// and shorter calls run the native kernels.
+// keys, on every arch, and so do calls up to the crossover. Past it: on sm_90a, under the
+// balanced and fast policies, the quantized wgmma kernel (INT8 Q.K^T, FP8 P.V) past 2K keys
+// (accurate: the native wgmma kernel); on sm_80/86/89 the mma.sync kernel of INT8 Q.K^T past
+// 1K keys under every policy, with each arch's D=128 P.V precision (sm_80 FP16, sm_86 FP16
+// into FP16 accumulators, sm_89 FP8, and under the accurate policy FP16 accumulators).
 TEST(Defaults, HeadDim256RunsTheQuantizedKernelsPastTheCrossover) {
   static const gen::SearchSpace space = gen::SearchSpace::builtin();
   const std::map<std::string, std::string> pv = {{"sm_80", "fp16"}, {"sm_86", "fp16acc"}, {"sm_89", "fp8"}, {"sm_90a", "fp8"}};
+  const std::map<std::string, std::string> pv_accurate = {{"sm_80", "fp16"}, {"sm_86", "fp16acc"}, {"sm_89", "fp16acc"}};
   for (const std::string& arch : space.archs())
     for (const std::string policy : {"accurate", "balanced", "fast"})
       for (int n : {1024, 2048, 4096, 0})
@@ -352,9 +353,10 @@ TEST(Defaults, HeadDim256RunsTheQuantizedKernelsPastTheCrossover) {
             const bool hopper = arch == "sm_90a";
             const bool decoding = seq_q >= 1 && seq_q <= 128;
             const bool long_keys = n == 0 || n > (hopper ? 2048 : 1024);
-            const bool quantized = policy != "accurate" && !decoding && long_keys;
+            const bool accurate = policy == "accurate";
+            const bool quantized = !(hopper && accurate) && !decoding && long_keys;
             EXPECT_EQ(v->get_string("qk"), quantized ? "int8" : "native") << name << " n " << n << " seq_q " << seq_q;
-            if (quantized) EXPECT_EQ(v->get_string("pv"), pv.at(arch)) << name;
+            if (quantized) EXPECT_EQ(v->get_string("pv"), accurate ? pv_accurate.at(arch) : pv.at(arch)) << name;
             EXPECT_EQ(v->pipeline, hopper && !decoding ? "wgmma" : "mma") << name << " seq_q " << seq_q;
           }
 }
