@@ -66,8 +66,8 @@ typedef enum sage_policy {
  * [B, heads_kv, seq_kv, D] in `layout`, contiguous, of `dtype`. heads_q must be a multiple
  * of heads_kv (grouped-query attention: query head h reads kv head h / (heads_q/heads_kv)).
  * Causal masking is bottom-right aligned (query i sees key j iff j <= i + seq_kv - seq_q),
- * which needs seq_q <= seq_kv. head_dim: the kernels have 64, 128 and 256 (256 quantized on
- * sm_90a only); any other up to 256 runs on the next of them: a multiple of 8 on the caller's tensors, read as zero-padded
+ * which needs seq_q <= seq_kv. head_dim: the kernels have 64, 128 and 256 (all three quantized
+ * and unquantized); any other up to 256 runs on the next of them: a multiple of 8 on the caller's tensors, read as zero-padded
  * (no extra workspace); any other on zero-padded copies of Q, K, V and O in the workspace. */
 typedef struct sage_attention_desc {
   int batch, heads_q, heads_kv, seq_q, seq_kv, head_dim;
