@@ -181,19 +181,31 @@ TEST_F(CliCompile, Sm90a_DefaultsNeitherSpillNorSerializeWgmma) {
   }
 }
 
-// Off Hopper head dim 256 has only the native kernels, whose O alone takes 128 registers a thread: the
-// defaults of every other architecture (the mma.sync kernel, 64-key tiles on sm_80, 32-key on
-// the 99 KiB of sm_86 and sm_89) fit their registers without spilling.
+// Off Hopper head dim 256 runs the mma.sync kernels, native and quantized (INT8 Q.K^T with each
+// arch's P.V), whose O alone takes 128 registers a thread: every head-dim-256 default of
+// sm_80, sm_86 and sm_89 (decoding, short and long calls, every policy; 32-key tiles, which
+// the 99 KiB of sm_86 and sm_89 hold) fits its registers without spilling.
 TEST_F(CliCompile, HeadDim256DefaultsOfAmpereAndAdaDoNotSpill) {
   for (const char* arch : {"sm_80", "sm_86", "sm_89"}) {
-    const std::string name = tuner::default_variant(arch, 256, "balanced");
-    EXPECT_NE(name.find("_d256_"), std::string::npos) << name;
-    CliRun r = run(std::string("compile --arch ") + arch + " --filter '^" + name + "$' --json");
+    std::set<std::string> names;
+    for (const char* policy : {"balanced", "accurate"})
+      for (int n : {1024, 0})
+        for (int seq_q : {0, 1}) names.insert(tuner::default_variant(arch, 256, policy, n, 0, seq_q));
+    ASSERT_GE(names.size(), 2u) << arch << ": the native and a quantized kernel";
+    std::string filter;
+    for (const std::string& n : names) {
+      EXPECT_NE(n.find("_d256_"), std::string::npos) << n;
+      filter += (filter.empty() ? "^(" : "|") + n;
+    }
+    filter += ")$";
+    CliRun r = run(std::string("compile --arch ") + arch + " --filter '" + filter + "' --json");
     ASSERT_EQ(r.rc, 0) << r.out << r.err;
     const nlohmann::json j = nlohmann::json::parse(r.out);
-    ASSERT_EQ(j.at("variants").size(), 1u) << name;
-    EXPECT_TRUE(j["variants"][0]["ok"].get<bool>()) << name;
-    EXPECT_FALSE(j["variants"][0]["spills"].get<bool>()) << j["variants"][0].dump(2);
+    ASSERT_EQ(j.at("variants").size(), names.size()) << filter;
+    for (const auto& v : j["variants"]) {
+      EXPECT_TRUE(v["ok"].get<bool>()) << v["name"];
+      EXPECT_FALSE(v["spills"].get<bool>()) << v.dump(2);
+    }
   }
 }
 
