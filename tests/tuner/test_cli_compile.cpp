@@ -45,6 +45,23 @@ class CliCompile : public ::testing::Test {
     r.err = read_file(err);
     return r;
   }
+  // Compiles exactly the variants `names` for `arch` (`compile --json`): each must build
+  // without spilling. Returns the report's variants (empty when the command failed).
+  nlohmann::json compile_without_spills(const std::string& arch, const std::set<std::string>& names) {
+    std::string filter;
+    for (const std::string& n : names) filter += (filter.empty() ? "^(" : "|") + n;
+    filter += ")$";
+    CliRun r = run("compile --arch " + arch + " --filter '" + filter + "' --json");
+    EXPECT_EQ(r.rc, 0) << r.out << r.err;
+    if (r.rc != 0) return nlohmann::json::array();
+    nlohmann::json v = nlohmann::json::parse(r.out).at("variants");
+    EXPECT_EQ(v.size(), names.size()) << filter;
+    for (const auto& x : v) {
+      EXPECT_TRUE(x["ok"].get<bool>()) << x["name"];
+      EXPECT_FALSE(x["spills"].get<bool>()) << x.dump(2);
+    }
+    return v;
+  }
   std::string dir_;
 };
 
@@ -167,18 +184,8 @@ TEST_F(CliCompile, Sm90a_DefaultsNeitherSpillNorSerializeWgmma) {
     for (int n : {1024, 2048, 4096, 8192, 0})
       for (int causal : {0, 1})
         for (int seq_q : {0, 1}) names.insert(tuner::default_variant("sm_90a", d, "balanced", n, causal, seq_q));
-  std::string filter;
-  for (const std::string& n : names) filter += (filter.empty() ? "^(" : "|") + n;
-  filter += ")$";
-  CliRun r = run("compile --arch sm_90a --filter '" + filter + "' --json");
-  ASSERT_EQ(r.rc, 0) << r.out << r.err;
-  const nlohmann::json j = nlohmann::json::parse(r.out);
-  ASSERT_EQ(j.at("variants").size(), names.size()) << filter;
-  for (const auto& v : j["variants"]) {
-    EXPECT_TRUE(v["ok"].get<bool>()) << v["name"];
-    EXPECT_FALSE(v["spills"].get<bool>()) << v.dump(2);
+  for (const auto& v : compile_without_spills("sm_90a", names))
     for (const auto& k : v["kernels"]) EXPECT_FALSE(k["wgmma_serialized"].get<bool>()) << v["name"] << " " << k.dump();
-  }
 }
 
 // Off Hopper head dim 256 runs the mma.sync kernels, native and quantized (INT8 Q.K^T with each
@@ -192,20 +199,8 @@ TEST_F(CliCompile, HeadDim256DefaultsOfAmpereAndAdaDoNotSpill) {
       for (int n : {1024, 0})
         for (int seq_q : {0, 1}) names.insert(tuner::default_variant(arch, 256, policy, n, 0, seq_q));
     ASSERT_GE(names.size(), 2u) << arch << ": the native and a quantized kernel";
-    std::string filter;
-    for (const std::string& n : names) {
-      EXPECT_NE(n.find("_d256_"), std::string::npos) << n;
-      filter += (filter.empty() ? "^(" : "|") + n;
-    }
-    filter += ")$";
-    CliRun r = run(std::string("compile --arch ") + arch + " --filter '" + filter + "' --json");
-    ASSERT_EQ(r.rc, 0) << r.out << r.err;
-    const nlohmann::json j = nlohmann::json::parse(r.out);
-    ASSERT_EQ(j.at("variants").size(), names.size()) << filter;
-    for (const auto& v : j["variants"]) {
-      EXPECT_TRUE(v["ok"].get<bool>()) << v["name"];
-      EXPECT_FALSE(v["spills"].get<bool>()) << v.dump(2);
-    }
+    for (const std::string& n : names) EXPECT_NE(n.find("_d256_"), std::string::npos) << n;
+    compile_without_spills(arch, names);
   }
 }
 
