@@ -158,7 +158,6 @@ SAGE_DEV void qk_issue_d(i32 (&s)[1][Cfg::BN / 8][4], u32 dQ, u32 dK) {
   for (int k = 0; k < KS; ++k)  // 32 bytes per k-step
     qk_mma<Cfg::BN>(sf, qk_desc<Cfg>(dQ + qk_kstep<Cfg, Cfg::BM>(k)), qk_desc<Cfg>(dK + qk_kstep<Cfg, Cfg::BN>(k)), k > 0);
 }
-
 template <class Cfg>
 SAGE_DEV void qk_issue(i32 (&s)[1][Cfg::BN / 8][4], u32 sQw, u32 sK) {
   qk_issue_d<Cfg>(s, desc_lo(sQw), desc_lo(sK));
@@ -573,7 +572,7 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
   float m[1][2], l[1][2], o[1][D / 8][4];
   init_state<D>(m, l, o);
 
-  const bool three_quarters = D == 256 && p.head_dim <= 192;
+  const bool three_quarters = p.head_dim <= 192;  // read at D=256 only
 
   if constexpr (!Cfg::FUSE_Q) mbar_wait(bar0, 0);
   // Tile t's K scale is loaded during tile t-1.
