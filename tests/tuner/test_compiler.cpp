@@ -215,9 +215,9 @@ TEST(Compiler, KeepPtxReturnsPtxForTheArch) {
 // The head-dim-256 quantized default on sm_90a (past 2K keys) is the kernel its design says:
 // Q.K^T as INT8 wgmma over 128-key tiles, P.V as FP8 wgmma a quarter of O's 256 columns at a
 // time (no 128- or 256-column FP8 accumulator beside O), Q/K by 2-D TMA boxes and the caller's
-// Q by the 4-D map (fuse_q), and the preparation kernels beside it. Its tile loop has two
-// tiles: the whole row, and for calls of up to 192 columns three quarters of it, so Q.K^T is
-// issued as two straight sequences of 8 and 6 k-steps.
+// Q by the 4-D map (fuse_q), and the preparation kernels beside it. Calls of up to 192 columns
+// run an entry of their own, sage_attn_q3, over three quarters of the row: sage_attn issues
+// Q.K^T as one straight sequence of 8 k-steps, sage_attn_q3 as one of 6.
 TEST(Compiler, Sm90a_QuantizedHeadDim256DefaultMultipliesPVAQuarterAtATime) {
   const gen::SearchSpace space = gen::SearchSpace::builtin();
   const std::string name = default_variant("sm_90a", 256, "balanced", 4096, 0, 4096);
@@ -235,12 +235,19 @@ TEST(Compiler, Sm90a_QuantizedHeadDim256DefaultMultipliesPVAQuarterAtATime) {
   EXPECT_EQ(ptx.find("m64n256k32"), std::string::npos);
   EXPECT_NE(ptx.find("cp.async.bulk.tensor.2d"), std::string::npos);
   EXPECT_NE(ptx.find("cp.async.bulk.tensor.4d"), std::string::npos);
-  std::size_t qk_ksteps = 0;
-  for (std::size_t at = ptx.find("m64n128k32.s32.s8.s8"); at != std::string::npos;
-       at = ptx.find("m64n128k32.s32.s8.s8", at + 1))
-    ++qk_ksteps;
-  EXPECT_EQ(qk_ksteps, 8u + 6u) << "Q.K^T k-steps of the whole row and of three quarters";
-  for (const char* k : {"sage_attn", "sage_prep", "sage_prep_v"}) {
+  // The INT8 Q.K^T k-steps in the body of one entry (up to the next .entry).
+  auto qk_ksteps = [&](const std::string& entry) {
+    const std::size_t begin = ptx.find(".entry " + entry + "(");
+    if (begin == std::string::npos) return std::size_t(0);
+    const std::size_t end = ptx.find(".entry ", begin + 1);
+    std::size_t n = 0;
+    for (std::size_t at = ptx.find("m64n128k32.s32.s8.s8", begin); at < end; at = ptx.find("m64n128k32.s32.s8.s8", at + 1))
+      ++n;
+    return n;
+  };
+  EXPECT_EQ(qk_ksteps("sage_attn"), 8u) << "Q.K^T k-steps of the whole row";
+  EXPECT_EQ(qk_ksteps("sage_attn_q3"), 6u) << "Q.K^T k-steps of three quarters of the row";
+  for (const char* k : {"sage_attn", "sage_attn_q3", "sage_prep", "sage_prep_v"}) {
     bool found = false;
     for (const auto& kr : r.kernels)
       if (kr.kernel == k) {

@@ -288,9 +288,10 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   attn_ = module_->function("sage_attn");
   // int8 P.V: a second entry for calls that return the LSE (it also sums P before rounding).
   if (cfg_.pv == "int8") attn_lse_ = module_->function("sage_attn_lse");
+  if (cfg_.pipeline == "wgmma" && !native() && cfg_.head_dim == 256) attn_q3_ = module_->function("sage_attn_q3");
   const cu::Api& a = cu::api();
   if (cfg_.smem_bytes > 48 * 1024)
-    for (CUfunction f : {attn_, attn_lse_})
+    for (CUfunction f : {attn_, attn_lse_, attn_q3_})
       if (f) SAGE_CU(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, cfg_.smem_bytes));
   CUdevice dev;
   SAGE_CU(cuCtxGetDevice(&dev));
@@ -831,6 +832,7 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
     return;
   }
   CUfunction f = s.lse && attn_lse_ ? attn_lse_ : attn_;
+  if (attn_q3_ && p.head_dim <= 192) f = attn_q3_;
   if (p.causal) {
     if (s.q_tiles > kGridYZLimit) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for a causal launch"));
     const int g = causal_group(p, cfg_);

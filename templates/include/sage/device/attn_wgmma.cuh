@@ -464,7 +464,7 @@ SAGE_DEV float quantize_q(const SageAttnParams& p, const u8* raw, u8* q, int war
 // P V, and so on (named barrier w is warpgroup w's turn: it syncs there, its predecessor
 // arrives), so one warpgroup's softmax runs while the others' GEMMs do, instead of all of them
 // running their softmax (and then their GEMMs) at the same time.
-template <class Cfg>
+template <class Cfg, int QN = 4>
 SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
   using L = Layout<Cfg>;
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES, WGS = Cfg::WGS;
@@ -572,8 +572,6 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
   float m[1][2], l[1][2], o[1][D / 8][4];
   init_state<D>(m, l, o);
 
-  const bool three_quarters = p.head_dim <= 192;  // read at D=256 only
-
   if constexpr (!Cfg::FUSE_Q) mbar_wait(bar0, 0);
   // Tile t's K scale is loaded during tile t-1.
   float ks = n_tiles > 0 ? kscale[0] : 0.f;
@@ -584,12 +582,7 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
     mbar_wait(full(slot), (t / ST) & 1);
     const u32 dK = dK0 + slot * (Cfg::SMEM_K_STAGE / 16), dV = dV0 + slot * (Cfg::SMEM_V_STAGE / 16);
     if constexpr (!TURNS) {
-      // Head dim 256: calls of up to 192 columns compute three quarters of the row (a tile of
-      // its own, so that each is one straight wgmma sequence a GEMM).
-      if (D == 256 && three_quarters)
-        plain_tile<Cfg, D == 256 ? 3 : 4>(p, m, l, o, dQ, dK, dV, dOnes, dq, t, t >= mask_from, row0);
-      else
-        plain_tile<Cfg>(p, m, l, o, dQ, dK, dV, dOnes, dq, t, t >= mask_from, row0);
+      plain_tile<Cfg, QN>(p, m, l, o, dQ, dK, dV, dOnes, dq, t, t >= mask_from, row0);
     } else {
       // The tile of plain_tile with the turn barriers around its two GEMMs, written out: the
       // same steps routed through plain_tile with turn hooks put the barriers in both the
@@ -950,11 +943,11 @@ SAGE_DEV void attn_kernel_cp(const SageAttnParams& p) {
 // grid (q_tiles, Hq, B) (causal: mma_attn::cta_coords), Cfg::THREADS threads,
 // Cfg::SMEM_BYTES dynamic shared memory. Launched as a programmatic dependent of the
 // preparation (griddep_wait in common.cuh).
-template <class Cfg>
+template <class Cfg, int QN = 4>
 SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   griddep_wait();
   if constexpr (Cfg::WS) attn_kernel_ws<Cfg, ws_turns(Cfg::SCHED), ws_intra(Cfg::SCHED)>(p);
-  else if constexpr (Cfg::TMA) attn_kernel_tma<Cfg>(p);
+  else if constexpr (Cfg::TMA) attn_kernel_tma<Cfg, QN>(p);
   else attn_kernel_cp<Cfg>(p);
 }
 
