@@ -258,6 +258,48 @@ TEST(Compiler, Sm90a_QuantizedHeadDim256DefaultMultipliesPVAQuarterAtATime) {
   }
 }
 
+// The head-dim-256 unquantized default on sm_90a (up to 2K keys) has an entry of its own for
+// calls of up to 192 columns, sage_attn_q3: three of the four 64-column boxes, so per dtype Q.K^T
+// is 12 k-steps of m64n64k16 and P.V, per 16 keys, one m64n128k16 and one m64n64k16 over O's
+// first three quarters (4 k-steps of 64-key tiles). sage_attn keeps every box count's path.
+TEST(Compiler, Sm90a_NativeHeadDim256HasAThreeQuarterEntry) {
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  const std::string name = default_variant("sm_90a", 256, "balanced", 1024, 0, 1024);
+  const std::optional<gen::Variant> v = space.find(name);
+  ASSERT_TRUE(v.has_value()) << name;
+  ASSERT_EQ(v->get_string("qk"), "native") << name;
+  ASSERT_NE(name.find("_wgmma_"), std::string::npos) << name;
+  CompileOptions o = no_cache("sm_90a");
+  o.keep_ptx = true;
+  const CompileResult r = VariantBuilder(o).compile(*v);
+  ASSERT_TRUE(r.ok) << r.log;
+  const std::string& ptx = r.ptx;
+  auto count_in = [&](const std::string& entry, const std::string& what) {
+    const std::size_t begin = ptx.find(".entry " + entry + "(");
+    if (begin == std::string::npos) return std::size_t(0);
+    const std::size_t end = ptx.find(".entry ", begin + 1);
+    std::size_t n = 0;
+    for (std::size_t at = ptx.find(what, begin); at < end; at = ptx.find(what, at + 1)) ++n;
+    return n;
+  };
+  for (const char* t : {"f16.f16", "bf16.bf16"}) {
+    EXPECT_EQ(count_in("sage_attn_q3", std::string("m64n64k16.f32.") + t), 12u + 4u) << t;
+    EXPECT_EQ(count_in("sage_attn_q3", std::string("m64n128k16.f32.") + t), 4u) << t;
+    // sage_attn: Q.K^T of 4, 8, 12 and 16 k-steps, P.V over 1 to 4 quarters
+    EXPECT_EQ(count_in("sage_attn", std::string("m64n64k16.f32.") + t), 40u + 8u) << t;
+  }
+  for (const char* k : {"sage_attn", "sage_attn_q3"}) {
+    bool found = false;
+    for (const auto& kr : r.kernels)
+      if (kr.kernel == k) {
+        found = true;
+        EXPECT_FALSE(kr.spills()) << k;
+        EXPECT_FALSE(kr.wgmma_serialized()) << k;
+      }
+    EXPECT_TRUE(found) << k << " in " << r.log;
+  }
+}
+
 TEST(Compiler, UnsupportedArchThrowsInvalidArgument) {
   try {
     compile("k", kSmemKernel, no_cache("sm_75"));

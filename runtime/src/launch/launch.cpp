@@ -288,7 +288,8 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   attn_ = module_->function("sage_attn");
   // int8 P.V: a second entry for calls that return the LSE (it also sums P before rounding).
   if (cfg_.pv == "int8") attn_lse_ = module_->function("sage_attn_lse");
-  if (cfg_.pipeline == "wgmma" && !native() && cfg_.head_dim == 256) attn_q3_ = module_->function("sage_attn_q3");
+  // wgmma at head dim 256 (both families): an entry of its own for calls of up to 192 columns.
+  if (cfg_.pipeline == "wgmma" && cfg_.head_dim == 256) attn_q3_ = module_->function("sage_attn_q3");
   const cu::Api& a = cu::api();
   if (cfg_.smem_bytes > 48 * 1024)
     for (CUfunction f : {attn_, attn_lse_, attn_q3_})

@@ -317,7 +317,7 @@ SAGE_DEV bool fast_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2], f
 // runs, V before it waits for the next tile's K. One warpgroup with two or more stages keeps a
 // CTA barrier per tile after P V and refills K and V together (H100, D=64, 64x64 and 64x128
 // tiles, two stages: 2-5% faster than SPLIT).
-template <class Cfg, bool BF16>
+template <class Cfg, bool BF16, int BOXES = 0>
 SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES, CH = Cfg::CHUNKS;
   constexpr int NWARPS = Cfg::CONSUMERS / 32;
@@ -344,10 +344,13 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
   auto v_full = [&](int slot) { return bar0 + 8u * u32(1 + ST + slot); };
   auto k_empty = [&](int slot) { return bar0 + 8u * u32(1 + 2 * ST + slot); };
   auto v_empty = [&](int slot) { return bar0 + 8u * u32(1 + 3 * ST + slot); };
-  // D=256: only the 64-column boxes that hold some of the caller's columns are loaded (a call
-  // of head dim 136-248 runs here; the k-steps and O's quarters past them are skipped, so the
-  // boxes' stale shared memory is never read). Below 256 every box.
-  const int boxes = D == 256 ? min_(CH, (p.head_dim + 63) / 64) : CH;
+  // D=256: the 64-column boxes loaded and computed, BOXES where the entry fixes them
+  // (sage_attn_q3: 3; a call's columns past its head dim read as zeros, TMA's fill past the
+  // tensor map's row), else those that hold some of the caller's columns (the k-steps and O's
+  // quarters past them are skipped, so the boxes' stale shared memory is never read). Below
+  // 256 every box.
+  static_assert(BOXES == 0 || (D == 256 && BOXES >= 1 && BOXES <= CH), "fixed boxes: head dim 256");
+  const int boxes = D == 256 ? (BOXES > 0 ? BOXES : min_(CH, (p.head_dim + 63) / 64)) : CH;
   auto load_k = [&](int tile, int slot) {
     mbar_arrive_expect_tx(k_full(slot), D == 256 ? boxes * BN * 128 : Cfg::SMEM_K_STAGE);
 #pragma unroll
@@ -1167,14 +1170,17 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
   if (Cfg::PINGPONG && wg == 0) named_bar_sync(1, 256);
 }
 
-template <class Cfg>
+// BOXES (head dim 256, the plain kernel): the 64-column boxes of every call of this entry (0:
+// those of the call's head dim).
+template <class Cfg, int BOXES = 0>
 SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   if constexpr (Cfg::PERSISTENT) {
+    static_assert(BOXES == 0, "fixed boxes: the plain kernel");
     if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_persistent_t<Cfg, true>(p);
     else attn_kernel_persistent_t<Cfg, false>(p);
   } else {
-    if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_t<Cfg, true>(p);
-    else attn_kernel_t<Cfg, false>(p);
+    if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_t<Cfg, true, BOXES>(p);
+    else attn_kernel_t<Cfg, false, BOXES>(p);
   }
 }
 
