@@ -275,6 +275,13 @@ CUcontext use_device(int device) {
 
 // ---- AttnKernel -----------------------------------------------------------------------------
 
+// Head dim 256: the variants whose module has an entry of its own for calls of up to 192
+// columns, sage_attn_q3 (three quarters of the head dim): every wgmma one, and on the mma.sync
+// pipeline the unquantized ones and those of FP16 P.V (the templates' rule).
+static bool has_q3_entry(const KernelConfig& c) {
+  return c.head_dim == 256 && (c.pipeline == "wgmma" || c.qk == "native" || c.pv == "fp16");
+}
+
 AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(std::move(cfg)), module_(std::move(module)) {
   if (cfg_.pipeline != "mma" && cfg_.pipeline != "wgmma")
     throw Error(Errc::invalid_argument, "AttnKernel needs an attention variant (mma, wgmma), got '" + cfg_.pipeline + "'");
@@ -288,8 +295,7 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   attn_ = module_->function("sage_attn");
   // int8 P.V: a second entry for calls that return the LSE (it also sums P before rounding).
   if (cfg_.pv == "int8") attn_lse_ = module_->function("sage_attn_lse");
-  // wgmma at head dim 256 (both families): an entry of its own for calls of up to 192 columns.
-  if (cfg_.pipeline == "wgmma" && cfg_.head_dim == 256) attn_q3_ = module_->function("sage_attn_q3");
+  if (has_q3_entry(cfg_)) attn_q3_ = module_->function("sage_attn_q3");
   const cu::Api& a = cu::api();
   if (cfg_.smem_bytes > 48 * 1024)
     for (CUfunction f : {attn_, attn_lse_, attn_q3_})
@@ -822,8 +828,8 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
     // (query tiles x ranges, heads, batch): heads are kv heads where packed (attn_mma.cuh: cta_coords)
     const std::int64_t x = std::int64_t(s.pack_rows > 0 ? 1 : s.q_tiles) * std::max(1, s.split_ranges);
     if (x > 0x7fffffff) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for one launch"));
-    launch(attn_, unsigned(x), unsigned(s.pack_rows > 0 ? p.heads_kv : p.heads_q), unsigned(p.batch),
-           unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s);
+    launch(attn_q3_ && p.head_dim <= 192 ? attn_q3_ : attn_, unsigned(x), unsigned(s.pack_rows > 0 ? p.heads_kv : p.heads_q),
+           unsigned(p.batch), unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s);
     return;
   }
   if (persistent()) {

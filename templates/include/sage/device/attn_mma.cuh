@@ -269,13 +269,21 @@ struct QOperand<Cfg, true> {
   }
 };
 
+// The quarters of the head dim a tile computes (QN, head dim 256): 4, or 3 for calls of up to
+// 192 columns (the sage_attn_q3 entry), whose columns past 192 are zeros in the tiles.
+template <class Cfg, int QN>
+__host__ __device__ constexpr int quarters_of(int n) {
+  static_assert(QN == 4 || (QN == 3 && Cfg::D == 256), "three quarters: head dim 256 only");
+  return n * QN / 4;
+}
+
 // S = Q K^T for one tile (and dS = q_mean K^T when smoothing Q). BF16: the native kernel's
-// BF16 inputs.
-template <class Cfg, bool BF16 = false>
+// BF16 inputs. QN: the quarters of the head dim it reads (quarters_of).
+template <class Cfg, bool BF16 = false, int QN = 4>
 SAGE_DEV void qk_tile(TileScores<Cfg>& S, const QOperand<Cfg>& q,
                       const u32 (&qbar)[Cfg::QK_KSTEPS][4], u32 sK, const LaneOffsets<Cfg>& lo) {
   using L = Layout<Cfg>;
-  constexpr int SL = Cfg::SLABS, NT = Cfg::BN / 8;
+  constexpr int SL = Cfg::SLABS, NT = Cfg::BN / 8, KS = quarters_of<Cfg, QN>(Cfg::QK_KSTEPS);
   auto& s = S.s;
   auto& ds = S.ds;
 #pragma unroll
@@ -287,7 +295,7 @@ SAGE_DEV void qk_tile(TileScores<Cfg>& S, const QOperand<Cfg>& q,
   if constexpr (Cfg::Q_SMEM) {
     // Native only: k-steps outside, so each Q fragment is read from shared memory once a tile.
 #pragma unroll
-    for (int k = 0; k < Cfg::QK_KSTEPS; ++k) {
+    for (int k = 0; k < KS; ++k) {
       u32 qa[SL][4];
 #pragma unroll
       for (int a = 0; a < SL; ++a) ldsm_x4(qa[a], q.at[a][k % 4] + (k / 4) * 128);
@@ -319,7 +327,7 @@ SAGE_DEV void qk_tile(TileScores<Cfg>& S, const QOperand<Cfg>& q,
 #pragma unroll
   for (int p2 = 0; p2 < NT / 2; ++p2) {
 #pragma unroll
-    for (int k = 0; k < Cfg::QK_KSTEPS; ++k) {
+    for (int k = 0; k < KS; ++k) {
       u32 kf[4];
       ldsm_x4(kf, sK + lo.kof(k) + p2 * 16 * L::QCPR * 16);
 #pragma unroll
@@ -354,8 +362,8 @@ SAGE_DEV void qk_tile(TileScores<Cfg>& S, const QOperand<Cfg>& q,
 
 // O += P V with 16-bit P (A fragments pa, BLOCK_N / 16 k-steps) and 16-bit V from shared
 // memory (ldmatrix.trans), FP32 accumulators; O is rescaled by alpha first where `rescale`
-// (warp-uniform). BF16: the native kernel's BF16 operands.
-template <class Cfg, bool BF16>
+// (warp-uniform). BF16: the native kernel's BF16 operands. QN: the quarters of O computed.
+template <class Cfg, bool BF16, int QN = 4>
 SAGE_DEV void pv16(WarpState<Cfg>& st, const u32 (&pa)[Cfg::SLABS][Cfg::BN / 16][4], const float (&alpha)[Cfg::SLABS][2],
                    bool rescale, u32 sV, const LaneOffsets<Cfg>& lo) {
   using L = Layout<Cfg>;
@@ -364,14 +372,14 @@ SAGE_DEV void pv16(WarpState<Cfg>& st, const u32 (&pa)[Cfg::SLABS][Cfg::BN / 16]
 #pragma unroll
     for (int a = 0; a < SL; ++a)
 #pragma unroll
-      for (int j = 0; j < D / 8; ++j)
+      for (int j = 0; j < quarters_of<Cfg, QN>(D / 8); ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) st.o[a][j][e] *= alpha[a][e / 2];
   }
 #pragma unroll
   for (int k = 0; k < Cfg::BN / 16; ++k)
 #pragma unroll
-    for (int q = 0; q < D / 16; ++q) {
+    for (int q = 0; q < quarters_of<Cfg, QN>(D / 16); ++q) {
       u32 vf[4];
       ldsm_x4_t(vf, sV + lo.v16(q) + 16 * k * L::VCPR * 16);
 #pragma unroll
@@ -417,8 +425,8 @@ SAGE_DEV float p8_sum(i32 x) { return __int_as_float(x) - kMagic; }
 SAGE_DEV float p8_sum(float x) { return x; }
 
 // Online softmax of one tile's scores, then O += P V. LSE_SUMS (int8 P.V): also keep the sums
-// of P before rounding, for the LSE.
-template <class Cfg, bool MASK, bool LSE_SUMS>
+// of P before rounding, for the LSE. QN: the quarters of O computed.
+template <class Cfg, bool MASK, bool LSE_SUMS, int QN = 4>
 SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores<Cfg>& S, float qs, float qbar_scale,
                          float ks, u32 sV, int tile, int row0, const LaneOffsets<Cfg>& lo) {
   using L = Layout<Cfg>;
@@ -506,7 +514,7 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
     }
     constexpr int DCH = D / 8 < 8 ? D / 8 : 8;  // d-tiles per accumulator group
 #pragma unroll
-    for (int dc = 0; dc < D / 8 / DCH; ++dc) {
+    for (int dc = 0; dc < quarters_of<Cfg, QN>(D / 8 / DCH); ++dc) {
       typename P8Acc<U8>::type acc[SL][DCH][4];
       if constexpr (!U8) {
 #pragma unroll
@@ -560,11 +568,11 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
       bool rescale = false;
 #pragma unroll
       for (int a = 0; a < SL; ++a) rescale |= alpha[a][0] != 1.f || alpha[a][1] != 1.f;
-      pv16<Cfg, false>(st, pa, alpha, __any_sync(0xffffffffu, rescale), sV, lo);
+      pv16<Cfg, false, QN>(st, pa, alpha, __any_sync(0xffffffffu, rescale), sV, lo);
     } else {  // fp16 accumulators, flushed into FP32 O once per tile
       constexpr int DCH = D / 8 < 8 ? D / 8 : 8;
 #pragma unroll
-      for (int dc = 0; dc < D / 8 / DCH; ++dc) {
+      for (int dc = 0; dc < quarters_of<Cfg, QN>(D / 8 / DCH); ++dc) {
         u32 acc[SL][DCH][2];
 #pragma unroll
         for (int a = 0; a < SL; ++a)
@@ -600,7 +608,7 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
 // The native kernel's tile: the online softmax of the FP32 scores (lazy rescaling, the native
 // wgmma kernel's softmax_tile), then O += P V with P in the inputs' type (FP16 or BF16) from
 // registers and V from shared memory, FP32 accumulators.
-template <class Cfg, bool MASK, bool BF16>
+template <class Cfg, bool MASK, bool BF16, int QN = 4>
 SAGE_DEV void softmax_pv_native(const SageAttnParams& p, WarpState<Cfg>& st, TileScores<Cfg>& S, float scale, u32 sV,
                                 int tile, int row0, const LaneOffsets<Cfg>& lo) {
   constexpr int SL = Cfg::SLABS, BN = Cfg::BN, KK = BN / 16;
@@ -622,7 +630,7 @@ SAGE_DEV void softmax_pv_native(const SageAttnParams& p, WarpState<Cfg>& st, Til
       pa[a][k][2] = pack_x2(x[2 * k + 1][0], x[2 * k + 1][1], dtype);
       pa[a][k][3] = pack_x2(x[2 * k + 1][2], x[2 * k + 1][3], dtype);
     }
-  pv16<Cfg, BF16>(st, pa, alpha, moved, sV, lo);  // moved: warp-uniform, rare after the first tiles
+  pv16<Cfg, BF16, QN>(st, pa, alpha, moved, sV, lo);  // moved: warp-uniform, rare after the first tiles
 }
 
 // Split keys' partial results: p.split_o holds, for range r of query tile u (= (b *
@@ -742,7 +750,7 @@ SAGE_DEV void split_merge(const SageAttnParams& p, i64 u, int b, int h, int m0) 
 // Cfg::SMEM_BYTES dynamic shared memory. LSE_SUMS: see softmax_pv (int8 P.V only; the
 // launcher picks that entry when p.lse is set). BF16: the native kernel's BF16 inputs (the
 // entry point picks by p.dtype).
-template <class Cfg, bool LSE_SUMS = false, bool BF16 = false>
+template <class Cfg, bool LSE_SUMS = false, bool BF16 = false, int QN = 4>
 SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   static_assert(!LSE_SUMS || Cfg::V_INT8, "separate LSE sums are the int8 P.V path's");
   static_assert(Cfg::SCHED == Schedule::plain || Cfg::SCHED == Schedule::overlap,
@@ -903,27 +911,27 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
         // Warp-uniform: a warp whose rows all lie past seq_q (decoding) has nothing to compute.
         if (row0 < p.seq_q) {
           TileScores<Cfg> S;
-          qk_tile<Cfg, BF16>(S, qf, qbar, sK0 + slot * Cfg::SMEM_K_STAGE, lo);
+          qk_tile<Cfg, BF16, QN>(S, qf, qbar, sK0 + slot * Cfg::SMEM_K_STAGE, lo);
           if (t >= mask_from)
-            softmax_pv_native<Cfg, true, BF16>(p, st, S, scale, sV, t, row0, lo);
+            softmax_pv_native<Cfg, true, BF16, QN>(p, st, S, scale, sV, t, row0, lo);
           else
-            softmax_pv_native<Cfg, false, BF16>(p, st, S, scale, sV, t, row0, lo);
+            softmax_pv_native<Cfg, false, BF16, QN>(p, st, S, scale, sV, t, row0, lo);
         }
       } else {
         const float ksc = kscale[t * Cfg::K_GROUPS];
         TileScores<Cfg> S;
-        qk_tile<Cfg>(S, qf, qbar, sK0 + slot * Cfg::SMEM_K_STAGE, lo);
+        qk_tile<Cfg, false, QN>(S, qf, qbar, sK0 + slot * Cfg::SMEM_K_STAGE, lo);
         if (t >= mask_from)
-          softmax_pv<Cfg, true, LSE_SUMS>(p, st, S, qs, qbar_scale, ksc, sV, t, row0, lo);
+          softmax_pv<Cfg, true, LSE_SUMS, QN>(p, st, S, qs, qbar_scale, ksc, sV, t, row0, lo);
         else
-          softmax_pv<Cfg, false, LSE_SUMS>(p, st, S, qs, qbar_scale, ksc, sV, t, row0, lo);
+          softmax_pv<Cfg, false, LSE_SUMS, QN>(p, st, S, qs, qbar_scale, ksc, sV, t, row0, lo);
       }
     }
   } else {
     // Overlap: tiles t and t+1 are resident while iteration t runs QK^T of t+1 and the
     // softmax and PV of t; the load issued in iteration t refills the slot of t-1.
     TileScores<Cfg> cur;
-    if (n_tiles > 0) qk_tile<Cfg>(cur, qf, qbar, sK0, lo);
+    if (n_tiles > 0) qk_tile<Cfg, false, QN>(cur, qf, qbar, sK0, lo);
     for (int t = 0; t < n_tiles; ++t) {
       cp_async_wait<ST - 3>();
       __syncthreads();
@@ -934,13 +942,13 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
       }
       cp_async_commit();
       TileScores<Cfg> next;
-      if (t + 1 < n_tiles) qk_tile<Cfg>(next, qf, qbar, sK0 + ((t + 1) % ST) * Cfg::SMEM_K_STAGE, lo);
+      if (t + 1 < n_tiles) qk_tile<Cfg, false, QN>(next, qf, qbar, sK0 + ((t + 1) % ST) * Cfg::SMEM_K_STAGE, lo);
       const float ksc = kscale[t * Cfg::K_GROUPS];
       const u32 sV = sV0 + (t % ST) * Cfg::SMEM_V_STAGE;
       if (t >= mask_from)
-        softmax_pv<Cfg, true, LSE_SUMS>(p, st, cur, qs, qbar_scale, ksc, sV, t, row0, lo);
+        softmax_pv<Cfg, true, LSE_SUMS, QN>(p, st, cur, qs, qbar_scale, ksc, sV, t, row0, lo);
       else
-        softmax_pv<Cfg, false, LSE_SUMS>(p, st, cur, qs, qbar_scale, ksc, sV, t, row0, lo);
+        softmax_pv<Cfg, false, LSE_SUMS, QN>(p, st, cur, qs, qbar_scale, ksc, sV, t, row0, lo);
       cur = next;
     }
   }
