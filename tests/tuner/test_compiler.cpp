@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <vector>
 
 #include "sage/common/embedded.h"
 #include "sage/common/error.h"
@@ -297,6 +298,56 @@ TEST(Compiler, Sm90a_NativeHeadDim256HasAThreeQuarterEntry) {
         EXPECT_FALSE(kr.wgmma_serialized()) << k;
       }
     EXPECT_TRUE(found) << k << " in " << r.log;
+  }
+}
+
+// Off Hopper the head-dim-256 defaults are mma.sync kernels; the unquantized one and INT8
+// Q.K^T with FP16 P.V (sm_80's) have an entry of their own for calls of up to 192 columns,
+// sage_attn_q3, which issues three quarters of every MMA of a tile: Q.K^T's k-steps (INT8 or
+// FP16/BF16) and P.V's 8-column tiles of O.
+TEST(Compiler, Sm80_HeadDim256DefaultsHaveAThreeQuarterEntry) {
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  struct Case {
+    int seq_kv;
+    const char* qk;
+    std::vector<std::string> mmas;  // the MMA instructions whose counts the entries compare
+  };
+  const std::vector<Case> cases = {
+      {1024, "native", {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"}},
+      {4096, "int8", {"mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"}},
+  };
+  for (const Case& c : cases) {
+    const std::string name = default_variant("sm_80", 256, "balanced", c.seq_kv, 0, c.seq_kv);
+    const std::optional<gen::Variant> v = space.find(name);
+    ASSERT_TRUE(v.has_value()) << name;
+    ASSERT_EQ(v->get_string("qk"), c.qk) << name;
+    CompileOptions o = no_cache("sm_80");
+    o.keep_ptx = true;
+    const CompileResult r = VariantBuilder(o).compile(*v);
+    ASSERT_TRUE(r.ok) << r.log;
+    const std::string& ptx = r.ptx;
+    auto count_in = [&](const std::string& entry, const std::string& what) {
+      const std::size_t begin = ptx.find(".entry " + entry + "(");
+      if (begin == std::string::npos) return std::size_t(0);
+      const std::size_t end = ptx.find(".entry ", begin + 1);
+      std::size_t n = 0;
+      for (std::size_t at = ptx.find(what, begin); at < end; at = ptx.find(what, at + 1)) ++n;
+      return n;
+    };
+    for (const std::string& m : c.mmas) {
+      const std::size_t whole = count_in("sage_attn", m), q3 = count_in("sage_attn_q3", m);
+      EXPECT_GT(whole, 0u) << name << " " << m;
+      EXPECT_EQ(q3 * 4, whole * 3) << name << " " << m << ": " << q3 << " of " << whole;
+    }
+    for (const char* k : {"sage_attn", "sage_attn_q3"}) {
+      bool found = false;
+      for (const auto& kr : r.kernels)
+        if (kr.kernel == k) {
+          found = true;
+          EXPECT_FALSE(kr.spills()) << name << " " << k;
+        }
+      EXPECT_TRUE(found) << name << ": " << k;
+    }
   }
 }
 
