@@ -58,6 +58,34 @@ CompileOptions no_cache(const std::string& arch) {
   return o;
 }
 
+// How often `what` occurs in the body of the PTX entry `entry` (up to the next .entry).
+std::size_t count_in_entry(const std::string& ptx, const std::string& entry, const std::string& what) {
+  const std::size_t begin = ptx.find(".entry " + entry + "(");
+  if (begin == std::string::npos) return 0;
+  const std::size_t end = ptx.find(".entry ", begin + 1);
+  std::size_t n = 0;
+  for (std::size_t at = ptx.find(what, begin); at < end; at = ptx.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Each kernel of `names` is in the compile result and does not spill (nor, `wgmma`, serialize
+// its wgmma).
+void expect_kernels_without_spills(const CompileResult& r, std::initializer_list<const char*> names, bool wgmma,
+                                   const std::string& variant) {
+  for (const char* k : names) {
+    bool found = false;
+    for (const auto& kr : r.kernels)
+      if (kr.kernel == k) {
+        found = true;
+        EXPECT_FALSE(kr.spills()) << variant << " " << k;
+        if (wgmma) {
+          EXPECT_FALSE(kr.wgmma_serialized()) << variant << " " << k;
+        }
+      }
+    EXPECT_TRUE(found) << variant << ": " << k << " in " << r.log;
+  }
+}
+
 bool is_elf(const std::string& bytes) { return bytes.size() > 4 && bytes.compare(0, 4, "\x7f" "ELF") == 0; }
 
 class CompileForArch : public ::testing::TestWithParam<const char*> {};
@@ -236,27 +264,10 @@ TEST(Compiler, Sm90a_QuantizedHeadDim256DefaultMultipliesPVAQuarterAtATime) {
   EXPECT_EQ(ptx.find("m64n256k32"), std::string::npos);
   EXPECT_NE(ptx.find("cp.async.bulk.tensor.2d"), std::string::npos);
   EXPECT_NE(ptx.find("cp.async.bulk.tensor.4d"), std::string::npos);
-  // The INT8 Q.K^T k-steps in the body of one entry (up to the next .entry).
-  auto qk_ksteps = [&](const std::string& entry) {
-    const std::size_t begin = ptx.find(".entry " + entry + "(");
-    if (begin == std::string::npos) return std::size_t(0);
-    const std::size_t end = ptx.find(".entry ", begin + 1);
-    std::size_t n = 0;
-    for (std::size_t at = ptx.find("m64n128k32.s32.s8.s8", begin); at < end; at = ptx.find("m64n128k32.s32.s8.s8", at + 1))
-      ++n;
-    return n;
-  };
-  EXPECT_EQ(qk_ksteps("sage_attn"), 8u) << "Q.K^T k-steps of the whole row";
-  EXPECT_EQ(qk_ksteps("sage_attn_q3"), 6u) << "Q.K^T k-steps of three quarters of the row";
-  for (const char* k : {"sage_attn", "sage_attn_q3", "sage_prep", "sage_prep_v"}) {
-    bool found = false;
-    for (const auto& kr : r.kernels)
-      if (kr.kernel == k) {
-        found = true;
-        EXPECT_FALSE(kr.spills()) << k;
-      }
-    EXPECT_TRUE(found) << k << " in " << r.log;
-  }
+  EXPECT_EQ(count_in_entry(ptx, "sage_attn", "m64n128k32.s32.s8.s8"), 8u) << "Q.K^T k-steps of the whole row";
+  EXPECT_EQ(count_in_entry(ptx, "sage_attn_q3", "m64n128k32.s32.s8.s8"), 6u)
+      << "Q.K^T k-steps of three quarters of the row";
+  expect_kernels_without_spills(r, {"sage_attn", "sage_attn_q3", "sage_prep", "sage_prep_v"}, false, name);
 }
 
 // The head-dim-256 unquantized default on sm_90a (up to 2K keys) has an entry of its own for
@@ -275,30 +286,13 @@ TEST(Compiler, Sm90a_NativeHeadDim256HasAThreeQuarterEntry) {
   const CompileResult r = VariantBuilder(o).compile(*v);
   ASSERT_TRUE(r.ok) << r.log;
   const std::string& ptx = r.ptx;
-  auto count_in = [&](const std::string& entry, const std::string& what) {
-    const std::size_t begin = ptx.find(".entry " + entry + "(");
-    if (begin == std::string::npos) return std::size_t(0);
-    const std::size_t end = ptx.find(".entry ", begin + 1);
-    std::size_t n = 0;
-    for (std::size_t at = ptx.find(what, begin); at < end; at = ptx.find(what, at + 1)) ++n;
-    return n;
-  };
   for (const char* t : {"f16.f16", "bf16.bf16"}) {
-    EXPECT_EQ(count_in("sage_attn_q3", std::string("m64n64k16.f32.") + t), 12u + 4u) << t;
-    EXPECT_EQ(count_in("sage_attn_q3", std::string("m64n128k16.f32.") + t), 4u) << t;
+    EXPECT_EQ(count_in_entry(ptx, "sage_attn_q3", std::string("m64n64k16.f32.") + t), 12u + 4u) << t;
+    EXPECT_EQ(count_in_entry(ptx, "sage_attn_q3", std::string("m64n128k16.f32.") + t), 4u) << t;
     // sage_attn: Q.K^T of 4, 8, 12 and 16 k-steps, P.V over 1 to 4 quarters
-    EXPECT_EQ(count_in("sage_attn", std::string("m64n64k16.f32.") + t), 40u + 8u) << t;
+    EXPECT_EQ(count_in_entry(ptx, "sage_attn", std::string("m64n64k16.f32.") + t), 40u + 8u) << t;
   }
-  for (const char* k : {"sage_attn", "sage_attn_q3"}) {
-    bool found = false;
-    for (const auto& kr : r.kernels)
-      if (kr.kernel == k) {
-        found = true;
-        EXPECT_FALSE(kr.spills()) << k;
-        EXPECT_FALSE(kr.wgmma_serialized()) << k;
-      }
-    EXPECT_TRUE(found) << k << " in " << r.log;
-  }
+  expect_kernels_without_spills(r, {"sage_attn", "sage_attn_q3"}, true, name);
 }
 
 // Off Hopper the head-dim-256 defaults are mma.sync kernels; the unquantized one and INT8
@@ -326,28 +320,12 @@ TEST(Compiler, Sm80_HeadDim256DefaultsHaveAThreeQuarterEntry) {
     const CompileResult r = VariantBuilder(o).compile(*v);
     ASSERT_TRUE(r.ok) << r.log;
     const std::string& ptx = r.ptx;
-    auto count_in = [&](const std::string& entry, const std::string& what) {
-      const std::size_t begin = ptx.find(".entry " + entry + "(");
-      if (begin == std::string::npos) return std::size_t(0);
-      const std::size_t end = ptx.find(".entry ", begin + 1);
-      std::size_t n = 0;
-      for (std::size_t at = ptx.find(what, begin); at < end; at = ptx.find(what, at + 1)) ++n;
-      return n;
-    };
     for (const std::string& m : c.mmas) {
-      const std::size_t whole = count_in("sage_attn", m), q3 = count_in("sage_attn_q3", m);
+      const std::size_t whole = count_in_entry(ptx, "sage_attn", m), q3 = count_in_entry(ptx, "sage_attn_q3", m);
       EXPECT_GT(whole, 0u) << name << " " << m;
       EXPECT_EQ(q3 * 4, whole * 3) << name << " " << m << ": " << q3 << " of " << whole;
     }
-    for (const char* k : {"sage_attn", "sage_attn_q3"}) {
-      bool found = false;
-      for (const auto& kr : r.kernels)
-        if (kr.kernel == k) {
-          found = true;
-          EXPECT_FALSE(kr.spills()) << name << " " << k;
-        }
-      EXPECT_TRUE(found) << name << ": " << k;
-    }
+    expect_kernels_without_spills(r, {"sage_attn", "sage_attn_q3"}, false, name);
   }
 }
 
