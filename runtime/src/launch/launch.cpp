@@ -824,11 +824,13 @@ void AttnKernel::launch_prep(const AttnProblem& p, const WorkspacePlan& w, const
 }
 
 void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUstream stream) const {
+  // Head dim 256: calls of up to 192 columns run the three-quarter entry where the module has one.
+  const bool q3 = attn_q3_ && p.head_dim <= 192;
   if (mma_native() && (s.split_ranges > 0 || s.pack_rows > 0)) {
     // (query tiles x ranges, heads, batch): heads are kv heads where packed (attn_mma.cuh: cta_coords)
     const std::int64_t x = std::int64_t(s.pack_rows > 0 ? 1 : s.q_tiles) * std::max(1, s.split_ranges);
     if (x > 0x7fffffff) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for one launch"));
-    launch(attn_q3_ && p.head_dim <= 192 ? attn_q3_ : attn_, unsigned(x), unsigned(s.pack_rows > 0 ? p.heads_kv : p.heads_q),
+    launch(q3 ? attn_q3_ : attn_, unsigned(x), unsigned(s.pack_rows > 0 ? p.heads_kv : p.heads_q),
            unsigned(p.batch), unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s);
     return;
   }
@@ -839,7 +841,7 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
     return;
   }
   CUfunction f = s.lse && attn_lse_ ? attn_lse_ : attn_;
-  if (attn_q3_ && p.head_dim <= 192) f = attn_q3_;
+  if (q3) f = attn_q3_;
   if (p.causal) {
     if (s.q_tiles > kGridYZLimit) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for a causal launch"));
     const int g = causal_group(p, cfg_);
