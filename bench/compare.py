@@ -59,12 +59,20 @@ MODELS = {
                      False),
     "hunyuan-video": ("HunyuanVideo, 33 frames 544x960 (18360 + 256 tokens)", 1, 24, 24, 18616, 18616, 128, False),
     "wan2.1-14b": ("Wan2.1 14B, 81 frames 832x480 (32760 tokens)", 1, 40, 40, 32760, 32760, 128, False),
+    # Head dims below 128 (run on the D=128 kernels, three quarters of the row up to 96 columns).
+    "pixart-alpha-1024": ("PixArt-alpha at 1024x1024, CFG batch (4096 tokens, head dim 72)", 2, 16, 16, 4096, 4096, 72,
+                          False),
+    "sd15-512-mid": ("SD 1.5 at 512x512, a 32x32 UNet level, CFG batch (1024 tokens, head dim 80)", 2, 8, 8, 1024,
+                     1024, 80, False),
+    "phi3-mini-4k": ("Phi-3 mini prefill, a 4K prompt (head dim 96)", 1, 32, 32, 4096, 4096, 96, True),
     # Decoding: one new token a sequence over its KV cache (one query sees every key: no mask).
     "llama3-8b-decode": ("Llama 3 8B decoding, one token over a 32K KV cache", 1, 32, 8, 1, 32768, 128, False),
     "llama3-8b-decode-4k": ("Llama 3 8B decoding, one token over a 4K KV cache", 1, 32, 8, 1, 4096, 128, False),
     "llama3-8b-decode-b16": ("Llama 3 8B decoding, 16 sequences of 8K", 16, 32, 8, 1, 8192, 128, False),
     "llama3-70b-decode": ("Llama 3 70B decoding (64 query heads), one token over 32K", 1, 64, 8, 1, 32768, 128, False),
     "spec-decode": ("Llama 3 8B, 8 draft tokens verified over 32K (causal)", 1, 32, 8, 8, 32768, 128, True),
+    "phi3-mini-decode": ("Phi-3 mini decoding, one token over a 4K KV cache (head dim 96)", 1, 32, 32, 1, 4096, 96,
+                         False),
 }
 
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <set>
 #include <vector>
 
 #include "sage/common/embedded.h"
@@ -293,6 +294,59 @@ TEST(Compiler, Sm90a_NativeHeadDim256HasAThreeQuarterEntry) {
     EXPECT_EQ(count_in_entry(ptx, "sage_attn", std::string("m64n64k16.f32.") + t), 40u + 8u) << t;
   }
   expect_kernels_without_spills(r, {"sage_attn", "sage_attn_q3"}, true, name);
+}
+
+// The tensor-core work of an entry: the N of each wgmma it issues, added up (the row sums'
+// m64n8 of sum_mma left out), k-steps of one precision counting alike.
+std::size_t wgmma_columns(const std::string& ptx, const std::string& entry) {
+  const std::size_t begin = ptx.find(".entry " + entry + "(");
+  if (begin == std::string::npos) return 0;
+  const std::size_t end = ptx.find(".entry ", begin + 1);
+  const std::string what = "wgmma.mma_async.sync.aligned.m64n";
+  std::size_t n = 0;
+  for (std::size_t at = ptx.find(what, begin); at < end; at = ptx.find(what, at + 1)) {
+    const int cols = std::atoi(ptx.c_str() + at + what.size());
+    if (cols > 8) n += std::size_t(cols);
+  }
+  return n;
+}
+
+// The head-dim-128 defaults on sm_90a (the native persistent kernel up to 3K keys and for
+// decoding, the quantized one- and three-warpgroup kernels past it) have an entry of their own
+// for calls of up to 96 columns, sage_attn_q3: Q.K^T over its first three quarters of k-steps,
+// P.V into O's first 96 columns. So its wgmma work is three quarters of sage_attn's, and P.V
+// is the N = 96 form.
+TEST(Compiler, Sm90a_HeadDim128DefaultsHaveAThreeQuarterEntry) {
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  struct Case {
+    int seq_kv, seq_q;
+    const char* pv_n96;  // P.V's instruction in sage_attn_q3
+  };
+  const std::vector<Case> cases = {{1024, 1024, "m64n96k16.f32.f16.f16"},
+                                   {8192, 1, "m64n96k16.f32.bf16.bf16"},
+                                   {4096, 4096, "m64n96k32.f32.e4m3.e4m3"},
+                                   {16384, 16384, "m64n96k32.f32.e4m3.e4m3"}};
+  std::set<std::string> seen;
+  for (const Case& c : cases) {
+    const std::string name = default_variant("sm_90a", 128, "balanced", c.seq_kv, 0, c.seq_q);
+    seen.insert(name);
+    const std::optional<gen::Variant> v = space.find(name);
+    ASSERT_TRUE(v.has_value()) << name;
+    CompileOptions o = no_cache("sm_90a");
+    o.keep_ptx = true;
+    const CompileResult r = VariantBuilder(o).compile(*v);
+    ASSERT_TRUE(r.ok) << r.log;
+    const std::size_t whole = wgmma_columns(r.ptx, "sage_attn"), q3 = wgmma_columns(r.ptx, "sage_attn_q3");
+    EXPECT_GT(whole, 0u) << name;
+    EXPECT_EQ(q3 * 4, whole * 3) << name << ": " << q3 << " of " << whole << " wgmma columns";
+    EXPECT_GT(count_in_entry(r.ptx, "sage_attn_q3", c.pv_n96), 0u) << name;
+    EXPECT_EQ(count_in_entry(r.ptx, "sage_attn", "m64n96k"), 0u) << name;
+    if (v->get_string("qk") == "native")
+      expect_kernels_without_spills(r, {"sage_attn", "sage_attn_q3"}, true, name);
+    else
+      expect_kernels_without_spills(r, {"sage_attn", "sage_attn_q3", "sage_prep", "sage_prep_v"}, true, name);
+  }
+  EXPECT_EQ(seen.size(), cases.size()) << "four different defaults";
 }
 
 // Off Hopper the head-dim-256 defaults are mma.sync kernels; the unquantized one and INT8

@@ -275,11 +275,16 @@ CUcontext use_device(int device) {
 
 // ---- AttnKernel -----------------------------------------------------------------------------
 
-// Head dim 256: the variants whose module has an entry of its own for calls of up to 192
-// columns, sage_attn_q3 (three quarters of the head dim): every wgmma one, and on the mma.sync
-// pipeline the unquantized ones and those of FP16 P.V (the templates' rule).
+// The variants whose module has an entry of its own for calls of up to three quarters of the
+// head dim, sage_attn_q3 (the templates' rule). Head dim 256 (calls of up to 192 columns):
+// every wgmma one, and on the mma.sync pipeline the unquantized ones and those of FP16 P.V.
+// Head dim 128 (up to 96 columns): the persistent native wgmma kernels, and the quantized
+// wgmma kernels of the TMA loader and the plain or turns schedule.
 static bool has_q3_entry(const KernelConfig& c) {
-  return c.head_dim == 256 && (c.pipeline == "wgmma" || c.qk == "native" || c.pv == "fp16");
+  if (c.head_dim == 256) return c.pipeline == "wgmma" || c.qk == "native" || c.pv == "fp16";
+  if (c.head_dim != 128 || c.pipeline != "wgmma") return false;
+  if (c.qk == "native") return c.schedule.rfind("persistent", 0) == 0;
+  return c.tma && (c.schedule == "plain" || c.schedule == "turns");
 }
 
 AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(std::move(cfg)), module_(std::move(module)) {
@@ -700,7 +705,11 @@ void encode_rows(void* map, const void* base, std::int64_t inner, std::int64_t r
 
 // A 4-D tensor map (D, N, H, B) over one of the caller's tensors in its own dtype, boxes of
 // 64 columns (128-byte rows, 128B swizzle) by `box_rows` rows; rows past the sequence's end
-// read as zeros.
+// read as zeros. Rows that do not all start on a 32-byte sector (a pitch or head offset not a
+// multiple of 32 bytes: head dims 40, 72, 104, ...) are promoted into L2 128 bytes at a time instead of 256:
+// H100, the native D=128 kernel, 2K keys, d = 72 / 104 / 120: 0.486 / 0.562 / 0.504 ms with
+// 256-byte promotion, 0.427 / 0.505 / 0.462-0.479 with 128; D=64 at d = 40 0.323 -> 0.302; aligned
+// pitches level (docs/kernels.md, 2026-11-27 (u)).
 void encode_user(void* map, const SageTensor& x, const AttnProblem& p, int heads, int seq, int box_rows,
                  int box_heads = 1) {
   const CUtensorMapDataType type =
@@ -709,9 +718,12 @@ void encode_user(void* map, const SageTensor& x, const AttnProblem& p, int heads
   const cuuint64_t strides[3] = {cuuint64_t(x.stride_n) * 2, cuuint64_t(x.stride_h) * 2, cuuint64_t(x.stride_b) * 2};
   const cuuint32_t box[4] = {64, cuuint32_t(box_rows), cuuint32_t(box_heads), 1};
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  const bool sector_rows = ((x.stride_n | x.stride_h | x.stride_b) * 2) % 32 == 0 &&
+                           reinterpret_cast<std::uintptr_t>(x.ptr) % 32 == 0;
+  const CUtensorMapL2promotion promo = sector_rows ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B : CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
   SAGE_CU(cuTensorMapEncodeTiled(static_cast<CUtensorMap*>(map), type, 4, const_cast<void*>(x.ptr), dims, strides, box,
-                                 elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+                                 elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, promo,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
 }
 
 // The maps of the caller's tensors are re-encoded only when the pointers or this changes: the
@@ -824,8 +836,9 @@ void AttnKernel::launch_prep(const AttnProblem& p, const WorkspacePlan& w, const
 }
 
 void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUstream stream) const {
-  // Head dim 256: calls of up to 192 columns run the three-quarter entry where the module has one.
-  const bool q3 = attn_q3_ && p.head_dim <= 192;
+  // Calls of up to three quarters of the variant's head dim (192 of 256, 96 of 128) run the
+  // three-quarter entry where the module has one.
+  const bool q3 = attn_q3_ && 4 * p.head_dim <= 3 * cfg_.head_dim;
   if (mma_native() && (s.split_ranges > 0 || s.pack_rows > 0)) {
     // (query tiles x ranges, heads, batch): heads are kv heads where packed (attn_mma.cuh: cta_coords)
     const std::int64_t x = std::int64_t(s.pack_rows > 0 ? 1 : s.q_tiles) * std::max(1, s.split_ranges);
@@ -836,8 +849,8 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
   }
   if (persistent()) {
     if (persistent_units(p) > 0x7fffffff) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for one launch"));
-    launch(attn_, unsigned(persistent_grid(p)), 1, 1, unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s,
-           false, unsigned(s.split_cluster));
+    launch(q3 ? attn_q3_ : attn_, unsigned(persistent_grid(p)), 1, 1, unsigned(cfg_.threads),
+           unsigned(cfg_.smem_bytes), stream, s, false, unsigned(s.split_cluster));
     return;
   }
   CUfunction f = s.lse && attn_lse_ ? attn_lse_ : attn_;

@@ -207,7 +207,7 @@ class AttnKernel {
   CUfunction prep_ = nullptr, attn_ = nullptr;
   CUfunction prep_v_ = nullptr;  // FP8 V: the exact pass after sampled statistics (sage_prep_v)
   bool dependent_ = false;       // sage_prep_v and sage_attn launch as programmatic dependents
-  CUfunction attn_q3_ = nullptr;   // head dim 256: calls of up to 192 columns (sage_attn_q3)
+  CUfunction attn_q3_ = nullptr;   // calls of up to 3/4 of the head dim (sage_attn_q3; has_q3_entry)
   CUfunction attn_lse_ = nullptr;  // the entry for calls with an LSE, where it differs (pv int8)
   int num_sms_ = 0;
   std::int64_t persistent_ctas_ = 0;  // persistent and native mma: SMs x CTAs per SM

@@ -117,10 +117,14 @@ SAGE_DEV void mma_rs_k(float (&d)[32], const u32 (&a)[4], u64 b, int acc) {
 template <int N, bool BF16>
 SAGE_DEV void mma_rs(float (&d)[N / 2], const u32 (&a)[4], u64 b, int acc) {
   if constexpr (BF16) {
-    if constexpr (N == 64) wgmma_bf16_m64n64k16_rs_mn(d, a, b, acc);
+    if constexpr (N == 32) wgmma_bf16_m64n32k16_rs_mn(d, a, b, acc);
+    else if constexpr (N == 64) wgmma_bf16_m64n64k16_rs_mn(d, a, b, acc);
+    else if constexpr (N == 96) wgmma_bf16_m64n96k16_rs_mn(d, a, b, acc);
     else wgmma_bf16_m64n128k16_rs_mn(d, a, b, acc);
   } else {
-    if constexpr (N == 64) wgmma_f16_m64n64k16_rs_mn(d, a, b, acc);
+    if constexpr (N == 32) wgmma_f16_m64n32k16_rs_mn(d, a, b, acc);
+    else if constexpr (N == 64) wgmma_f16_m64n64k16_rs_mn(d, a, b, acc);
+    else if constexpr (N == 96) wgmma_f16_m64n96k16_rs_mn(d, a, b, acc);
     else wgmma_f16_m64n128k16_rs_mn(d, a, b, acc);
   }
 }
@@ -130,14 +134,16 @@ SAGE_DEV void mma_rs(float (&d)[N / 2], const u32 (&a)[4], u64 b, int acc) {
 SAGE_DEV u64 desc_of(u32 lo) { return desc_from_lo(lo, 1024, 1); }
 
 // S = Q K^T of one tile, issued as one wgmma group: Q's rows at sQw (column blocks of BM rows,
-// the CTA's Q tile) and the K tile at sK, both K-major.
-template <class Cfg, bool BF16>
+// the CTA's Q tile) and the K tile at sK, both K-major. KS: the k-steps of 16 columns that hold
+// the call's columns (all of them, or 6 in the three-quarter entry of head dim 128).
+template <class Cfg, bool BF16, int KS = Cfg::D / 16>
 SAGE_DEV void issue_qk(float (&s)[Cfg::BN / 2], u32 sQw, u32 sK) {
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN;
+  static_assert(KS > 0 && KS <= D / 16, "k-steps of the tile");
   const u32 dq = desc_lo(sQw), dk = desc_lo(sK);
   wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < D / 16; ++k)
+  for (int k = 0; k < KS; ++k)
     mma_ss<BN, BF16>(s, desc_of(dq + u32(((k / 4) * BM * 128 + (k % 4) * 32) >> 4)),
                      desc_of(dk + u32(((k / 4) * BN * 128 + (k % 4) * 32) >> 4)), k > 0);
   wgmma_commit();
@@ -189,15 +195,19 @@ SAGE_DEV void issue_pv_quarters(float (&o)[Cfg::D / 2], const u32 (&pa)[Cfg::BN 
   wgmma_commit();
 }
 // O += P V of one tile, issued as one wgmma group: P's A fragments from registers, the V tile
-// at sV read MN-major (the leading offset: the next 64-column block, BN rows further).
-template <class Cfg, bool BF16>
+// at sV read MN-major (the leading offset: the next 64-column block, BN rows further). QN: the
+// quarters of O computed, 4, or 3 in the three-quarter entry of head dim 128 (N = 96: the
+// first block and half the second; O's last quarter stays 0 and is not stored).
+template <class Cfg, bool BF16, int QN = 4>
 SAGE_DEV void issue_pv(float (&o)[Cfg::D / 2], const u32 (&pa)[Cfg::BN / 16][4], u32 sV) {
-  constexpr int D = Cfg::D, BN = Cfg::BN;
+  constexpr int D = Cfg::D, BN = Cfg::BN, N = QN * D / 4;
   static_assert(D <= 128, "N = D in one wgmma (D=256: issue_pv_quarters)");
+  static_assert(QN == 4 || (QN == 3 && D == 128), "three quarters: head dim 128 (D=256: issue_pv_quarters)");
   const u32 dv = desc_lo(sV, BN * 128);
   wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < BN / 16; ++k) mma_rs<D, BF16>(o, pa[k], desc_of(dv + u32((k * 16 * 128) >> 4)), 1);
+  for (int k = 0; k < BN / 16; ++k)
+    mma_rs<N, BF16>(reinterpret_cast<float(&)[N / 2]>(o[0]), pa[k], desc_of(dv + u32((k * 16 * 128) >> 4)), 1);
   wgmma_commit();
 }
 
@@ -840,9 +850,13 @@ SAGE_DEV bool cluster_merge(const SageAttnParams& p, int range, int warp, int la
 // item's Q and first K/V tiles load while this item's last tiles and epilogue run. A consumer
 // warp releases K once its Q K^T has completed and V once its P V has; O is staged for the
 // epilogue in the warpgroup's own (dead) rows of its Q buffer, which it then releases.
-template <class Cfg, bool BF16>
+// QN: the quarters of the head dim computed, 4, or 3 (head dim 128, the entry sage_attn_q3 for
+// calls of up to 96 columns): Q K^T's first 6 k-steps and O's first 96 columns; the loads are
+// unchanged (columns past the call's head dim arrive as zeros).
+template <class Cfg, bool BF16, int QN = 4>
 SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES, CH = Cfg::CHUNKS;
+  static_assert(QN == 4 || (QN == 3 && D == 128), "three quarters: head dim 128");
   constexpr u32 CONSUMER_WARPS = Cfg::CONSUMERS / 32;
   extern __shared__ __align__(1024) u8 smem_raw[];
   // [0, 2): Q full, [2, 4): Q empty, then K full, V full, K empty, V empty (ST each)
@@ -1034,11 +1048,11 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
     // S = Q K^T and O += P V of tile t, issued once its K or V has landed.
     auto qk = [&](int t) {
       mbar_wait(k_full(slot(t)), phase(t));
-      issue_qk<Cfg, BF16>(sc, sQw, sK0 + slot(t) * Cfg::SMEM_K_STAGE);
+      issue_qk<Cfg, BF16, QN * D / 64>(sc, sQw, sK0 + slot(t) * Cfg::SMEM_K_STAGE);
     };
     auto pv = [&](int t) {
       mbar_wait(v_full(slot(t)), phase(t));
-      issue_pv<Cfg, BF16>(of, pa, sV0 + slot(t) * Cfg::SMEM_V_STAGE);
+      issue_pv<Cfg, BF16, QN>(of, pa, sV0 + slot(t) * Cfg::SMEM_V_STAGE);
     };
     bool moved = false;  // the last softmax moved a row's reference maximum: O needs rescaling
     // Tile t's softmax (the fast one where it holds; S recomputed when it does not, so the K
@@ -1055,7 +1069,7 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
     auto rescale = [&] {
       if (!moved) return;
 #pragma unroll
-      for (int j = 0; j < D / 8; ++j)
+      for (int j = 0; j < QN * D / 32; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[0][j][e] *= alpha[e / 2];
     };
@@ -1170,15 +1184,19 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
   if (Cfg::PINGPONG && wg == 0) named_bar_sync(1, 256);
 }
 
-// BOXES (head dim 256, the plain kernel): the 64-column boxes of every call of this entry (0:
-// those of the call's head dim).
-template <class Cfg, int BOXES = 0>
+// QN: the quarters of the head dim every call of this entry computes. 4: all of them (the
+// plain kernel at head dim 256: the 64-column boxes of the call's head dim); 3: the
+// three-quarter entry sage_attn_q3 (head dim 256, the plain kernel: three boxes; head dim
+// 128, the persistent kernels: 96 columns).
+template <class Cfg, int QN = 4>
 SAGE_DEV void attn_kernel(const SageAttnParams& p) {
+  static_assert(QN == 4 || (QN == 3 && (Cfg::PERSISTENT ? Cfg::D == 128 : Cfg::D == 256)),
+                "three quarters: head dim 128 (persistent kernels) or 256 (the plain kernel)");
   if constexpr (Cfg::PERSISTENT) {
-    static_assert(BOXES == 0, "fixed boxes: the plain kernel");
-    if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_persistent_t<Cfg, true>(p);
-    else attn_kernel_persistent_t<Cfg, false>(p);
+    if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_persistent_t<Cfg, true, QN>(p);
+    else attn_kernel_persistent_t<Cfg, false, QN>(p);
   } else {
+    constexpr int BOXES = QN == 3 ? 3 : 0;
     if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_t<Cfg, true, BOXES>(p);
     else attn_kernel_t<Cfg, false, BOXES>(p);
   }

@@ -98,6 +98,7 @@ SAGE_DEV void qk_mma(i32 (&d)[N / 2], u64 da, u64 db, int acc) {
 template <int N>
 SAGE_DEV void pv_mma(float (&d)[N / 2], const u32 (&a)[4], u64 db, int acc) {
   if constexpr (N == 64) wgmma_e4m3_m64n64k32(d, a, db, acc);
+  else if constexpr (N == 96) wgmma_e4m3_m64n96k32(d, a, db, acc);
   else wgmma_e4m3_m64n128k32(d, a, db, acc);
 }
 
@@ -221,13 +222,13 @@ SAGE_DEV u64 ones_desc(u32 addr) {
 
 // Issues acc = P V for one tile into a fresh accumulator (asynchronous: the caller commits),
 // from V^T's descriptor; with SUM_MMA also rs = the row sums of P (dOnes: the ones block).
-template <class Cfg>
-SAGE_DEV void pv_issue_d(float (&acc)[Cfg::PV_N / 2], float (&rs)[4], const u32 (&pa)[Cfg::BN / 32][4], u32 dV,
-                         u64 dOnes) {
+// N: V^T's rows (O's columns) multiplied, PV_N, or 96 in the three-quarter entry of head dim 128.
+template <class Cfg, int N = Cfg::PV_N>
+SAGE_DEV void pv_issue_d(float (&acc)[N / 2], float (&rs)[4], const u32 (&pa)[Cfg::BN / 32][4], u32 dV, u64 dOnes) {
   wgmma_fence();
 #pragma unroll
   for (int k = 0; k < Cfg::BN / 32; ++k) {
-    pv_mma<Cfg::PV_N>(acc, pa[k], v_desc<Cfg>(dV + 2 * k), k > 0);  // 32 bytes per k-step
+    pv_mma<N>(acc, pa[k], v_desc<Cfg>(dV + 2 * k), k > 0);  // 32 bytes per k-step
     if constexpr (Cfg::SUM_MMA) wgmma_e4m3_m64n8k32(rs, pa[k], dOnes, k > 0);
   }
 }
@@ -240,15 +241,14 @@ SAGE_DEV void pv_issue(float (&acc)[Cfg::PV_N / 2], const u32 (&pa)[Cfg::BN / 32
 
 // The second accumulation level: O = O * alpha + acc, one FFMA per element; with SUM_MMA also
 // l = l * alpha + the tile's row sums (rs[0]: row gid, rs[2]: row gid + 8 of this lane).
-template <class Cfg, int C = 0>
-SAGE_DEV void fold(float (&o)[1][Cfg::D / 8][4], float (&l)[1][2], const float (&acc)[Cfg::PV_N / 2],
-                   const float (&rs)[4], const float (&alpha)[1][2]) {
-  // acc: O's columns C * PV_N .. + PV_N - 1.
+template <class Cfg, int C = 0, int N = Cfg::PV_N>
+SAGE_DEV void fold(float (&o)[1][Cfg::D / 8][4], float (&l)[1][2], const float (&acc)[N / 2], const float (&rs)[4],
+                   const float (&alpha)[1][2]) {
+  // acc: O's columns C * N .. + N - 1 (N = 96: O's last quarter stays 0).
 #pragma unroll
-  for (int j = 0; j < Cfg::PV_N / 8; ++j)
+  for (int j = 0; j < N / 8; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      o[0][C * Cfg::PV_N / 8 + j][e] = fmaf(o[0][C * Cfg::PV_N / 8 + j][e], alpha[0][e / 2], acc[4 * j + e]);
+    for (int e = 0; e < 4; ++e) o[0][C * N / 8 + j][e] = fmaf(o[0][C * N / 8 + j][e], alpha[0][e / 2], acc[4 * j + e]);
   if constexpr (Cfg::SUM_MMA) {
     l[0][0] = fmaf(l[0][0], alpha[0][0], rs[0]);
     l[0][1] = fmaf(l[0][1], alpha[0][1], rs[2]);
@@ -306,25 +306,27 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, float (&m)[1][2], float (&l)[1
   if constexpr (Cfg::PV_N < Cfg::D) {
     pv_chunks<Cfg, QN>(o, l, pa, dV, alpha);
   } else {
-    float acc[Cfg::D / 2], rs[4];
-    pv_issue_d<Cfg>(acc, rs, pa, dV, dOnes);
+    constexpr int N = QN * Cfg::D / 4;  // head dim 128: 96 columns in the three-quarter entry
+    float acc[N / 2], rs[4];
+    pv_issue_d<Cfg, N>(acc, rs, pa, dV, dOnes);
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(acc);
     fence_regs(rs);
-    fold<Cfg>(o, l, acc, rs, alpha);
+    fold<Cfg, 0, N>(o, l, acc, rs, alpha);
   }
 }
 
 // One tile of the plain schedule, both loaders: S = Q K^T (waited), then softmax_pv; `masked`
 // picks the diagonal/tail path. dQ, dK, dV: the descriptors of this warpgroup's Q rows, of
-// the K tile and of the V^T tile. QN (head dim 256): the quarters of the row (Q K^T's k-steps,
-// P V's chunks of O's columns) that hold the call's columns, 4 or 3 (head dims up to 192;
-// Q's and K's last 64 bytes and V^T's last 64 rows are not read, O's last quarter stays 0).
+// the K tile and of the V^T tile. QN: the quarters of the row (Q K^T's k-steps, P V's columns
+// of O) that hold the call's columns, 4 or 3 (head dims up to 3/4 of D: at D=256 up to 192, at
+// D=128 up to 96; Q's and K's last quarter of bytes and V^T's last quarter of rows are not
+// read, O's last quarter stays 0).
 template <class Cfg, int QN = 4>
 SAGE_DEV void plain_tile(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], float (&o)[1][Cfg::D / 8][4],
                          u32 dQ, u32 dK, u32 dV, u64 dOnes, float dq, int tile, bool masked, int row0) {
-  static_assert(QN == 4 || (QN == 3 && Cfg::D == 256), "three quarters: head dim 256 only");
+  static_assert(QN == 4 || (QN == 3 && (Cfg::D == 256 || Cfg::D == 128)), "three quarters: head dim 128 or 256");
   i32 s[1][Cfg::BN / 8][4];
   qk_issue_d<Cfg, QN * Cfg::QK_KSTEPS / 4>(s, dQ, dK);
   wgmma_commit();
@@ -589,7 +591,7 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
       // masked and the unmasked branch and measured 20% slower (D=128 N=8K: 608 vs 762 TOPS).
       i32 s[1][BN / 8][4];
       turn_begin();
-      qk_issue_d<Cfg>(s, dQ, dK);
+      qk_issue_d<Cfg, QN * Cfg::QK_KSTEPS / 4>(s, dQ, dK);
       wgmma_commit();
       turn_end();
       wgmma_wait<0>();
@@ -598,15 +600,16 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
       u32 pa[BN / 32][4];
       if (t >= mask_from) softmax_p<Cfg, true>(p, m, l, s, dq, t, row0, pa, alpha);
       else softmax_p<Cfg, false>(p, m, l, s, dq, t, row0, pa, alpha);
-      float acc[Cfg::D / 2], rs[4];
+      constexpr int N = QN * Cfg::D / 4;
+      float acc[N / 2], rs[4];
       turn_begin();
-      pv_issue_d<Cfg>(acc, rs, pa, dV, dOnes);
+      pv_issue_d<Cfg, N>(acc, rs, pa, dV, dOnes);
       wgmma_commit();
       turn_end();
       wgmma_wait<0>();
       fence_regs(acc);
       fence_regs(rs);
-      fold<Cfg>(o, l, acc, rs, alpha);
+      fold<Cfg, 0, N>(o, l, acc, rs, alpha);
     }
     if constexpr (SHARED) {
       // This warp's wgmma reads of the slot have completed (P V waited): count it out; the
@@ -945,6 +948,8 @@ SAGE_DEV void attn_kernel_cp(const SageAttnParams& p) {
 // preparation (griddep_wait in common.cuh).
 template <class Cfg, int QN = 4>
 SAGE_DEV void attn_kernel(const SageAttnParams& p) {
+  static_assert(QN == 4 || (QN == 3 && (Cfg::D == 128 || Cfg::D == 256) && Cfg::TMA && !Cfg::WS),
+                "three quarters (sage_attn_q3): head dim 128 or 256, the TMA kernel of the plain and turns schedules");
   griddep_wait();
   if constexpr (Cfg::WS) attn_kernel_ws<Cfg, ws_turns(Cfg::SCHED), ws_intra(Cfg::SCHED)>(p);
   else if constexpr (Cfg::TMA) attn_kernel_tma<Cfg, QN>(p);

@@ -123,6 +123,16 @@ SAGE_DEV void wgmma_e4m3_m64n128k32(float (&d)[64], const u32 (&a)[4], u64 desc_
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 }
 
+// D(64x96 f32) (+)= A(64x32 e4m3, registers) * B(32x96 e4m3, smem, K-major): P V over three
+// quarters of O at head dim 128 (sage_attn_q3).
+SAGE_DEV void wgmma_e4m3_m64n96k32(float (&d)[48], const u32 (&a)[4], u64 desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47}, {%48,%49,%50,%51}, %52, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}
+
 // D(64x8 f32) (+)= A(64x32 e4m3, registers) * B(32x8 e4m3, smem, K-major): the row sums of
 // the sum_mma variants (B is all ones).
 SAGE_DEV void wgmma_e4m3_m64n8k32(float (&d)[4], const u32 (&a)[4], u64 desc_b, int accumulate) {
@@ -136,7 +146,8 @@ SAGE_DEV void wgmma_e4m3_m64n8k32(float (&d)[4], const u32 (&a)[4], u64 desc_b, 
 // The FP16 and BF16 wgmma wrappers (identical but for the operand type T, f16 or bf16):
 //   wgmma_T_m64nNk16_ss(d, desc_a, desc_b, acc)   D(64xN f32) (+)= A(64x16, smem, K-major) * B(16xN, smem, K-major)
 //   wgmma_T_m64nNk16_rs_mn(d, a, desc_b, acc)     D(64xN f32) (+)= A(64x16, registers) * B(16xN, smem, MN-major:
-//                                                 transposed), for N = 64 and 128.
+//                                                 transposed), for N = 64 and 128; N = 96 and 32
+//                                                 for three quarters of O at head dim 128.
 //   wgmma_T_m64n64k16_rs(d, a, desc_b, acc)        D(64x64 f32) (+)= A(64x16, registers) * B(16x64, smem, K-major).
 #define SAGE_WGMMA_16BIT(T) \
 SAGE_DEV void wgmma_##T##_m64n64k16_ss(float (&d)[32], u64 desc_a, u64 desc_b, int accumulate) { \
@@ -158,6 +169,20 @@ SAGE_DEV void wgmma_##T##_m64n64k16_rs(float (&d)[32], const u32 (&a)[4], u64 de
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n" \
       "wgmma.mma_async.sync.aligned.m64n64k16.f32." #T "." #T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n" \
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)); \
+} \
+SAGE_DEV void wgmma_##T##_m64n96k16_rs_mn(float (&d)[48], const u32 (&a)[4], u64 desc_b, int accumulate) { \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n96k16.f32." #T "." #T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47}, {%48,%49,%50,%51}, %52, p, 1, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)); \
+} \
+SAGE_DEV void wgmma_##T##_m64n32k16_rs_mn(float (&d)[16], const u32 (&a)[4], u64 desc_b, int accumulate) { \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." #T "." #T " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate)); \
 } \
 SAGE_DEV void wgmma_##T##_m64n128k16_ss(float (&d)[64], u64 desc_a, u64 desc_b, int accumulate) { \
