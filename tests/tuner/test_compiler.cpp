@@ -383,6 +383,46 @@ TEST(Compiler, Sm80_HeadDim256DefaultsHaveAThreeQuarterEntry) {
   }
 }
 
+// Off Hopper the head-dim-128 defaults (the native mma.sync kernel for decoding, INT8 Q.K^T with
+// FP16-accumulator or FP8 P.V past it) have an entry of their own for calls of up to 96
+// columns, sage_attn_q3: every kind of MMA it issues, three quarters as many as sage_attn's
+// (Q.K^T's k-steps, and O's 8-column tiles, the last accumulator group half as wide).
+TEST(Compiler, Sm80To89_HeadDim128DefaultsHaveAThreeQuarterEntry) {
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  struct Case {
+    const char* arch;
+    int seq_kv, seq_q;
+  };
+  const std::vector<Case> cases = {{"sm_80", 4096, 4096}, {"sm_80", 8192, 1}, {"sm_86", 4096, 4096}, {"sm_89", 4096, 4096}};
+  std::set<std::string> pvs;
+  for (const Case& c : cases) {
+    const std::string name = default_variant(c.arch, 128, "balanced", c.seq_kv, 0, c.seq_q);
+    const std::optional<gen::Variant> v = space.find(name);
+    ASSERT_TRUE(v.has_value()) << name;
+    pvs.insert(v->get_string("pv"));
+    CompileOptions o = no_cache(c.arch);
+    o.keep_ptx = true;
+    const CompileResult r = VariantBuilder(o).compile(*v);
+    ASSERT_TRUE(r.ok) << r.log;
+    const std::string& ptx = r.ptx;
+    // Every kind of mma.sync in sage_attn (shape and types, up to the operands).
+    std::set<std::string> kinds;
+    const std::size_t begin = ptx.find(".entry sage_attn(");
+    ASSERT_NE(begin, std::string::npos) << name;
+    const std::size_t end = ptx.find(".entry ", begin + 1);
+    for (std::size_t at = ptx.find("mma.sync.aligned.", begin); at < end; at = ptx.find("mma.sync.aligned.", at + 1))
+      kinds.insert(ptx.substr(at, ptx.find_first_of(" \t", at) - at));
+    EXPECT_GE(kinds.size(), 2u) << name;
+    for (const std::string& m : kinds) {
+      const std::size_t whole = count_in_entry(ptx, "sage_attn", m), q3 = count_in_entry(ptx, "sage_attn_q3", m);
+      EXPECT_GT(whole, 0u) << name << " " << m;
+      EXPECT_EQ(q3 * 4, whole * 3) << name << " " << m << ": " << q3 << " of " << whole;
+    }
+    expect_kernels_without_spills(r, {"sage_attn", "sage_attn_q3"}, false, name);
+  }
+  EXPECT_EQ(pvs, (std::set<std::string>{"native", "fp16acc", "fp8"})) << "the P.V kinds the defaults cover";
+}
+
 TEST(Compiler, UnsupportedArchThrowsInvalidArgument) {
   try {
     compile("k", kSmemKernel, no_cache("sm_75"));

@@ -278,11 +278,13 @@ CUcontext use_device(int device) {
 // The variants whose module has an entry of its own for calls of up to three quarters of the
 // head dim, sage_attn_q3 (the templates' rule). Head dim 256 (calls of up to 192 columns):
 // every wgmma one, and on the mma.sync pipeline the unquantized ones and those of FP16 P.V.
-// Head dim 128 (up to 96 columns): the persistent native wgmma kernels, and the quantized
-// wgmma kernels of the TMA loader and the plain or turns schedule.
+// Head dim 128 (up to 96 columns): the persistent native wgmma kernels, the quantized wgmma
+// kernels of the TMA loader and the plain or turns schedule; on the mma.sync pipeline the
+// unquantized ones and INT8 Q.K^T with FP16, FP16-accumulator or FP8 P.V.
 static bool has_q3_entry(const KernelConfig& c) {
   if (c.head_dim == 256) return c.pipeline == "wgmma" || c.qk == "native" || c.pv == "fp16";
-  if (c.head_dim != 128 || c.pipeline != "wgmma") return false;
+  if (c.head_dim != 128) return false;
+  if (c.pipeline == "mma") return c.qk == "native" || (c.qk == "int8" && (c.pv == "fp16" || c.pv == "fp16acc" || c.pv == "fp8"));
   if (c.qk == "native") return c.schedule.rfind("persistent", 0) == 0;
   return c.tma && (c.schedule == "plain" || c.schedule == "turns");
 }

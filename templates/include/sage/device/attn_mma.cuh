@@ -269,11 +269,12 @@ struct QOperand<Cfg, true> {
   }
 };
 
-// The quarters of the head dim a tile computes (QN, head dim 256): 4, or 3 for calls of up to
-// 192 columns (the sage_attn_q3 entry), whose columns past 192 are zeros in the tiles.
+// The quarters of the head dim a tile computes (QN): 4, or 3 for calls of up to three quarters
+// of it (the sage_attn_q3 entry: 192 columns of 256, 96 of 128), whose columns past those are
+// zeros in the tiles. n: a count of whole quarters' units (k-steps, 8- or 16-column tiles of O).
 template <class Cfg, int QN>
 __host__ __device__ constexpr int quarters_of(int n) {
-  static_assert(QN == 4 || (QN == 3 && Cfg::D == 256), "three quarters: head dim 256 only");
+  static_assert(QN == 4 || (QN == 3 && (Cfg::D == 256 || Cfg::D == 128)), "three quarters: head dim 128 or 256");
   return n * QN / 4;
 }
 
@@ -513,8 +514,12 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
       }
     }
     constexpr int DCH = D / 8 < 8 ? D / 8 : 8;  // d-tiles per accumulator group
+    // O's 8-column tiles computed (QN): whole groups of DCH, and at D=128 in the three-quarter
+    // entry a last group of half as many (12 tiles: 8 + 4). Past NJ a group's tiles are skipped
+    // (constant once unrolled).
+    constexpr int NJ = quarters_of<Cfg, QN>(D / 8);
 #pragma unroll
-    for (int dc = 0; dc < quarters_of<Cfg, QN>(D / 8 / DCH); ++dc) {
+    for (int dc = 0; dc < (NJ + DCH - 1) / DCH; ++dc) {
       typename P8Acc<U8>::type acc[SL][DCH][4];
       if constexpr (!U8) {
 #pragma unroll
@@ -528,6 +533,7 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
       for (int k = 0; k < KK; ++k)
 #pragma unroll
         for (int q = 0; q < DCH / 2; ++q) {
+          if (dc * DCH + 2 * q >= NJ) continue;
           u32 vf[4];
           ldsm_x4(vf, sV + lo.v[k] + (dc * DCH * 8 + 16 * q) * L::VCPR * 16);
 #pragma unroll
@@ -542,7 +548,8 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
         for (int j = 0; j < DCH; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e)
-            st.o[a][dc * DCH + j][e] = fmaf(st.o[a][dc * DCH + j][e], alpha[a][e / 2], p8_sum(acc[a][j][e]));
+            if (dc * DCH + j < NJ)
+              st.o[a][dc * DCH + j][e] = fmaf(st.o[a][dc * DCH + j][e], alpha[a][e / 2], p8_sum(acc[a][j][e]));
     }
   } else {
     constexpr int KK = BN / 16;
@@ -571,8 +578,9 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
       pv16<Cfg, false, QN>(st, pa, alpha, __any_sync(0xffffffffu, rescale), sV, lo);
     } else {  // fp16 accumulators, flushed into FP32 O once per tile
       constexpr int DCH = D / 8 < 8 ? D / 8 : 8;
+      constexpr int NJ = quarters_of<Cfg, QN>(D / 8);  // as in the 8-bit path above
 #pragma unroll
-      for (int dc = 0; dc < quarters_of<Cfg, QN>(D / 8 / DCH); ++dc) {
+      for (int dc = 0; dc < (NJ + DCH - 1) / DCH; ++dc) {
         u32 acc[SL][DCH][2];
 #pragma unroll
         for (int a = 0; a < SL; ++a)
@@ -582,6 +590,7 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
         for (int k = 0; k < KK; ++k)
 #pragma unroll
           for (int q = 0; q < DCH / 2; ++q) {
+            if (dc * DCH + 2 * q >= NJ) continue;
             u32 vf[4];
             ldsm_x4_t(vf, sV + lo.v16(dc * DCH / 2 + q) + 16 * k * L::VCPR * 16);
 #pragma unroll
@@ -596,6 +605,7 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
           for (int j = 0; j < DCH; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
+              if (dc * DCH + j >= NJ) continue;
               const u32 w = acc[a][j][e / 2];
               const float v = (e & 1) ? f16_to_f32(u16(w >> 16)) : f16_to_f32(u16(w & 0xffff));
               st.o[a][dc * DCH + j][e] = fmaf(st.o[a][dc * DCH + j][e], alpha[a][e / 2], v);
