@@ -331,7 +331,7 @@ void run(const AttnProblem& p, Policy policy, const AttnArgs& a, void* workspace
     }
     SAGE_CU(cuMemFreeAsync(ws, stream));
   }
-  if (built && log_enabled()) log_selection(e.selection, kp, policy, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  if (built && log_enabled()) log_selection(e.selection, p, policy, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
 }
 
 std::size_t workspace_size(const AttnProblem& p, Policy policy) {
@@ -340,7 +340,7 @@ std::size_t workspace_size(const AttnProblem& p, Policy policy) {
   bool built = false;
   const AttnProblem kp = kernel_problem(with_lse);
   const Entry& e = entry_for(kp, policy, &built);
-  if (built && log_enabled()) log_selection(e.selection, kp, policy, -1);
+  if (built && log_enabled()) log_selection(e.selection, with_lse, policy, -1);
   return padding_for(with_lse, kp, *e.kernel).bytes();
 }
 
@@ -348,7 +348,7 @@ const Selection& selection_for(const AttnProblem& p, Policy policy) {
   bool built = false;
   const AttnProblem kp = kernel_problem(p);
   const Entry& e = entry_for(kp, policy, &built);
-  if (built && log_enabled()) log_selection(e.selection, kp, policy, -1);
+  if (built && log_enabled()) log_selection(e.selection, p, policy, -1);
   return e.selection;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "sage/common/strings.h"
+#include "sage/internal/launch.h"
 
 namespace sage::rt {
 
@@ -26,6 +27,16 @@ void log_lines(const std::string& text) {
 void log_selection(const Selection& s, const AttnProblem& p, Policy policy, double first_call_ms) {
   std::string t = cat(s.bucket, " on ", s.device, " (", s.arch, ")\n");
   t += cat("  call: ", p.str(), ", policy ", to_string(policy), "\n");
+  const int kd = s.config.head_dim;
+  if (kd > 0 && p.head_dim != kd) {
+    if (p.head_dim % 8 != 0)
+      t += cat("  head dim: ", p.head_dim, " on the D=", kd, " variant, through zero-padded copies of Q, K, V and O\n");
+    else if (runs_q3_entry(s.config, p.head_dim))
+      t += cat("  head dim: ", p.head_dim, " on the D=", kd, " variant's entry sage_attn_q3 (three quarters of its row: ",
+               3 * kd / 4, " columns), the rows read in place\n");
+    else
+      t += cat("  head dim: ", p.head_dim, " on the D=", kd, " variant's entry sage_attn, the rows read in place as zero-padded\n");
+  }
   switch (s.source) {
     case Source::user_db:
     case Source::system_db:

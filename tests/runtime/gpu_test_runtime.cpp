@@ -960,6 +960,35 @@ TEST_F(RuntimeGpu, SageLogExplainsTheSelectionAndHowToReproduce) {
   EXPECT_EQ(after_second, after_first);
 }
 
+// A call below the variant's head dim is logged as the caller made it (d=96, and a command that
+// reproduces d=96), with how the D=128 variant serves it: its three-quarter entry on every
+// architecture's default (has_q3_entry), the rows read in place.
+TEST_F(RuntimeGpu, SageLogShowsTheCallsHeadDimAndTheEntryServingIt) {
+  env_.emplace_back("SAGE_LOG", "1");
+  const AttnProblem p = make(1, 32, 32, 1000, 1000, 96);
+  Tensors t(p, 3);
+  const std::string log = dir_.file("stderr.txt");
+  const int saved = ::dup(2);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  ::dup2(fd, 2);
+  const sage_status st = t.call(stream_);
+  const std::string text = read_file(log);
+  ::dup2(saved, 2);
+  ::close(fd);
+  ::close(saved);
+  ASSERT_EQ(st, SAGE_OK) << sage_last_error();
+  sync();
+  const std::string dflt = tuner::default_variant(arch_, 128, "balanced", 1024);
+  for (const std::string& want :
+       {std::string("[sage] d128_noncausal_fp16_HND_q1024_kv1024_bh32_balanced on ") + fp_.name,
+        std::string("[sage]   call: B1 Hq32 Hkv32 Nq1000 Nkv1000 D96 HND fp16"),
+        std::string("[sage]   head dim: 96 on the D=128 variant's entry sage_attn_q3 (three quarters of its row: 96 "
+                    "columns), the rows read in place"),
+        "[sage]   reproduce: sage-tune bench --variant " + dflt + " -d 96 -n 1000 --batch 1 --heads 32 --causal no"})
+    EXPECT_NE(text.find(want), std::string::npos) << "missing: " << want << "\nlog:\n" << text;
+}
+
 TEST_F(RuntimeGpu, CheckPointersRejectsHostMemoryAndShortBuffers) {
   env_.emplace_back("SAGE_CHECK_POINTERS", "1");
   rt::reset();  // the variable is read at the first call after a reset

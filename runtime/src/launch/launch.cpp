@@ -281,13 +281,15 @@ CUcontext use_device(int device) {
 // Head dim 128 (up to 96 columns): the persistent native wgmma kernels, the quantized wgmma
 // kernels of the TMA loader and the plain or turns schedule; on the mma.sync pipeline the
 // unquantized ones and INT8 Q.K^T with FP16, FP16-accumulator or FP8 P.V.
-static bool has_q3_entry(const KernelConfig& c) {
+bool has_q3_entry(const KernelConfig& c) {
   if (c.head_dim == 256) return c.pipeline == "wgmma" || c.qk == "native" || c.pv == "fp16";
   if (c.head_dim != 128) return false;
   if (c.pipeline == "mma") return c.qk == "native" || (c.qk == "int8" && (c.pv == "fp16" || c.pv == "fp16acc" || c.pv == "fp8"));
   if (c.qk == "native") return c.schedule.rfind("persistent", 0) == 0;
   return c.tma && (c.schedule == "plain" || c.schedule == "turns");
 }
+
+bool runs_q3_entry(const KernelConfig& c, int head_dim) { return has_q3_entry(c) && 4 * head_dim <= 3 * c.head_dim; }
 
 AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(std::move(cfg)), module_(std::move(module)) {
   if (cfg_.pipeline != "mma" && cfg_.pipeline != "wgmma")
@@ -840,7 +842,7 @@ void AttnKernel::launch_prep(const AttnProblem& p, const WorkspacePlan& w, const
 void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUstream stream) const {
   // Calls of up to three quarters of the variant's head dim (192 of 256, 96 of 128) run the
   // three-quarter entry where the module has one.
-  const bool q3 = attn_q3_ && 4 * p.head_dim <= 3 * cfg_.head_dim;
+  const bool q3 = attn_q3_ && runs_q3_entry(cfg_, p.head_dim);
   if (mma_native() && (s.split_ranges > 0 || s.pack_rows > 0)) {
     // (query tiles x ranges, heads, batch): heads are kv heads where packed (attn_mma.cuh: cta_coords)
     const std::int64_t x = std::int64_t(s.pack_rows > 0 ? 1 : s.q_tiles) * std::max(1, s.split_ranges);

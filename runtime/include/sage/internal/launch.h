@@ -41,6 +41,12 @@ struct KernelConfig {
   std::string cannot_implement(const AttnProblem& p) const;
 };
 
+// Whether a variant's module has the entry sage_attn_q3, which computes three quarters of the
+// head dim (calls of up to 192 columns at 256, 96 at 128), and whether a call of `head_dim`
+// columns on it runs that entry (the templates' rule: launch.cpp).
+bool has_q3_entry(const KernelConfig& c);
+bool runs_q3_entry(const KernelConfig& c, int head_dim);
+
 // A loaded CUDA module; unloaded on destruction (in the context it was loaded in).
 class Module {
  public:
