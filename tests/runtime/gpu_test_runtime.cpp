@@ -931,22 +931,45 @@ TEST_F(RuntimeGpu, WorkspaceTooSmallThenLastErrorClears) {
   sync();
 }
 
+// While alive, stderr (fd 2) goes to `path`, truncated first; the runtime writes its log with
+// write(2), so nothing is buffered on either side of the switch.
+class StderrTo {
+ public:
+  explicit StderrTo(const std::string& path) : saved_(::dup(2)) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || saved_ < 0) return;
+    ok_ = ::dup2(fd, 2) >= 0;
+    ::close(fd);
+  }
+  ~StderrTo() {
+    if (saved_ < 0) return;
+    ::dup2(saved_, 2);
+    ::close(saved_);
+  }
+  StderrTo(const StderrTo&) = delete;
+  StderrTo& operator=(const StderrTo&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  int saved_;
+  bool ok_ = false;
+};
+
 TEST_F(RuntimeGpu, SageLogExplainsTheSelectionAndHowToReproduce) {
   env_.emplace_back("SAGE_LOG", "1");
   const AttnProblem p = make(1, 32, 32, 1000, 1000, 128);
   Tensors t(p, 2);
   const std::string log = dir_.file("stderr.txt");
-  const int saved = ::dup(2);
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_GE(fd, 0);
-  ::dup2(fd, 2);  // the runtime writes its log with write(2): nothing is buffered
-  const sage_status first = t.call(stream_);
-  const std::string after_first = read_file(log);
-  const sage_status second = t.call(stream_);  // once per selection: logs nothing more
-  const std::string after_second = read_file(log);
-  ::dup2(saved, 2);
-  ::close(fd);
-  ::close(saved);
+  sage_status first, second;
+  std::string after_first, after_second;
+  {
+    const StderrTo redirect(log);
+    ASSERT_TRUE(redirect.ok()) << log;
+    first = t.call(stream_);
+    after_first = read_file(log);
+    second = t.call(stream_);  // once per selection: logs nothing more
+    after_second = read_file(log);
+  }
   ASSERT_EQ(first, SAGE_OK) << sage_last_error();
   ASSERT_EQ(second, SAGE_OK) << sage_last_error();
   sync();
@@ -968,15 +991,14 @@ TEST_F(RuntimeGpu, SageLogShowsTheCallsHeadDimAndTheEntryServingIt) {
   const AttnProblem p = make(1, 32, 32, 1000, 1000, 96);
   Tensors t(p, 3);
   const std::string log = dir_.file("stderr.txt");
-  const int saved = ::dup(2);
-  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  ASSERT_GE(fd, 0);
-  ::dup2(fd, 2);
-  const sage_status st = t.call(stream_);
-  const std::string text = read_file(log);
-  ::dup2(saved, 2);
-  ::close(fd);
-  ::close(saved);
+  sage_status st;
+  std::string text;
+  {
+    const StderrTo redirect(log);
+    ASSERT_TRUE(redirect.ok()) << log;
+    st = t.call(stream_);
+    text = read_file(log);
+  }
   ASSERT_EQ(st, SAGE_OK) << sage_last_error();
   sync();
   const std::string dflt = tuner::default_variant(arch_, 128, "balanced", 1024);

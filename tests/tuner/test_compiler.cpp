@@ -59,6 +59,13 @@ CompileOptions no_cache(const std::string& arch) {
   return o;
 }
 
+// A variant compiled for `arch` without the cache, its PTX kept (the PTX-counting tests).
+CompileResult compile_with_ptx(const gen::Variant& v, const std::string& arch) {
+  CompileOptions o = no_cache(arch);
+  o.keep_ptx = true;
+  return VariantBuilder(o).compile(v);
+}
+
 // How often `what` occurs in the body of the PTX entry `entry` (up to the next .entry).
 std::size_t count_in_entry(const std::string& ptx, const std::string& entry, const std::string& what) {
   const std::size_t begin = ptx.find(".entry " + entry + "(");
@@ -254,9 +261,7 @@ TEST(Compiler, Sm90a_QuantizedHeadDim256DefaultMultipliesPVAQuarterAtATime) {
   const std::optional<gen::Variant> v = space.find(name);
   ASSERT_TRUE(v.has_value()) << name;
   ASSERT_EQ(v->get_string("qk"), "int8") << name;
-  CompileOptions o = no_cache("sm_90a");
-  o.keep_ptx = true;
-  const CompileResult r = VariantBuilder(o).compile(*v);
+  const CompileResult r = compile_with_ptx(*v, "sm_90a");
   ASSERT_TRUE(r.ok) << r.log;
   const std::string& ptx = r.ptx;
   EXPECT_NE(ptx.find("wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8"), std::string::npos);
@@ -282,9 +287,7 @@ TEST(Compiler, Sm90a_NativeHeadDim256HasAThreeQuarterEntry) {
   ASSERT_TRUE(v.has_value()) << name;
   ASSERT_EQ(v->get_string("qk"), "native") << name;
   ASSERT_NE(name.find("_wgmma_"), std::string::npos) << name;
-  CompileOptions o = no_cache("sm_90a");
-  o.keep_ptx = true;
-  const CompileResult r = VariantBuilder(o).compile(*v);
+  const CompileResult r = compile_with_ptx(*v, "sm_90a");
   ASSERT_TRUE(r.ok) << r.log;
   const std::string& ptx = r.ptx;
   for (const char* t : {"f16.f16", "bf16.bf16"}) {
@@ -332,9 +335,7 @@ TEST(Compiler, Sm90a_HeadDim128DefaultsHaveAThreeQuarterEntry) {
     seen.insert(name);
     const std::optional<gen::Variant> v = space.find(name);
     ASSERT_TRUE(v.has_value()) << name;
-    CompileOptions o = no_cache("sm_90a");
-    o.keep_ptx = true;
-    const CompileResult r = VariantBuilder(o).compile(*v);
+    const CompileResult r = compile_with_ptx(*v, "sm_90a");
     ASSERT_TRUE(r.ok) << r.log;
     const std::size_t whole = wgmma_columns(r.ptx, "sage_attn"), q3 = wgmma_columns(r.ptx, "sage_attn_q3");
     EXPECT_GT(whole, 0u) << name;
@@ -369,9 +370,7 @@ TEST(Compiler, Sm80_HeadDim256DefaultsHaveAThreeQuarterEntry) {
     const std::optional<gen::Variant> v = space.find(name);
     ASSERT_TRUE(v.has_value()) << name;
     ASSERT_EQ(v->get_string("qk"), c.qk) << name;
-    CompileOptions o = no_cache("sm_80");
-    o.keep_ptx = true;
-    const CompileResult r = VariantBuilder(o).compile(*v);
+    const CompileResult r = compile_with_ptx(*v, "sm_80");
     ASSERT_TRUE(r.ok) << r.log;
     const std::string& ptx = r.ptx;
     for (const std::string& m : c.mmas) {
@@ -400,9 +399,7 @@ TEST(Compiler, Sm80To89_HeadDim128DefaultsHaveAThreeQuarterEntry) {
     const std::optional<gen::Variant> v = space.find(name);
     ASSERT_TRUE(v.has_value()) << name;
     pvs.insert(v->get_string("pv"));
-    CompileOptions o = no_cache(c.arch);
-    o.keep_ptx = true;
-    const CompileResult r = VariantBuilder(o).compile(*v);
+    const CompileResult r = compile_with_ptx(*v, c.arch);
     ASSERT_TRUE(r.ok) << r.log;
     const std::string& ptx = r.ptx;
     // Every kind of mma.sync in sage_attn (shape and types, up to the operands).
