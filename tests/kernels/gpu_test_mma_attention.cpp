@@ -563,8 +563,11 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
 // causal block of 128 queries, one tile a head or two; a causal block of 100 queries whose
 // first rows see none of the last key tile, over ranges of uneven length (4066 keys); a
 // causal self-attention of 2K tokens, whose first query tiles see fewer key tiles than they
-// have ranges (empty ranges: their partials have no visible key); and packed heads whose keys
-// are too few to split.
+// have ranges (empty ranges: their partials have no visible key; 1K tokens for the decode
+// schedule's 16-row tiles, whose 128 tiles of 2K would not split on one CTA an SM); and packed
+// heads whose keys are too few to split. The decode schedule also packs groups that do not
+// divide its tile (7 heads a kv head at 2 rows each) and runs a 4:1 group's single queries in
+// one range (300 keys: too few to split) as well as over 40K keys.
 TEST_P(Fixture, NativeMmaSplitKeysMatchFp32Reference) {
   SAGE_REQUIRE_GPU();
   Loaded l;
@@ -581,7 +584,9 @@ TEST_P(Fixture, NativeMmaSplitKeysMatchFp32Reference) {
                           Shape{1, 4, 4, 100, 4066, true, Layout::HND, DType::fp16},
                           Shape{1, 1, 1, 2048, 2048, true, Layout::HND, DType::fp16}};
   for (std::size_t i = 0; i < std::size(shapes); ++i) {
-    const AttnProblem p = make_problem(shapes[i], cfg.head_dim);
+    Shape sh = shapes[i];
+    if (l.k->decode() && sh.nq == 2048) sh.nq = sh.nkv = 1024;
+    const AttnProblem p = make_problem(sh, cfg.head_dim);
     const int ranges = l.k->plan(p).split_ranges, pack = l.k->pack_rows(p);
     ASSERT_GE(ranges, 2) << p.str() << ": " << l.k->mma_units(p) << " query tiles, not split";
     if (i == 0) {
@@ -601,6 +606,25 @@ TEST_P(Fixture, NativeMmaSplitKeysMatchFp32Reference) {
   AttnBuffers buf(p);
   buf.fill(*ref.mod, InputKind::gaussian, run_seed() ^ 0x9ac4ull, st);
   expect_native_accuracy(*l.k, p, buf, tuner::run_reference(ref.kernel, buf, st), st, "packed heads, keys not split");
+  if (!l.k->decode()) return;
+  const struct {
+    Shape sh;
+    int pack;
+    bool split;
+  } more[] = {{{2, 14, 2, 1, 3000, false, Layout::HND, DType::bf16}, cfg.block_m / 7, true},
+              {{1, 8, 2, 1, 300, true, Layout::NHD, DType::fp16}, cfg.block_m / 4, false},
+              {{1, 8, 2, 1, 40000, false, Layout::HND, DType::fp16}, cfg.block_m / 4, true}};
+  for (const auto& c : more) {
+    const AttnProblem q = make_problem(c.sh, cfg.head_dim);
+    const int ranges = l.k->plan(q).split_ranges;
+    EXPECT_EQ(l.k->pack_rows(q), c.pack) << q.str();
+    EXPECT_EQ(ranges > 0, c.split) << q.str() << ": " << ranges << " ranges";
+    AttnBuffers b2(q);
+    b2.fill(*ref.mod, InputKind::gaussian, run_seed() ^ (0xdec0deull + c.sh.nkv), st);
+    expect_native_accuracy(*l.k, q, b2, tuner::run_reference(ref.kernel, b2, st), st,
+                           "decode schedule (" + std::to_string(ranges) + " ranges, pack_rows " +
+                               std::to_string(l.k->pack_rows(q)) + ")");
+  }
 }
 
 // The persistent native kernels' causal work units: pairs of a head's query tiles (the longest

@@ -392,7 +392,8 @@ TEST(Compiler, Sm80To89_HeadDim128DefaultsHaveAThreeQuarterEntry) {
     const char* arch;
     int seq_kv, seq_q;
   };
-  const std::vector<Case> cases = {{"sm_80", 4096, 4096}, {"sm_80", 8192, 1}, {"sm_86", 4096, 4096}, {"sm_89", 4096, 4096}};
+  const std::vector<Case> cases = {{"sm_80", 4096, 4096}, {"sm_80", 8192, 1},  {"sm_80", 8192, 16},
+                                   {"sm_86", 4096, 4096}, {"sm_89", 4096, 4096}};
   std::set<std::string> pvs;
   for (const Case& c : cases) {
     const std::string name = default_variant(c.arch, 128, "balanced", c.seq_kv, 0, c.seq_q);
@@ -418,6 +419,30 @@ TEST(Compiler, Sm80To89_HeadDim128DefaultsHaveAThreeQuarterEntry) {
     expect_kernels_without_spills(r, {"sage_attn", "sage_attn_q3"}, false, name);
   }
   EXPECT_EQ(pvs, (std::set<std::string>{"native", "fp16acc", "fp8"})) << "the P.V kinds the defaults cover";
+}
+
+// Single-query decoding off Hopper runs the decode schedule (attn_decode.cuh): the tile's rows of
+// queries are the MMAs' N and each warp's 16 keys their M, so a key tile costs each warp D/16
+// MMAs of S^T and D/16 of O^T per 8 rows of queries (one m16n8k16 of each input type), and P
+// reaches O^T's MMAs transposed by movmatrix, two per 8 rows of queries.
+TEST(Compiler, Sm80To89_SingleQueryDecodingTakesTheQueriesAsTheMmaN) {
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  for (const char* arch : {"sm_80", "sm_86", "sm_89"})
+    for (int d : {64, 128}) {
+      const std::string name = default_variant(arch, d, "balanced", 8192, 0, 1);
+      const std::optional<gen::Variant> v = space.find(name);
+      ASSERT_TRUE(v.has_value()) << name;
+      ASSERT_EQ(v->get_string("schedule"), "decode") << name;
+      const CompileResult r = compile_with_ptx(*v, arch);
+      ASSERT_TRUE(r.ok) << r.log;
+      const std::size_t nb = std::size_t(v->get_int("block_m")) / 8, ks = std::size_t(d) / 16;
+      for (const char* mma : {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+                              "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"})
+        EXPECT_EQ(count_in_entry(r.ptx, "sage_attn", mma), 2 * ks * nb) << name << " " << mma;
+      EXPECT_EQ(count_in_entry(r.ptx, "sage_attn", "movmatrix.sync.aligned.m8n8.trans.b16"), 2 * 2 * nb) << name;
+      if (d == 128) expect_kernels_without_spills(r, {"sage_attn", "sage_attn_q3"}, false, name);
+      else expect_kernels_without_spills(r, {"sage_attn"}, false, name);
+    }
 }
 
 TEST(Compiler, UnsupportedArchThrowsInvalidArgument) {

@@ -265,6 +265,9 @@ TEST(Defaults, AmpereAndAdaDecodingRunTheNativeMmaKernel) {
             EXPECT_EQ(v->pipeline, "mma") << v->name;
             EXPECT_EQ(v->get_string("qk"), "native") << v->name;
             EXPECT_EQ(v->get_string("pv"), "native") << v->name;
+            // One query: the decode schedule (queries as the MMAs' N; seq bucket 1); more: the
+            // row-major kernel, whose tile holds a head's queries whatever the group.
+            EXPECT_EQ(v->get_string("schedule"), q == 1 ? "decode" : "plain") << v->name;
           }
           for (int q : {512, 2048}) {
             const std::optional<gen::Variant> v = space.find(tuner::default_variant(arch, d, policy, 32768, causal, q));

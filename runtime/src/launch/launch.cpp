@@ -319,6 +319,8 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
     if (per_sm < 1) throw Error(Errc::unsupported, cat(cfg_.name, ": no CTA of this variant fits an SM"));
     persistent_ctas_ = std::int64_t(num_sms_) * per_sm;
   }
+  // The decode schedule's shortest range in keys (diagnosis, A/B timing; default kDecodeSplitMinKeys).
+  if (decode()) decode_min_keys_ = std::atoi(env("SAGE_DECODE_MIN_KEYS").c_str());
   // Decoding's split in clusters: how many clusters of 2, 4 and 8 CTAs run at once (a
   // cluster's CTAs share a GPC). SAGE_SPLIT_CLUSTERS=N caps the size at N; 0 keeps the merge
   // through L2 (diagnosis, A/B timing).
@@ -378,6 +380,10 @@ bool AttnKernel::causal_single(const AttnProblem& p) const {
 int AttnKernel::pack_rows(const AttnProblem& p) const {
   if (!native() || !(persistent() || mma_native()) || p.heads_kv <= 0 || p.heads_q <= p.heads_kv) return 0;
   const int g = p.heads_q / p.heads_kv;
+  if (decode()) {  // any group of at most block_m heads, block_m / g rows each (attn_decode.cuh: decode_row)
+    const int rows = cfg_.block_m / g;
+    return rows >= 1 && p.seq_q <= rows ? rows : 0;
+  }
   if (cfg_.block_m % g != 0) return 0;
   const int rows = cfg_.block_m / g;
   if (rows < 16 || (rows & (rows - 1)) != 0 || p.seq_q > rows) return 0;
@@ -404,9 +410,18 @@ std::int64_t AttnKernel::mma_units(const AttnProblem& p) const {
 // round trips a warp (H100, 16 causal queries of a 4:1 group over 32K keys, 64x64 tiles: 33
 // ranges of 64 rows took 171 us against 97 for one query's 4 rows).
 constexpr std::int64_t kMmaSplitMinKeys = 512, kMmaMergeBatch = 8, kMmaMergeTrips = 16;
+// The decode schedule (attn_decode.cuh): a range's fixed cost is a CTA's start, its first
+// tile's latency and its partial, and every thread of the merging CTA folds a row's columns
+// over all the ranges (kMmaMergeBatch a round trip to L2), so ranges are shorter and more.
+constexpr std::int64_t kDecodeSplitMinKeys = 256, kDecodeMaxRanges = 64;
 int AttnKernel::mma_split_ranges(const AttnProblem& p) const {
   const std::int64_t units = mma_units(p), slots = std::max<std::int64_t>(1, persistent_ctas_);
   if (units * 2 > slots) return 0;
+  if (decode()) {
+    const std::int64_t min_keys = decode_min_keys_ > 0 ? decode_min_keys_ : kDecodeSplitMinKeys;
+    const std::int64_t ranges = std::min({slots / units, std::int64_t(p.seq_kv) / min_keys, kDecodeMaxRanges});
+    return ranges >= 2 ? int(ranges) : 0;
+  }
   const int pack = pack_rows(p);
   const std::int64_t rows = pack > 0 ? std::int64_t(std::min(pack, p.seq_q)) * (p.heads_q / p.heads_kv)
                                      : std::min(cfg_.block_m, p.seq_q);
@@ -542,8 +557,8 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
       // split_o at 0: O of every range's tile rows, then their maxima and sums; a counter a tile
       const std::size_t rows = std::size_t(w.split_ranges) * mma_units(p) * c.block_m;
       off = align_up(sizeof(float) * rows * (c.head_dim + 2));
-      w.sync = off;
-      off = align_up(off + sizeof(std::uint64_t) * mma_units(p));
+      w.sync = off;  // a counter a tile; the decode schedule: a flag a range (attn_decode.cuh)
+      off = align_up(off + sizeof(std::uint64_t) * mma_units(p) * (decode() ? w.split_ranges : 1));
     } else if (w.split_ranges > 0) {  // split_o at 0, then the flags
       w.split_cluster = split_cluster(p);
       const std::size_t consumers = std::size_t(c.threads) - 128;  // the producer warpgroup is the last

@@ -28,7 +28,7 @@ struct KernelConfig {
   std::string pv = "fp8";    // fp16 | fp16acc | fp8 | int8 | native
   std::string granularity = "per_thread";  // per_thread | per_warp | per_block
   bool smooth_k = true, smooth_q = false, smooth_v = false;
-  std::string schedule = "plain";  // plain | overlap | pingpong | pingpong_overlap | ws | ws_overlap | turns | persistent | persistent_overlap | persistent_pingpong | persistent_split
+  std::string schedule = "plain";  // plain | overlap | pingpong | pingpong_overlap | ws | ws_overlap | turns | persistent | persistent_overlap | persistent_pingpong | persistent_split | decode
   int min_ctas = 1;                // occupancy target of __launch_bounds__
   bool tma = false;                // wgmma: tiles loaded by TMA (the launcher encodes tensor maps)
   bool fuse_q = false;             // wgmma: the attention kernel quantizes Q (read from the caller's tensor)
@@ -156,6 +156,8 @@ class AttnKernel {
   // The native mma.sync kernel (sm_80+): the caller's tensors by cp.async; decoding calls split
   // their keys over several CTAs (split_ranges) and pack GQA heads (pack_rows).
   bool mma_native() const { return native() && cfg_.pipeline == "mma"; }
+  // Its decode schedule: the query rows are the MMAs' N, the warps take the keys (attn_decode.cuh).
+  bool decode() const { return mma_native() && cfg_.schedule == "decode"; }
   bool has_prep() const { return !native(); }
   // The persistent schedule: a grid of one CTA per SM (and occupancy slot) walks the query tiles.
   bool persistent() const { return cfg_.schedule.rfind("persistent", 0) == 0; }
@@ -218,6 +220,7 @@ class AttnKernel {
   int num_sms_ = 0;
   std::int64_t persistent_ctas_ = 0;  // persistent and native mma: SMs x CTAs per SM
   int mma_split_ranges(const AttnProblem& p) const;
+  int decode_min_keys_ = 0;  // SAGE_DECODE_MIN_KEYS (0: the default)
   // persistent_split: decoding in clusters, {cluster size, ranges} or {0, 0}.
   std::pair<int, int> cluster_plan(const AttnProblem& p) const;
   // persistent_split without clusters: the ranges merged through L2 (0: no split).

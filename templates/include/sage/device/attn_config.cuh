@@ -25,9 +25,12 @@ enum class Schedule { plain,      // per tile: S = QK^T, softmax, O += PV
                       ws,                // the warp-specialized kernel without turns: the two
                                          // consumers issue their GEMMs whenever they are ready
                       ws_overlap,        // ws with the intra-warpgroup overlap
-                      turns };           // wgmma, TMA, 2-3 warpgroups sharing one K/V ring (no
+                      turns,             // wgmma, TMA, 2-3 warpgroups sharing one K/V ring (no
                                          // producer): their GEMMs go to the tensor cores in a
                                          // fixed rotation (named barriers)
+                      decode };          // mma.sync, native: a tile of at most BM rows of queries
+                                         // is the MMAs' N, and each warp takes 16 keys of every
+                                         // K/V tile (attn_decode.cuh)
 // The schedules of the warp-specialized wgmma kernel, and their two ingredients.
 __host__ __device__ constexpr bool is_ws(Schedule s) {
   return s == Schedule::pingpong || s == Schedule::pingpong_overlap || s == Schedule::ws || s == Schedule::ws_overlap;
@@ -59,7 +62,10 @@ struct MmaAttnConfig {
   static constexpr bool ROW_SUMS_COMPLETE = PV_ == PvType::int8;
 
   static constexpr int THREADS = WARPS * 32;
-  static constexpr int WARP_Q = BM / WARPS;   // query rows per warp
+  // The decoding schedule (native): the tile's BM query rows are the N of every warp's MMAs,
+  // whose 16 keys of each tile are their M (S^T = K Q^T, O^T = V^T P^T; attn_decode.cuh).
+  static constexpr bool DECODE = SCHED_ == Schedule::decode;
+  static constexpr int WARP_Q = BM / WARPS;   // query rows per warp (not the decoding schedule's)
   static constexpr int SLABS = WARP_Q / 16;   // 16-row MMA slabs per warp
   static constexpr bool INT4 = QK == QkType::int4;
   // Unquantized: Q, K and V are the caller's FP16/BF16 tensors, read in place (no preparation);
@@ -101,7 +107,11 @@ struct MmaAttnConfig {
   // through the same memory, for 16-byte coalesced stores.
   static constexpr int O_ROW_BYTES = D * 2 + 16;
   static constexpr int SMEM_EPI = BM * O_ROW_BYTES;
-  static constexpr int SMEM_BYTES = SMEM_MAIN > SMEM_EPI ? SMEM_MAIN : SMEM_EPI;
+  // The decoding schedule's warps meet at a range's end: each warp's O^T (D FP32 values a row),
+  // row maxima and sums.
+  static constexpr int SMEM_COMBINE = DECODE ? WARPS * BM * (D + 2) * 4 : 0;
+  static constexpr int SMEM_BYTES = SMEM_MAIN > SMEM_EPI ? (SMEM_MAIN > SMEM_COMBINE ? SMEM_MAIN : SMEM_COMBINE)
+                                                         : (SMEM_EPI > SMEM_COMBINE ? SMEM_EPI : SMEM_COMBINE);
   // Occupancy target of the preparation kernel (CTAs of kPrepThreads per SM): its tile jobs
   // move 8-48 KB each, so at short sequences their latency sets the pace and more of them in
   // flight help. At D=64 four fit in 64 registers; at D=128 the packed tile needs ~80 (three),
@@ -118,7 +128,9 @@ struct MmaAttnConfig {
   // 256-byte Q/K rows are two 128-byte TMA boxes; WgmmaAttnConfig checks the rest).
   static_assert(D == 64 || D == 128 || (D == 256 && (NATIVE || (QK == QkType::int8 && PV != PvType::int8))),
                 "head_dim 64 or 128 (native, and INT8 Q.K^T with FP16 or FP8 P.V: also 256)");
-  static_assert(WARP_Q == 16 || WARP_Q == 32, "16 or 32 query rows per warp");
+  static_assert(DECODE || WARP_Q == 16 || WARP_Q == 32, "16 or 32 query rows per warp");
+  static_assert(!DECODE || (NATIVE && BN == 16 * WARPS && (BM == 16 || BM == 32) && STAGES >= 2),
+                "the decoding schedule: native, 16 keys a warp, 16 or 32 rows of queries, 2+ stages");
   static_assert(BN % 32 == 0 && BN >= 32, "BLOCK_N must be a multiple of 32");
   static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 stages");
   static_assert(SCHED != Schedule::overlap || STAGES >= 3, "the overlap schedule keeps two tiles resident: 3+ stages");

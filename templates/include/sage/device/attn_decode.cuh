@@ -1,0 +1,331 @@
+// The decoding schedule of the native mma.sync kernel (schedule: decode, sm_80+): a CTA takes a
+// tile of at most BM rows of queries (packed: the query heads of one kv head, p.pack_rows rows
+// each) and one range of its keys. The rows are too few for the MMAs' M, so they are their N,
+// and each of the NW warps takes 16 keys of every BN = 16 NW-key tile as M:
+//   S^T  = K Q^T      m16n8k16: A = the warp's 16 K rows (ldmatrix), B = Q's rows (ldmatrix)
+//   O^T += V^T P^T    m16n8k16: A = V^T (ldmatrix.trans of V's 16 rows), B = P^T, the score
+//                     fragments transposed in registers (movmatrix)
+// A tile's MMAs are then D/8 per warp and 8-row block of queries, where the row-major kernels
+// spend 16 rows a warp on every key. Each warp keeps its own maxima, sums and O^T over its keys
+// (no per-tile exchange between warps); at the range's end the warps meet in shared memory, and
+// the CTA stores O and the LSE (one range a tile), or its partial for the last of the tile's
+// CTAs to merge (split keys: the workspace layout of attn_mma.cuh's split_partial).
+#pragma once
+#include "sage/device/attn_mma.cuh"
+
+namespace sage {
+namespace mma_attn {
+
+SAGE_DEV u32 movmatrix_t(u32 x) {
+  u32 y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
+  return y;
+}
+
+// Row r of a decoding tile: query qr of query head qh (packed: of the kv head h's group, its
+// r / pack_rows-th head; else of head h, from m0), and whether that query exists.
+struct DecodeRow {
+  int qh, qr;
+  bool ok;
+};
+SAGE_DEV DecodeRow decode_row(const SageAttnParams& p, int r, int h, int m0) {
+  if (p.pack_rows > 0) {
+    const int grp = p.heads_q / p.heads_kv, j = r / p.pack_rows, qr = r % p.pack_rows;
+    return {h * grp + j, qr, j < grp && qr < p.seq_q};
+  }
+  return {h, m0 + r, m0 + r < p.seq_q};
+}
+
+// Grid as the native mma.sync kernel's (cta_coords<true>), Cfg::THREADS threads,
+// Cfg::SMEM_BYTES dynamic shared memory. QN: the quarters of the head dim computed.
+template <class Cfg, bool BF16, int QN = 4>
+SAGE_DEV void decode_kernel(const SageAttnParams& p) {
+  static_assert(Cfg::DECODE, "the decoding schedule's kernel");
+  using L = Layout<Cfg>;
+  constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES, NW = Cfg::NWARPS;
+  constexpr int NB = BM / 8;                           // 8-row blocks of queries: the MMAs' N
+  constexpr int KS = quarters_of<Cfg, QN>(D / 16);     // k-steps of S^T, 16-row blocks of O^T
+  extern __shared__ __align__(128) u8 smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
+  const CtaCoords cc = cta_coords<true>(p);
+  const bool packed = p.pack_rows > 0;
+  const int hkv = packed ? cc.h : cc.h / (p.heads_q / p.heads_kv);
+  const int m0 = cc.q_tile * BM;
+
+  int n_tiles, mask_from;
+  kv_range(p, m0, packed ? min_(p.pack_rows, p.seq_q) : BM, BN, &n_tiles, &mask_from);
+  int t0 = 0;
+  if (p.split_ranges > 0) {
+    const int all = n_tiles, r = split_index(p);
+    t0 = int(i64(all) * r / p.split_ranges);
+    n_tiles = int(i64(all) * (r + 1) / p.split_ranges);
+  }
+
+  KSource ks;
+  ks.base = static_cast<const u8*>(p.k.ptr) + (cc.b * p.k.stride_b + hkv * p.k.stride_h) * 2;
+  ks.row_stride = p.k.stride_n * 2;
+  ks.rows_valid = p.seq_kv;
+  ks.row_bytes = p.head_dim * 2;
+  VSource vs;
+  vs.base = static_cast<const u8*>(p.v.ptr) + (cc.b * p.v.stride_b + hkv * p.v.stride_h) * 2;
+  vs.row_stride = p.v.stride_n * 2;
+  vs.rows_valid = p.seq_kv;
+  vs.row_bytes = p.head_dim * 2;
+
+  const u32 sQ = smem_addr(smem + L::Q), sK0 = smem_addr(smem + L::K), sV0 = smem_addr(smem + L::V);
+  {  // the tile's query rows, zero-filled past the queries and past the call's head dim
+    const u8* gQ = static_cast<const u8*>(p.q.ptr) + cc.b * p.q.stride_b * 2;
+    for (int c = threadIdx.x; c < BM * L::QCPR; c += Cfg::THREADS) {
+      const int r = c / L::QCPR, ch = c % L::QCPR;
+      const DecodeRow dr = decode_row(p, r, cc.h, m0);
+      const bool ok = dr.ok && ch * 16 < p.head_dim * 2;
+      cp_async16(sQ + swz<L::QCPR>(r, ch), ok ? gQ + (dr.qh * p.q.stride_h + i64(dr.qr) * p.q.stride_n) * 2 + ch * 16 : gQ,
+                 ok ? 16 : 0);
+    }
+  }
+  cp_async_commit();
+  KvLoader<Cfg> ld;
+  ld.init(ks, vs);
+#pragma unroll
+  for (int s = 0; s < ST - 1; ++s) {
+    const int t = t0 + s;
+    if (t < n_tiles) ld.load(ks, vs, t, sK0 + (t % ST) * Cfg::SMEM_K_STAGE, sV0 + (t % ST) * Cfg::SMEM_V_STAGE);
+    cp_async_commit();
+  }
+
+  // Lane addresses (bytes in a tile) of this warp's ldmatrix reads: its 16 K rows as A (k-step
+  // k: + 32 k bytes, within a swizzle group of 8 chunks: see k_at), Q's rows as B (rows 16 i +
+  // (lane & 7) + 8 ((lane >> 4) & 1), chunk + ((lane >> 3) & 1)), V's 16 rows as A^T.
+  const int key0 = 16 * warp;
+  auto k_at = [&](int k) { return swz<L::QCPR>(key0 + (lane & 15), 2 * k + (lane >> 4)); };
+  auto q_at = [&](int i, int k) { return swz<L::QCPR>(16 * i + (lane & 7) + 8 * (lane >> 4), 2 * k + ((lane >> 3) & 1)); };
+  auto v_at = [&](int mb) { return swz<L::VCPR>(key0 + (lane & 7) + 8 * (lane >> 4), 2 * mb + ((lane >> 3) & 1)); };
+
+  const float scale = p.sm_scale * kLog2e;  // the scores' factor into the log2 domain
+  const int off = p.seq_kv - p.seq_q;       // causal, bottom-right: query qr sees keys <= qr + off
+  float m[NB][2], l[NB][2], o[D / 16][NB][4];
+  int vis[NB][2];  // causal: the last key each of this lane's columns sees
+#pragma unroll
+  for (int j = 0; j < NB; ++j)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      m[j][c] = neg_inf();
+      l[j][c] = 0.f;
+      const DecodeRow dr = decode_row(p, 8 * j + 2 * tig + c, cc.h, m0);
+      vis[j][c] = p.causal ? dr.qr + off : p.seq_kv - 1;
+    }
+#pragma unroll
+  for (int mb = 0; mb < D / 16; ++mb)
+#pragma unroll
+    for (int j = 0; j < NB; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mb][j][e] = 0.f;
+
+  for (int t = t0; t < n_tiles; ++t) {
+    cp_async_wait<ST - 2>();
+    __syncthreads();
+    const int nt = t + ST - 1;
+    if (nt < n_tiles) ld.load(ks, vs, nt, sK0 + (nt % ST) * Cfg::SMEM_K_STAGE, sV0 + (nt % ST) * Cfg::SMEM_V_STAGE);
+    cp_async_commit();
+    const u32 sK = sK0 + (t % ST) * Cfg::SMEM_K_STAGE, sV = sV0 + (t % ST) * Cfg::SMEM_V_STAGE;
+
+    // S^T: s[j] = keys gid, gid + 8 of the warp's 16 x query rows 8 j + 2 tig, + 1.
+    float s[NB][4];
+#pragma unroll
+    for (int j = 0; j < NB; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
+#pragma unroll
+    for (int k = 0; k < KS; ++k) {
+      u32 a[4];
+      ldsm_x4(a, sK + k_at(k));
+#pragma unroll
+      for (int i = 0; i < NB / 2; ++i) {
+        u32 b[4];
+        ldsm_x4(b, sQ + q_at(i, k));
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj) {
+          if constexpr (BF16) mma_bf16_f32(s[2 * i + jj], a, b[2 * jj], b[2 * jj + 1]);
+          else mma_f16_f32(s[2 * i + jj], a, b[2 * jj], b[2 * jj + 1]);
+        }
+      }
+    }
+
+    // The online softmax of each query column over the warp's 16 keys (log2 domain).
+    const int kbase = t * BN + key0 + gid;
+    const bool mask = t >= mask_from;
+    float alpha[NB][2];
+    u32 pb[NB][2];  // P^T as the B operand: keys 2 tig, + 1 (b0) and + 8 (b1) of query row gid
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+      float pr[4];
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        float x0 = s[j][c] * scale, x1 = s[j][c + 2] * scale;
+        if (mask) {
+          if (kbase > vis[j][c] || kbase >= p.seq_kv) x0 = neg_inf();
+          if (kbase + 8 > vis[j][c] || kbase + 8 >= p.seq_kv) x1 = neg_inf();
+        }
+        float mx = fmaxf(x0, x1);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+        const float mn = fmaxf(m[j][c], mx);
+        const float base = mn == neg_inf() ? 0.f : mn;  // no visible key yet: every P is 0
+        alpha[j][c] = ex2(m[j][c] - base);
+        m[j][c] = mn;
+        pr[c] = ex2(x0 - base);
+        pr[c + 2] = ex2(x1 - base);
+        l[j][c] = fmaf(l[j][c], alpha[j][c], pr[c] + pr[c + 2]);
+      }
+      pb[j][0] = movmatrix_t(pack_x2(pr[0], pr[1], BF16 ? SAGE_DTYPE_BF16 : SAGE_DTYPE_FP16));
+      pb[j][1] = movmatrix_t(pack_x2(pr[2], pr[3], BF16 ? SAGE_DTYPE_BF16 : SAGE_DTYPE_FP16));
+    }
+
+    // O^T = O^T alpha + V^T P^T.
+#pragma unroll
+    for (int mb = 0; mb < KS; ++mb) {
+      u32 a[4];
+      ldsm_x4_t(a, sV + v_at(mb));
+#pragma unroll
+      for (int j = 0; j < NB; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[mb][j][e] *= alpha[j][e % 2];
+        if constexpr (BF16) mma_bf16_f32(o[mb][j], a, pb[j][0], pb[j][1]);
+        else mma_f16_f32(o[mb][j], a, pb[j][0], pb[j][1]);
+      }
+    }
+  }
+
+  // ---- the warps meet: their maxima, sums and O^T in shared memory ----------------------------
+  cp_async_wait<0>();
+  __syncthreads();
+  float* cm = reinterpret_cast<float*>(smem);  // [NW][BM] maxima, then [NW][BM] sums, then [NW][BM][D] O
+  float* cl = cm + NW * BM;
+  float* co = cl + NW * BM;
+#pragma unroll
+  for (int j = 0; j < NB; ++j)
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      float x = l[j][c];
+      x += __shfl_xor_sync(0xffffffffu, x, 4);
+      x += __shfl_xor_sync(0xffffffffu, x, 8);
+      x += __shfl_xor_sync(0xffffffffu, x, 16);
+      if (gid == 0) {
+        cm[warp * BM + 8 * j + 2 * tig + c] = m[j][c];
+        cl[warp * BM + 8 * j + 2 * tig + c] = x;
+      }
+    }
+#pragma unroll
+  for (int mb = 0; mb < KS; ++mb)
+#pragma unroll
+    for (int j = 0; j < NB; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) co[(warp * BM + 8 * j + 2 * tig + e % 2) * D + 16 * mb + gid + 8 * (e / 2)] = o[mb][j][e];
+  __syncthreads();
+
+  // Work items: (row, four columns) of the tile's queries, within the call's head dim.
+  constexpr int C4 = D / 4;
+  const CtaCoords ce = cta_coords<true>(p);
+  const bool split = p.split_ranges > 0;
+  const i64 units = i64(p.batch) * (packed ? p.heads_kv : p.heads_q) * p.q_tiles;
+  const i64 u = (i64(ce.b) * (packed ? p.heads_kv : p.heads_q) + ce.h) * p.q_tiles + ce.q_tile;
+  float* ml = split ? p.split_o + i64(p.split_ranges) * units * BM * D : nullptr;
+  auto store = [&](const DecodeRow& dr, int c4, float4 acc, float mx, float sum) {
+    const float inv = sum > 0.f ? 1.0f / sum : 0.f;
+    u8* dst = static_cast<u8*>(p.o) + (ce.b * p.o_stride_b + dr.qh * p.o_stride_h + i64(dr.qr) * p.o_stride_n + c4) * 2;
+    *reinterpret_cast<u32x2*>(dst) = u32x2{pack_x2(acc.x * inv, acc.y * inv, p.dtype), pack_x2(acc.z * inv, acc.w * inv, p.dtype)};
+    if (p.lse && c4 == 0)
+      p.lse[(i64(ce.b) * p.heads_q + dr.qh) * p.seq_q + dr.qr] = sum > 0.f ? (mx + lg2(sum)) * kLn2 : neg_inf();
+  };
+  for (int it = threadIdx.x; it < BM * C4; it += Cfg::THREADS) {
+    const int r = it / C4, c4 = (it % C4) * 4;
+    const DecodeRow dr = decode_row(p, r, ce.h, m0);
+    if (!dr.ok || c4 >= p.head_dim) continue;
+    float mx = neg_inf();
+#pragma unroll
+    for (int w = 0; w < NW; ++w) mx = fmaxf(mx, cm[w * BM + r]);
+    const float base = mx == neg_inf() ? 0.f : mx;
+    float sum = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int w = 0; w < NW; ++w) {
+      const float wt = ex2(cm[w * BM + r] - base);  // 0 for a warp that saw no key of this row
+      sum = fmaf(wt, cl[w * BM + r], sum);
+      const float4 x = *reinterpret_cast<const float4*>(co + (w * BM + r) * D + c4);
+      acc = make_float4(fmaf(wt, x.x, acc.x), fmaf(wt, x.y, acc.y), fmaf(wt, x.z, acc.z), fmaf(wt, x.w, acc.w));
+    }
+    if (!split) {
+      store(dr, c4, acc, mx, sum);
+    } else {  // this range's partial: O (unnormalized), then the row's maximum and sum
+      const i64 i = (i64(split_index(p)) * units + u) * BM + r;
+      *reinterpret_cast<float4*>(p.split_o + i * D + c4) = acc;
+      if (c4 == 0) *reinterpret_cast<float2*>(ml + 2 * i) = make_float2(mx, sum);
+    }
+  }
+  if (!split) return;
+
+  // The tile's last range merges every range's partial once the others have flagged theirs
+  // (each flag = this call's generation; the merger puts them back to 0 for a CUDA graph's
+  // replays, whose calls share one generation). The GPU starts a tile's ranges in order, so
+  // every range the last one waits for has started before it: no CTA waits for one that
+  // cannot start.
+  const int S = p.split_ranges, rr = split_index(p);
+  unsigned long long* flags = p.sync + u * S;
+  __threadfence();
+  __syncthreads();
+  if (rr != S - 1) {
+    if (threadIdx.x == 0) st_release(flags + rr, p.generation);
+    return;
+  }
+  for (int f = threadIdx.x; f < S - 1; f += Cfg::THREADS) {
+    while (ld_acquire(flags + f) != p.generation) __nanosleep(32);
+    flags[f] = 0ull;
+  }
+  __syncthreads();
+  __threadfence();
+  constexpr int MB = kMergeBatch;  // ranges whose loads are in flight together
+  for (int it = threadIdx.x; it < BM * C4; it += Cfg::THREADS) {
+    const int r = it / C4, c4 = (it % C4) * 4;
+    const DecodeRow dr = decode_row(p, r, ce.h, m0);
+    if (!dr.ok || c4 >= p.head_dim) continue;
+    // An online merge over batches of ranges, each batch's loads in flight together.
+    const i64 at0 = u * BM + r, stride = units * BM;
+    float mx = neg_inf(), sum = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int r0 = 0; r0 < S; r0 += MB) {
+      float2 x[MB];
+      float4 v[MB];
+#pragma unroll
+      for (int jb = 0; jb < MB; ++jb) {
+        const i64 at = at0 + (r0 + jb) * stride;
+        if (r0 + jb < S) {
+          x[jb] = __ldcg(reinterpret_cast<const float2*>(ml + 2 * at));
+          v[jb] = __ldcg(reinterpret_cast<const float4*>(p.split_o + at * D + c4));
+        } else {
+          x[jb] = make_float2(neg_inf(), 0.f);
+          v[jb] = make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+      }
+      float bm = mx;
+#pragma unroll
+      for (int jb = 0; jb < MB; ++jb) bm = fmaxf(bm, x[jb].x);
+      const float base = bm == neg_inf() ? 0.f : bm;
+      const float sc = ex2(mx - base);
+      sum *= sc;
+      acc = make_float4(acc.x * sc, acc.y * sc, acc.z * sc, acc.w * sc);
+#pragma unroll
+      for (int jb = 0; jb < MB; ++jb) {
+        const float wt = ex2(x[jb].x - base);  // 0 for a range without visible keys
+        sum = fmaf(wt, x[jb].y, sum);
+        acc = make_float4(fmaf(wt, v[jb].x, acc.x), fmaf(wt, v[jb].y, acc.y), fmaf(wt, v[jb].z, acc.z),
+                          fmaf(wt, v[jb].w, acc.w));
+      }
+      mx = bm;
+    }
+    store(dr, c4, acc, mx, sum);
+  }
+}
+
+}  // namespace mma_attn
+}  // namespace sage
