@@ -73,6 +73,10 @@ MODELS = {
     "spec-decode": ("Llama 3 8B, 8 draft tokens verified over 32K (causal)", 1, 32, 8, 8, 32768, 128, True),
     "phi3-mini-decode": ("Phi-3 mini decoding, one token over a 4K KV cache (head dim 96)", 1, 32, 32, 1, 4096, 96,
                          False),
+    # A GQA group of 7 query heads a KV head (28 / 4): the decode schedule packs it into one tile.
+    "qwen2.5-7b-decode": ("Qwen2.5 7B decoding (28 query heads over 4 KV heads), one token over 32K", 1, 28, 4, 1,
+                          32768, 128, False),
+    "qwen2.5-7b-decode-b32": ("Qwen2.5 7B decoding, 32 sequences of 4K", 32, 28, 4, 1, 4096, 128, False),
 }
 
 

@@ -315,7 +315,7 @@ std::size_t wgmma_columns(const std::string& ptx, const std::string& entry) {
 }
 
 // The head-dim-128 defaults on sm_90a (the native persistent kernel up to 3K keys and for
-// decoding, the quantized one- and three-warpgroup kernels past it) have an entry of their own
+// 2-128 queries, the quantized one- and three-warpgroup kernels past it) have an entry of their own
 // for calls of up to 96 columns, sage_attn_q3: Q.K^T over its first three quarters of k-steps,
 // P.V into O's first 96 columns. So its wgmma work is three quarters of sage_attn's, and P.V
 // is the N = 96 form.
@@ -326,7 +326,7 @@ TEST(Compiler, Sm90a_HeadDim128DefaultsHaveAThreeQuarterEntry) {
     const char* pv_n96;  // P.V's instruction in sage_attn_q3
   };
   const std::vector<Case> cases = {{1024, 1024, "m64n96k16.f32.f16.f16"},
-                                   {8192, 1, "m64n96k16.f32.bf16.bf16"},
+                                   {8192, 2, "m64n96k16.f32.bf16.bf16"},
                                    {4096, 4096, "m64n96k32.f32.e4m3.e4m3"},
                                    {16384, 16384, "m64n96k32.f32.e4m3.e4m3"}};
   std::set<std::string> seen;
@@ -421,26 +421,33 @@ TEST(Compiler, Sm80To89_HeadDim128DefaultsHaveAThreeQuarterEntry) {
   EXPECT_EQ(pvs, (std::set<std::string>{"native", "fp16acc", "fp8"})) << "the P.V kinds the defaults cover";
 }
 
-// Single-query decoding off Hopper runs the decode schedule (attn_decode.cuh): the tile's rows of
-// queries are the MMAs' N and each warp's 16 keys their M, so a key tile costs each warp D/16
-// MMAs of S^T and D/16 of O^T per 8 rows of queries (one m16n8k16 of each input type), and P
-// reaches O^T's MMAs transposed by movmatrix, two per 8 rows of queries.
-TEST(Compiler, Sm80To89_SingleQueryDecodingTakesTheQueriesAsTheMmaN) {
+// Single-query decoding runs the decode schedule (attn_decode.cuh) on every architecture: the
+// tile's rows of queries are the MMAs' N and each warp's 16 keys their M, so a key tile costs
+// each warp D/16 MMAs of S^T and D/16 of O^T per 8 rows of queries (one m16n8k16 of each input
+// type), and P reaches O^T's MMAs transposed by movmatrix, two per 8 rows of queries. Its
+// three-quarter entry (D=128 and 256) issues three quarters of those MMAs.
+TEST(Compiler, SingleQueryDecodingTakesTheQueriesAsTheMmaN) {
   const gen::SearchSpace space = gen::SearchSpace::builtin();
-  for (const char* arch : {"sm_80", "sm_86", "sm_89"})
-    for (int d : {64, 128}) {
+  for (const char* arch : {"sm_80", "sm_86", "sm_89", "sm_90a"})
+    for (int d : {64, 128, 256}) {
       const std::string name = default_variant(arch, d, "balanced", 8192, 0, 1);
       const std::optional<gen::Variant> v = space.find(name);
       ASSERT_TRUE(v.has_value()) << name;
+      if (d == 256 && std::string(arch) != "sm_90a" && std::string(arch) != "sm_80") {
+        EXPECT_NE(v->get_string("schedule"), "decode") << name << ": no decode tile fits 99 KiB at d=256";
+        continue;
+      }
       ASSERT_EQ(v->get_string("schedule"), "decode") << name;
       const CompileResult r = compile_with_ptx(*v, arch);
       ASSERT_TRUE(r.ok) << r.log;
       const std::size_t nb = std::size_t(v->get_int("block_m")) / 8, ks = std::size_t(d) / 16;
       for (const char* mma : {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
-                              "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"})
+                              "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"}) {
         EXPECT_EQ(count_in_entry(r.ptx, "sage_attn", mma), 2 * ks * nb) << name << " " << mma;
+        if (d != 64) EXPECT_EQ(4 * count_in_entry(r.ptx, "sage_attn_q3", mma), 3 * 2 * ks * nb) << name << " " << mma;
+      }
       EXPECT_EQ(count_in_entry(r.ptx, "sage_attn", "movmatrix.sync.aligned.m8n8.trans.b16"), 2 * 2 * nb) << name;
-      if (d == 128) expect_kernels_without_spills(r, {"sage_attn", "sage_attn_q3"}, false, name);
+      if (d != 64) expect_kernels_without_spills(r, {"sage_attn", "sage_attn_q3"}, false, name);
       else expect_kernels_without_spills(r, {"sage_attn"}, false, name);
     }
 }

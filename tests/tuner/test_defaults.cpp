@@ -228,15 +228,22 @@ TEST(Defaults, HopperQuantizedDefaultsSumRowsOnTheTensorCores) {
   EXPECT_FALSE(rsum(64, 3072, 0));  // the native kernel
 }
 
-// Decoding and short query blocks (up to 128 queries, one query tile a head) over any KV
-// length, under every policy and mask: the native persistent kernel that splits the keys of
-// fewer query tiles than CTAs over every CTA. From 129 queries on, the defaults by key count.
+// Decoding and short query blocks (2-128 queries, one query tile a head) over any KV length,
+// under every policy and mask: the native persistent kernel that splits the keys of fewer
+// query tiles than CTAs over every CTA; a single query, the mma.sync decode schedule. From 129
+// queries on, the defaults by key count.
 TEST(Defaults, HopperDecodingRunsTheNativeKernelWithSplitKeys) {
   for (int d : {64, 128})
     for (const char* policy : {"accurate", "balanced", "fast"})
       for (int n : {1024, 4096, 8192, 32768})
         for (int causal : {0, 1, -1}) {
-          for (int q : {1, 128}) {
+          {  // one query: the mma.sync decode schedule (any GQA group of up to 16 heads packs)
+            const gen::Variant v = hopper_default(d, policy, n, causal, 1);
+            EXPECT_EQ(v.pipeline, "mma") << v.name;
+            EXPECT_EQ(v.get_string("schedule"), "decode") << v.name;
+            EXPECT_EQ(v.get_string("qk"), "native") << v.name;
+          }
+          for (int q : {2, 128}) {
             const gen::Variant v = hopper_default(d, policy, n, causal, q);
             EXPECT_EQ(v.get_string("qk"), "native") << d << " " << policy << " " << n << " " << causal << " " << q;
             EXPECT_EQ(v.get_string("schedule"), "persistent_split") << v.name;
