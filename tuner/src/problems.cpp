@@ -146,7 +146,7 @@ ProblemsConfig ProblemsConfig::from_string(const std::string& yaml, const std::s
       c.fail(t, "timing", "max_samples must be >= min_samples");
   }
   c.each(c.need(root, "", "problems"), "problems", [&](const YAML::Node& n, const std::string& key) {
-    c.only_keys(n, key, {"head_dim", "causal", "dtype", "layout", "seq", "bh"});
+    c.only_keys(n, key, {"head_dim", "causal", "dtype", "layout", "seq", "seq_q", "bh"});
     std::vector<int> hd = c.int_list(c.need(n, key, "head_dim"), key + ".head_dim");
     for (std::size_t i = 0; i < hd.size(); ++i)
       if (hd[i] != 64 && hd[i] != 128 && hd[i] != 256)
@@ -171,23 +171,36 @@ ProblemsConfig ProblemsConfig::from_string(const std::string& yaml, const std::s
       if (cfg.seq_bucket(seqs[i]) != seqs[i]) c.fail(n["seq"][i], cat(key, ".seq[", i, "]"), cat(seqs[i], " is not a bucket boundary of buckets.seq"));
     for (std::size_t i = 0; i < bhs.size(); ++i)
       if (cfg.bh_bucket(bhs[i]) != bhs[i]) c.fail(n["bh"][i], cat(key, ".bh[", i, "]"), cat(bhs[i], " is not a bucket boundary of buckets.bh"));
+    // seq_q (optional): the query buckets, each with every seq as the key bucket (decoding:
+    // seq_q [1]); without it seq_q = seq_kv = seq.
+    std::vector<int> seq_qs;
+    if (n["seq_q"]) {
+      seq_qs = c.int_list(n["seq_q"], key + ".seq_q");
+      for (std::size_t i = 0; i < seq_qs.size(); ++i)
+        if (cfg.seq_bucket(seq_qs[i]) != seq_qs[i])
+          c.fail(n["seq_q"][i], cat(key, ".seq_q[", i, "]"), cat(seq_qs[i], " is not a bucket boundary of buckets.seq"));
+    }
     for (int d : hd)
       for (bool cz : causal)
         for (auto& dt : dtypes)
           for (auto& ly : layouts)
             for (int s : seqs)
-              for (int bh : bhs) {
-                ProblemKey k;
-                k.head_dim = d;
-                k.causal = cz;
-                k.dtype = dt;
-                k.layout = ly;
-                k.seq_q_bucket = s;
-                k.seq_kv_bucket = s;
-                k.bh_bucket = bh;
-                k.policy = "balanced";
-                if (std::find(cfg.problems.begin(), cfg.problems.end(), k) == cfg.problems.end()) cfg.problems.push_back(k);
-              }
+              for (int sq : seq_qs.empty() ? std::vector<int>{s} : seq_qs)
+                for (int bh : bhs) {
+                  ProblemKey k;
+                  k.head_dim = d;
+                  k.causal = cz;
+                  k.dtype = dt;
+                  k.layout = ly;
+                  k.seq_q_bucket = sq;
+                  k.seq_kv_bucket = s;
+                  k.bh_bucket = bh;
+                  k.policy = "balanced";
+                  if (cz && sq > s)
+                    c.fail(n["seq_q"], key + ".seq_q",
+                           cat("a causal problem needs seq_q <= seq (bottom-right aligned mask), got ", sq, " > ", s));
+                  if (std::find(cfg.problems.begin(), cfg.problems.end(), k) == cfg.problems.end()) cfg.problems.push_back(k);
+                }
   });
   return cfg;
 }

@@ -1,0 +1,114 @@
+// configs/problems.yaml: problem entries with a query-bucket list (decoding), and the one-query
+// bucket of the built-in boundaries.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sage/common/error.h"
+#include "sage/tuner/problems.h"
+
+namespace sage::tuner {
+namespace {
+
+const char* kHead = R"(version: 1
+buckets:
+  seq: [1, 128, 1024, 4096, 32768]
+  bh: [32, 128]
+policies:
+  balanced:
+    pv: [native, fp8]
+    gaussian: {cos_min: 0.999, rel_l1_max: 0.04}
+    outliers: {cos_min: 0.9999, rel_l1_max: 0.01}
+)";
+
+ProblemsConfig parse(const std::string& problems) {
+  return ProblemsConfig::from_string(std::string(kHead) + problems, "test.yaml");
+}
+
+std::string error_of(const std::string& problems) {
+  try {
+    parse(problems);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::parse_error) << e.what();  // naming file:line and the key
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an error";
+  return "";
+}
+
+TEST(ProblemsConfig, SeqQListMakesDecodingProblemsOverEverySeq) {
+  const ProblemsConfig cfg = parse(R"(problems:
+  - head_dim: [128]
+    causal: [false]
+    dtype: [fp16]
+    layout: [HND]
+    seq: [4096, 32768]
+    seq_q: [1]
+    bh: [32]
+)");
+  ASSERT_EQ(cfg.problems.size(), 2u);
+  EXPECT_EQ(cfg.problems[0].str(), "d128_noncausal_fp16_HND_q1_kv4096_bh32_balanced");
+  EXPECT_EQ(cfg.problems[1].str(), "d128_noncausal_fp16_HND_q1_kv32768_bh32_balanced");
+  const AttnProblem p = cfg.representative(cfg.problems[1]);
+  EXPECT_EQ(p.seq_q, 1);
+  EXPECT_EQ(p.seq_kv, 32768);
+  // A one-query call of any key count keys into the one-query bucket.
+  AttnProblem call = p;
+  call.seq_kv = 20000;
+  EXPECT_EQ(cfg.key_of(call, "balanced"), cfg.problems[1]);
+}
+
+TEST(ProblemsConfig, WithoutSeqQTheQueriesAreTheKeys) {
+  const ProblemsConfig cfg = parse(R"(problems:
+  - head_dim: [64]
+    causal: [true]
+    dtype: [bf16]
+    layout: [NHD]
+    seq: [1024]
+    bh: [128]
+)");
+  ASSERT_EQ(cfg.problems.size(), 1u);
+  EXPECT_EQ(cfg.problems[0].seq_q_bucket, 1024);
+  EXPECT_EQ(cfg.problems[0].seq_kv_bucket, 1024);
+}
+
+TEST(ProblemsConfig, SeqQMustBeABucketBoundaryAndCausalAtMostTheKeys) {
+  const std::string entry = R"(problems:
+  - head_dim: [128]
+    causal: [CAUSAL]
+    dtype: [fp16]
+    layout: [HND]
+    seq: [1024]
+    seq_q: [SEQQ]
+    bh: [32]
+)";
+  auto with = [&](const char* causal, const char* seq_q) {
+    std::string s = entry;
+    s.replace(s.find("CAUSAL"), 6, causal);
+    s.replace(s.find("SEQQ"), 4, seq_q);
+    return s;
+  };
+  const std::string bad = error_of(with("false", "3"));
+  EXPECT_NE(bad.find("problems[0].seq_q[0]"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("not a bucket boundary"), std::string::npos) << bad;
+  const std::string causal = error_of(with("true", "4096"));
+  EXPECT_NE(causal.find("seq_q <= seq"), std::string::npos) << causal;
+  EXPECT_EQ(parse(with("true", "128")).problems[0].str(), "d128_causal_fp16_HND_q128_kv1024_bh32_balanced");
+}
+
+TEST(ProblemsConfig, BuiltinBucketsGiveOneQueryABucketOfItsOwn) {
+  const ProblemsConfig cfg = ProblemsConfig::builtin();
+  EXPECT_EQ(cfg.seq_bucket(1), 1);
+  EXPECT_EQ(cfg.seq_bucket(2), 128);
+  AttnProblem p;
+  p.batch = 1;
+  p.heads_q = 32;
+  p.heads_kv = 8;
+  p.seq_q = 1;
+  p.seq_kv = 8000;
+  p.head_dim = 128;
+  EXPECT_EQ(cfg.key_of(p, "balanced").str(), "d128_noncausal_fp16_HND_q1_kv8192_bh32_balanced");
+}
+
+}  // namespace
+}  // namespace sage::tuner
