@@ -380,10 +380,7 @@ bool AttnKernel::causal_single(const AttnProblem& p) const {
 int AttnKernel::pack_rows(const AttnProblem& p) const {
   if (!native() || !(persistent() || mma_native()) || p.heads_kv <= 0 || p.heads_q <= p.heads_kv) return 0;
   const int g = p.heads_q / p.heads_kv;
-  if (decode()) {  // any group of at most block_m heads, block_m / g rows each (attn_decode.cuh: decode_row)
-    const int rows = cfg_.block_m / g;
-    return rows >= 1 && p.seq_q <= rows ? rows : 0;
-  }
+  if (decode()) return decode_pack_rows(cfg_.block_m, g, p.seq_q);
   if (cfg_.block_m % g != 0) return 0;
   const int rows = cfg_.block_m / g;
   if (rows < 16 || (rows & (rows - 1)) != 0 || p.seq_q > rows) return 0;
@@ -410,18 +407,21 @@ std::int64_t AttnKernel::mma_units(const AttnProblem& p) const {
 // round trips a warp (H100, 16 causal queries of a 4:1 group over 32K keys, 64x64 tiles: 33
 // ranges of 64 rows took 171 us against 97 for one query's 4 rows).
 constexpr std::int64_t kMmaSplitMinKeys = 512, kMmaMergeBatch = 8, kMmaMergeTrips = 16;
-// The decode schedule (attn_decode.cuh): a range's fixed cost is a CTA's start, its first
-// tile's latency and its partial, and every thread of the merging CTA folds a row's columns
-// over all the ranges (kMmaMergeBatch a round trip to L2), so ranges are shorter and more.
-constexpr std::int64_t kDecodeSplitMinKeys = 256, kDecodeMaxRanges = 64;
+int decode_pack_rows(int block_m, int group, int seq_q) {
+  if (block_m <= 0 || group <= 1) return 0;
+  const int rows = block_m / group;
+  return rows >= 1 && seq_q <= rows ? rows : 0;
+}
+int decode_split_ranges(std::int64_t units, std::int64_t slots, int seq_kv, std::int64_t min_keys) {
+  if (units <= 0 || units * 2 > slots) return 0;
+  if (min_keys <= 0) min_keys = kDecodeSplitMinKeys;
+  const std::int64_t ranges = std::min({slots / units, std::int64_t(seq_kv) / min_keys, kDecodeMaxRanges});
+  return ranges >= 2 ? int(ranges) : 0;
+}
 int AttnKernel::mma_split_ranges(const AttnProblem& p) const {
   const std::int64_t units = mma_units(p), slots = std::max<std::int64_t>(1, persistent_ctas_);
+  if (decode()) return decode_split_ranges(units, slots, p.seq_kv, decode_min_keys_);
   if (units * 2 > slots) return 0;
-  if (decode()) {
-    const std::int64_t min_keys = decode_min_keys_ > 0 ? decode_min_keys_ : kDecodeSplitMinKeys;
-    const std::int64_t ranges = std::min({slots / units, std::int64_t(p.seq_kv) / min_keys, kDecodeMaxRanges});
-    return ranges >= 2 ? int(ranges) : 0;
-  }
   const int pack = pack_rows(p);
   const std::int64_t rows = pack > 0 ? std::int64_t(std::min(pack, p.seq_q)) * (p.heads_q / p.heads_kv)
                                      : std::min(cfg_.block_m, p.seq_q);

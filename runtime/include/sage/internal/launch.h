@@ -145,6 +145,18 @@ inline bool cluster_one_tile_ranges(std::int64_t units, std::int64_t tiles) {
   return tiles >= kClusterOneTileFrom && tiles <= kClusterShortRanges && units * tiles <= kClusterOneTileCtas;
 }
 
+// The decode schedule of the native mma.sync kernel (attn_decode.cuh). A packed GQA group of
+// `group` query heads takes block_m / group rows a head of a block_m-row tile, where that
+// holds the call's seq_q queries (0: the heads stay a tile each). Each tile's keys are cut into
+// ranges of at least min_keys keys (kDecodeSplitMinKeys where 0), at most kDecodeMaxRanges and
+// at most one wave of CTAs (slots) over the units; none (0) where the units are more than half
+// the wave or a tile would get fewer than two ranges. A range's fixed cost is a CTA's start, its first
+// tile's latency and its partial; the merging range folds every range's partial with eight
+// ranges' loads in flight at a time (H100: docs/kernels.md, "The decode schedule").
+constexpr std::int64_t kDecodeSplitMinKeys = 256, kDecodeMaxRanges = 64;
+int decode_pack_rows(int block_m, int group, int seq_q);
+int decode_split_ranges(std::int64_t units, std::int64_t slots, int seq_kv, std::int64_t min_keys = 0);
+
 // A loaded quantized-attention variant (pipelines "mma" and "wgmma": same kernels' interface).
 class AttnKernel {
  public:
