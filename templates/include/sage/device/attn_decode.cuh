@@ -61,16 +61,8 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
     n_tiles = int(i64(all) * (r + 1) / p.split_ranges);
   }
 
-  KSource ks;
-  ks.base = static_cast<const u8*>(p.k.ptr) + (cc.b * p.k.stride_b + hkv * p.k.stride_h) * 2;
-  ks.row_stride = p.k.stride_n * 2;
-  ks.rows_valid = p.seq_kv;
-  ks.row_bytes = p.head_dim * 2;
-  VSource vs;
-  vs.base = static_cast<const u8*>(p.v.ptr) + (cc.b * p.v.stride_b + hkv * p.v.stride_h) * 2;
-  vs.row_stride = p.v.stride_n * 2;
-  vs.rows_valid = p.seq_kv;
-  vs.row_bytes = p.head_dim * 2;
+  const KSource ks = caller_rows<KSource>(p, p.k, cc.b, hkv);
+  const VSource vs = caller_rows<VSource>(p, p.v, cc.b, hkv);
 
   const u32 sQ = smem_addr(smem + L::Q), sK0 = smem_addr(smem + L::K), sV0 = smem_addr(smem + L::V);
   {  // the tile's query rows, zero-filled past the queries and past the call's head dim

@@ -95,6 +95,18 @@ struct KSource {
   int row_bytes = 1 << 30;
 };
 
+// The caller's K or V rows of batch b and kv head hkv, as the native kernels read them (a
+// KSource or VSource): stride_n apart, zero-filled past seq_kv and past the call's head dim.
+template <class S>
+SAGE_DEV S caller_rows(const SageAttnParams& p, const SageTensor& t, int b, int hkv) {
+  S s;
+  s.base = static_cast<const u8*>(t.ptr) + (b * t.stride_b + hkv * t.stride_h) * 2;
+  s.row_stride = t.stride_n * 2;
+  s.rows_valid = p.seq_kv;
+  s.row_bytes = p.head_dim * 2;
+  return s;
+}
+
 // Per-thread cp.async plan for one K/V tile: every thread copies chunks tid, tid + THREADS,
 // ... of the tile. THREADS is a multiple of the chunks per row and of 8 rows, so a thread's
 // column and swizzle phase are the same for all its chunks: the shared and global offsets
@@ -797,10 +809,7 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   const i64 kv_bh = i64(b) * p.heads_kv + hkv;
   KSource ks;
   if constexpr (Cfg::NATIVE) {
-    ks.base = static_cast<const u8*>(p.k.ptr) + (b * p.k.stride_b + hkv * p.k.stride_h) * 2;
-    ks.row_stride = p.k.stride_n * 2;
-    ks.rows_valid = p.seq_kv;
-    ks.row_bytes = p.head_dim * 2;
+    ks = caller_rows<KSource>(p, p.k, b, hkv);
   } else {
     ks.base = reinterpret_cast<const u8*>(p.k_quant) + kv_bh * p.k_tiles * BN * Cfg::QROW;
     ks.row_stride = Cfg::QROW;
@@ -817,10 +826,7 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
     vs.row_stride = D * 2;
     vs.rows_valid = int(npad);
   } else {
-    vs.base = static_cast<const u8*>(p.v.ptr) + (b * p.v.stride_b + hkv * p.v.stride_h) * 2;
-    vs.row_stride = p.v.stride_n * 2;
-    vs.rows_valid = p.seq_kv;
-    vs.row_bytes = p.head_dim * 2;  // native; the quantized kernels' V is prepared below D
+    vs = caller_rows<VSource>(p, p.v, b, hkv);  // native; the quantized kernels' V is prepared below D
   }
 
   const u32 sQ = smem_addr(smem + L::Q);
