@@ -77,6 +77,9 @@ MODELS = {
     "qwen2.5-7b-decode": ("Qwen2.5 7B decoding (28 query heads over 4 KV heads), one token over 32K", 1, 28, 4, 1,
                           32768, 128, False),
     "qwen2.5-7b-decode-b32": ("Qwen2.5 7B decoding, 32 sequences of 4K", 32, 28, 4, 1, 4096, 128, False),
+    # Speculative decoding with a 7:1 group: persistent_split packs the group at 16 rows a head.
+    "qwen2.5-7b-spec": ("Qwen2.5 7B, 4 draft tokens verified over 32K (causal)", 1, 28, 4, 4, 32768, 128, True),
+    "qwen2.5-7b-spec-4k": ("Qwen2.5 7B, 4 draft tokens verified over 4K (causal)", 1, 28, 4, 4, 4096, 128, True),
 }
 
 

@@ -473,6 +473,20 @@ class ScopedEnv {
 };
 TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
   SAGE_REQUIRE_GPU();
+  {
+    // The launcher packs a call's groups where its (batch, kv head) pairs are at least
+    // kPackMinUnits or they times the key tiles at least kPackMinTiles (launch.h: pack_pays);
+    // the shapes below are packed wherever the tile holds the group (SAGE_PACK_HEADS=1), to
+    // cover the packed paths on few key tiles.
+    Loaded l;
+    load(GetParam(), &l);
+    if (!l) return;
+    if (l.k->config().schedule != "persistent_split") GTEST_SKIP() << "the split keys are the persistent_split schedule's";
+    const auto rows = [&](int nkv) { return l.k->pack_rows(make_problem({1, 28, 4, 4, nkv, true, Layout::HND, DType::fp16}, l.k->config().head_dim)); };
+    EXPECT_EQ(rows(4096), 16) << "4 queries of a 7:1 group over 4K keys pack";
+    EXPECT_EQ(rows(3968), 0) << "4 queries of a 7:1 group over 3968 keys stay unpacked";
+  }
+  const ScopedEnv pack_env("SAGE_PACK_HEADS", "1");
   for (const bool clusters : {true, false}) {
     const ScopedEnv env("SAGE_SPLIT_CLUSTERS", clusters ? nullptr : "0");
     Loaded l;
@@ -487,10 +501,17 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
                                  Shape{2, 16, 2, 16, 3000, true, Layout::NHD, DType::bf16},
                                  Shape{1, 12, 3, 24, 2500, false, Layout::HND, DType::fp16},
                                  Shape{1, 8, 2, 1, 700, false, Layout::NHD, DType::fp16},
+                                 Shape{1, 28, 4, 4, 5000, false, Layout::HND, DType::fp16},
+                                 Shape{2, 10, 2, 16, 3000, true, Layout::NHD, DType::bf16},
+                                 Shape{1, 6, 2, 24, 2500, false, Layout::NHD, DType::fp16},
                                  Shape{2, 2, 1, 128, 3000, true, Layout::NHD, DType::bf16},
                                  Shape{1, 4, 4, 1, 20000, false, Layout::NHD, DType::fp16},
                                  Shape{2, 2, 1, 128, 700, true, Layout::NHD, DType::bf16}};
-    int packed = 5;  // the first five pack their groups' heads
+    // The first eight pack their groups' heads: groups of 4 and 8 at 128 / group rows a head,
+    // and groups that do not divide the tile at 16 or 32 rows a head (launch.h:
+    // tile_pack_rows): 4 draft queries of a 7:1 group (Qwen2.5 7B, 112 of 128 rows), a causal
+    // block of 16 queries of a 5:1 group (80 rows), 24 queries of a 3:1 group (96 rows).
+    int packed = 8;
     // 700 keys (6 key tiles) split only in clusters, in ranges of one tile (launch.h:
     // cluster_one_tile_ranges); the merge through L2 leaves so few tiles in one CTA. With 128
     // causal queries the last tile's range has rows that see none of its keys (up to query 67).
@@ -502,8 +523,9 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
       const int nkv = clusters ? 1000 : 3000;
       shapes = {Shape{1, 8, 2, 1, nkv, false, Layout::HND, DType::fp16},
                 Shape{1, 12, 3, 24, nkv, false, Layout::HND, DType::bf16},
+                Shape{1, 28, 4, 4, nkv, true, Layout::NHD, DType::fp16},
                 Shape{1, 4, 4, 1, nkv, false, Layout::NHD, DType::fp16}};
-      packed = 2;
+      packed = 3;
     }
     // A one-tile partial piece with hidden rows: 100 queries over 4000-4066 keys (32 key tiles of
     // 128, the last from key 3968; query row i sees keys up to i + nkv - 100, so the first rows
@@ -539,7 +561,9 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
       }
       const int pack = l.k->pack_rows(p);
       if (int(i) < packed) {
-        EXPECT_EQ(pack, cfg.block_m / (p.heads_q / p.heads_kv)) << p.str();
+        const int g = p.heads_q / p.heads_kv;
+        ASSERT_EQ(cfg.block_m, 128) << "the expected rows a head are a 128-row tile's";
+        EXPECT_EQ(pack, g == 3 ? 32 : g == 5 || g == 7 ? 16 : 128 / g) << p.str();
         EXPECT_EQ(units, std::int64_t(p.batch) * p.heads_kv) << p.str() << ": a unit a (batch, kv head)";
       } else {
         EXPECT_EQ(pack, 0) << p.str();
@@ -582,7 +606,8 @@ TEST_P(Fixture, NativeMmaSplitKeysMatchFp32Reference) {
                           Shape{1, 12, 3, 24, 2500, false, Layout::HND, DType::fp16},
                           Shape{2, 2, 1, 128, 3000, true, Layout::NHD, DType::bf16},
                           Shape{1, 4, 4, 100, 4066, true, Layout::HND, DType::fp16},
-                          Shape{1, 1, 1, 2048, 2048, true, Layout::HND, DType::fp16}};
+                          Shape{1, 1, 1, 2048, 2048, true, Layout::HND, DType::fp16},
+                          Shape{1, 28, 4, 4, 5000, true, Layout::NHD, DType::bf16}};
   for (std::size_t i = 0; i < std::size(shapes); ++i) {
     Shape sh = shapes[i];
     if (l.k->decode() && sh.nq == 2048) sh.nq = sh.nkv = 1024;
@@ -591,6 +616,11 @@ TEST_P(Fixture, NativeMmaSplitKeysMatchFp32Reference) {
     ASSERT_GE(ranges, 2) << p.str() << ": " << l.k->mma_units(p) << " query tiles, not split";
     if (i == 0) {
       EXPECT_EQ(pack, cfg.block_m / 4) << p.str() << ": a 4:1 group's single queries pack";
+    }
+    // 4 causal draft queries of a 7:1 group (Qwen2.5 7B): 16 rows a head where whole warps of
+    // 16 rows and 7 x 16 rows fit the row-major tile (128 x 64, 8 warps), the last warp idle.
+    if (i == 6 && !l.k->decode() && cfg.block_m == 128 && cfg.block_m / cfg.warps == 16) {
+      EXPECT_EQ(pack, 16) << p.str() << ": a 7:1 group's draft queries pack";
     }
     AttnBuffers buf(p);
     buf.fill(*ref.mod, InputKind::gaussian, run_seed() ^ (0x5eedull + i), st);

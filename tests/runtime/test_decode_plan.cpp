@@ -1,5 +1,6 @@
 // The decode schedule's launch plan (launch.h: decode_pack_rows, decode_split_ranges): which GQA
-// groups pack into a 16-row tile, and how a tile's keys are cut into ranges.
+// groups pack into a 16-row tile, and how a tile's keys are cut into ranges; and which groups
+// the row-major native kernels pack (tile_pack_rows).
 #include <gtest/gtest.h>
 
 #include "sage/internal/launch.h"
@@ -16,6 +17,35 @@ TEST(DecodePlan, AnyGroupOfUpToTheTileRowsPacksAtTileRowsOverGroupRowsAHead) {
   EXPECT_EQ(decode_pack_rows(16, 4, 5), 0);   // 5 queries of a 4:1 group need 20 rows
   EXPECT_EQ(decode_pack_rows(16, 1, 1), 0);   // MHA: nothing to pack
   EXPECT_EQ(decode_pack_rows(32, 8, 4), 4);
+}
+
+TEST(TilePackRows, GroupsPackAtThePowerOfTwoOfAtLeast16RowsThatFitsTheTile) {
+  EXPECT_EQ(tile_pack_rows(128, 4, 1), 32);    // Llama 3 8B: 4 x 32 rows
+  EXPECT_EQ(tile_pack_rows(128, 8, 16), 16);   // 16 queries of an 8:1 group fill the tile
+  EXPECT_EQ(tile_pack_rows(128, 2, 64), 64);
+  EXPECT_EQ(tile_pack_rows(128, 7, 4), 16);    // Qwen2.5 7B: 7 x 16 of 128 rows, the last warp idle
+  EXPECT_EQ(tile_pack_rows(128, 5, 16), 16);   // 80 rows
+  EXPECT_EQ(tile_pack_rows(128, 3, 24), 32);   // 96 rows: 32 a head, not 42
+  EXPECT_EQ(tile_pack_rows(128, 6, 17), 0);    // 17 queries need more than 16 rows a head
+  EXPECT_EQ(tile_pack_rows(128, 9, 1), 0);     // 9 x 16 rows pass the tile
+  EXPECT_EQ(tile_pack_rows(128, 16, 1), 0);    // 8 rows a head would split a warp's rows
+  EXPECT_EQ(tile_pack_rows(128, 1, 1), 0);     // MHA: nothing to pack
+  EXPECT_EQ(tile_pack_rows(64, 4, 1), 16);
+  EXPECT_EQ(tile_pack_rows(64, 7, 1), 0);      // 7 x 16 rows pass a 64-row tile
+  // The mma.sync kernel: a head's rows must be whole warps' (128 x 64 tiles, 8 or 4 warps).
+  EXPECT_EQ(tile_pack_rows(128, 7, 4, 16), 16);
+  EXPECT_EQ(tile_pack_rows(128, 7, 4, 32), 0);
+  EXPECT_EQ(tile_pack_rows(128, 3, 4, 32), 32);
+}
+
+TEST(TilePackRows, PersistentKernelsPackFromEightKvHeadsOr128KvHeadKeyTiles) {
+  EXPECT_FALSE(pack_pays(2, 16));  // 16:2 over 2K keys (128-key tiles): unpacked
+  EXPECT_FALSE(pack_pays(4, 16));  // 28:4 over 2K keys
+  EXPECT_TRUE(pack_pays(4, 32));   // 28:4 over 4K keys
+  EXPECT_TRUE(pack_pays(2, 64));   // 14:2 over 8K keys
+  EXPECT_TRUE(pack_pays(8, 8));    // 40:8 over 1K keys: eight units
+  EXPECT_TRUE(pack_pays(32, 2));   // 4 sequences of 8 kv heads over 256 keys
+  EXPECT_FALSE(pack_pays(0, 1000));
 }
 
 TEST(DecodePlan, RangesFillOneWaveAtTheShortestRangeAndTheMergeBound) {

@@ -321,6 +321,10 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   }
   // The decode schedule's shortest range in keys (diagnosis, A/B timing; default kDecodeSplitMinKeys).
   if (decode()) decode_min_keys_ = std::atoi(env("SAGE_DECODE_MIN_KEYS").c_str());
+  // SAGE_PACK_HEADS=0: no GQA heads packed into one tile; 1: wherever the tile holds the group,
+  // however few the key tiles (diagnosis, A/B timing, tests of the packed paths).
+  const std::string pack_env = env("SAGE_PACK_HEADS");
+  pack_heads_ = pack_env == "0" ? 0 : pack_env == "1" ? 2 : 1;
   // Decoding's split in clusters: how many clusters of 2, 4 and 8 CTAs run at once (a
   // cluster's CTAs share a GPC). SAGE_SPLIT_CLUSTERS=N caps the size at N; 0 keeps the merge
   // through L2 (diagnosis, A/B timing).
@@ -370,22 +374,38 @@ bool AttnKernel::causal_single(const AttnProblem& p) const {
 }
 
 // Packed GQA heads (SageAttnParams::pack_rows): where a kv head's query heads (g of them) fit
-// one query tile at block_m / g rows each, a power of two of at least 16 rows (a warp's 16 rows
-// then belong to one head, which the epilogue's stores and the causal mask's row index need),
-// the persistent native kernels take them in one tile: each K/V tile is read once for the
-// group instead of g times, and the group is one work unit. Decoding with GQA (one query, or
-// a few) is the case; with more queries than block_m / g the heads stay a tile each.
-// The native mma.sync kernel packs the same way where each head's rows are whole warps' (a
-// multiple of block_m / warps rows): each warp's rows then belong to one head.
+// one query tile at a power of two of at least 16 rows each (tile_pack_rows), the persistent
+// native kernels take them in one tile: each K/V tile is read once for the group instead of g
+// times, and the group is one work unit. Decoding with GQA (one query, or a few) is the case;
+// with more queries than the rows a head gets, the heads stay a tile each. Since 2026-11-27
+// (w) groups that do not divide the tile pack too, in persistent_split and the native mma.sync
+// kernel: Qwen2.5's 7 heads a kv head at 16 rows each, 112 of 128 rows, the last warp's rows
+// idle. The native mma.sync kernel packs the same way
+// where each head's rows are whole warps' (a multiple of block_m / warps rows): each warp's
+// rows then belong to one head.
+bool pack_pays(std::int64_t kv_heads, std::int64_t key_tiles) {
+  return kv_heads > 0 && (kv_heads >= kPackMinUnits || kv_heads * key_tiles >= kPackMinTiles);
+}
+int tile_pack_rows(int block_m, int group, int seq_q, int warp_rows) {
+  if (block_m <= 0 || group <= 1) return 0;
+  int rows = 16;
+  while (rows * 2 * group <= block_m) rows *= 2;
+  if (rows * group > block_m || seq_q > rows) return 0;
+  if (warp_rows > 0 && rows % warp_rows != 0) return 0;
+  return rows;
+}
 int AttnKernel::pack_rows(const AttnProblem& p) const {
-  if (!native() || !(persistent() || mma_native()) || p.heads_kv <= 0 || p.heads_q <= p.heads_kv) return 0;
+  if (pack_heads_ == 0 || !native() || !(persistent() || mma_native()) || p.heads_kv <= 0 || p.heads_q <= p.heads_kv)
+    return 0;
   const int g = p.heads_q / p.heads_kv;
   if (decode()) return decode_pack_rows(cfg_.block_m, g, p.seq_q);
-  if (cfg_.block_m % g != 0) return 0;
-  const int rows = cfg_.block_m / g;
-  if (rows < 16 || (rows & (rows - 1)) != 0 || p.seq_q > rows) return 0;
-  if (mma_native() && (cfg_.warps <= 0 || rows % (cfg_.block_m / cfg_.warps) != 0)) return 0;
-  return rows;
+  if (mma_native() && cfg_.warps <= 0) return 0;
+  if (persistent() && pack_heads_ == 1 && !pack_pays(std::int64_t(p.batch) * p.heads_kv, cdiv(p.seq_kv, cfg_.block_n)))
+    return 0;
+  // Of the persistent schedules only persistent_split's kernel idles the warps past a group
+  // that does not fill the tile (attn_native.cuh: warp_rows).
+  if (!mma_native() && cfg_.schedule != "persistent_split" && cfg_.block_m % g != 0) return 0;
+  return tile_pack_rows(cfg_.block_m, g, p.seq_q, mma_native() ? cfg_.block_m / cfg_.warps : 0);
 }
 
 // The native mma.sync kernel's query tiles: one a (batch, kv head) with packed heads, else
@@ -509,7 +529,9 @@ std::pair<int, int> AttnKernel::cluster_plan(const AttnProblem& p) const {
   in.tiles = cdiv(p.seq_kv, cfg_.block_n);
   in.slots = persistent_ctas_;
   std::int64_t rows = 0;  // attn_native.cuh: cluster_rows over the consumer warps
+  const int g = p.heads_q / std::max(1, p.heads_kv);
   for (int w = 0; w < (cfg_.threads - 128) / 32; ++w) {
+    if (pack > 0 && w * 16 / pack >= g) continue;  // past the group's heads: no rows
     const int row0 = pack > 0 ? (w * 16) & (pack - 1) : w * 16;
     rows += std::clamp(p.seq_q - row0, 0, 16);
   }

@@ -155,6 +155,23 @@ inline bool cluster_one_tile_ranges(std::int64_t units, std::int64_t tiles) {
 // ranges' loads in flight at a time (H100: docs/kernels.md, "The decode schedule").
 constexpr std::int64_t kDecodeSplitMinKeys = 256, kDecodeMaxRanges = 64;
 int decode_pack_rows(int block_m, int group, int seq_q);
+// The row-major native kernels' packing (persistent wgmma kernels, the plain native mma.sync
+// kernel): a GQA group of `group` query heads takes `rows` rows a head of a block_m-row tile,
+// the largest power of two of at least 16 with group x rows <= block_m (a warp's 16 rows then
+// belong to one head, which the epilogue's stores and the causal mask's row index need), where
+// that holds the call's seq_q queries and, for the mma.sync kernel, whole warps' rows
+// (warp_rows > 0: a multiple of it); 0 where none does (the heads stay a tile each). A group
+// that does not fill the tile leaves its last warps idle: 7 heads at 16 rows of a 128-row tile.
+int tile_pack_rows(int block_m, int group, int seq_q, int warp_rows = 0);
+// Whether the persistent kernels pack a call's groups: where its (batch, kv head) pairs are at
+// least kPackMinUnits, or they times the key tiles at least kPackMinTiles. Fewer, and the
+// unpacked call's query heads spread the keys over more CTAs than its few packed units do, its
+// extra K/V reads mostly hits in L2 (H100, persistent_split D=128, causal draft queries, e2e
+// us packed / unpacked: 4 of 16:2 over 1K keys 17 / 14, 2K 19 / 18-19, 4K 21 / 21, 8K 25-26 /
+// 28; 28:4 4 queries 1K 17 / 15-16, 2K 19 / 18, 4K 21 / 28, 8 queries 2K 21 / 17-18; 40:8 1K
+// 15-16 / 19; D=64 14:2 2K 15 / 14, 4K 17-18 / 16, 8K 19-20 / 20-21, 16K 21 / 31-32).
+constexpr std::int64_t kPackMinUnits = 8, kPackMinTiles = 128;
+bool pack_pays(std::int64_t kv_heads, std::int64_t key_tiles);
 int decode_split_ranges(std::int64_t units, std::int64_t slots, int seq_kv, std::int64_t min_keys = 0);
 
 // A loaded quantized-attention variant (pipelines "mma" and "wgmma": same kernels' interface).
@@ -233,6 +250,7 @@ class AttnKernel {
   std::int64_t persistent_ctas_ = 0;  // persistent and native mma: SMs x CTAs per SM
   int mma_split_ranges(const AttnProblem& p) const;
   int decode_min_keys_ = 0;  // SAGE_DECODE_MIN_KEYS (0: the default)
+  int pack_heads_ = 1;       // SAGE_PACK_HEADS: 0 never, 1 where pack_pays, 2 wherever the tile holds the group
   // persistent_split: decoding in clusters, {cluster size, ranges} or {0, 0}.
   std::pair<int, int> cluster_plan(const AttnProblem& p) const;
   // persistent_split without clusters: the ranges merged through L2 (0: no split).

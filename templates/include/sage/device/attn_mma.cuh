@@ -702,7 +702,7 @@ SAGE_DEV void split_merge(const SageAttnParams& p, i64 u, int b, int h, int m0) 
   const int pack = p.pack_rows, g = p.heads_q / p.heads_kv;
   for (int i = warp; i < BM; i += NW) {
     const int row = pack > 0 ? i % pack : m0 + i;
-    if (row >= p.seq_q) continue;
+    if (row >= p.seq_q || (pack > 0 && i / pack >= g)) continue;  // past the queries or the group's heads
     const int hq = pack > 0 ? h * g + i / pack : h;
     // Row i's partial of range r is at row (r * units + u) * BM + i: `at0 + r * stride`.
     const i64 at0 = u * BM + i, stride = units * BM;
@@ -787,10 +787,14 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   const int q_tile = cc.q_tile, h = cc.h, b = cc.b;
   // Packed GQA heads (native, p.pack_rows > 0; one query tile): h is the kv head, and this
   // warp's rows are queries row0... of query head hq; otherwise rows m0 + warp * WARP_Q... of h.
+  // A warp past the group's last head (a group that does not fill the tile) gets row0 =
+  // seq_q: past the queries, it stores nothing (launch.cpp: tile_pack_rows).
   const bool packed = Cfg::NATIVE && p.pack_rows > 0;
   const int hkv = packed ? h : h / (p.heads_q / p.heads_kv);
   const int m0 = q_tile * BM;
-  const int row0 = packed ? warp * Cfg::WARP_Q % p.pack_rows : m0 + warp * Cfg::WARP_Q;
+  const int row0 = !packed                                                     ? m0 + warp * Cfg::WARP_Q
+                   : warp * Cfg::WARP_Q / p.pack_rows < p.heads_q / p.heads_kv ? warp * Cfg::WARP_Q % p.pack_rows
+                                                                               : p.seq_q;
 
   int n_tiles, mask_from;
   kv_range(p, m0, packed ? p.pack_rows : BM, BN, &n_tiles, &mask_from);
@@ -842,7 +846,7 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
     for (int c = threadIdx.x; c < BM * L::QCPR; c += Cfg::THREADS) {
       const int r = c / L::QCPR, cc = c % L::QCPR;
       const int qh = packed ? h * g + r / p.pack_rows : h, qr = packed ? r % p.pack_rows : m0 + r;
-      const bool ok = qr < p.seq_q && cc * 16 < p.head_dim * 2;
+      const bool ok = qr < p.seq_q && (!packed || r / p.pack_rows < g) && cc * 16 < p.head_dim * 2;
       cp_async16(sQ + swz<L::QCPR>(r, cc), ok ? gQ + (qh * p.q.stride_h + qr * p.q.stride_n) * 2 + cc * 16 : gQ,
                  ok ? 16 : 0);
     }

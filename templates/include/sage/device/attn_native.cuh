@@ -745,11 +745,30 @@ SAGE_DEV void merge_partials(const SageAttnParams& p, const MergePlan& mp, int w
   }
 }
 
+// Consumer warp w's rows of a unit's query tile from row m0: its first query row and its query
+// head past the unit's first. Packed GQA heads (p.pack_rows > 0, a power of two; m0 = 0): tile
+// row 16 w is row (16 w) % pack_rows of the group's head (16 w) / pack_rows. persistent_split
+// (FULL) also packs groups that do not fill the tile (7 heads at 16 rows of 128; launch.cpp:
+// tile_pack_rows): a warp past the group's last head gets row p.seq_q, past the queries, so
+// that it neither stores nor merges anything (launch.cpp: cluster_plan counts it so). The other
+// schedules keep the two-select form: the check changed persistent_pingpong's code around its
+// loop and cost it 3-7% (H100, D=128 1K-2K).
+struct WarpRows {
+  int row0, h_off;
+};
+template <bool FULL>
+SAGE_DEV WarpRows warp_rows(const SageAttnParams& p, int w, int m0) {
+  const int row0 = p.pack_rows > 0 ? (w * 16) & (p.pack_rows - 1) : m0 + w * 16;
+  const int h_off = p.pack_rows > 0 ? (w * 16) >> (__ffs(p.pack_rows) - 1) : 0;
+  if constexpr (FULL) {
+    if (h_off * p.heads_kv >= p.heads_q) return {p.seq_q, h_off};  // h_off >= the group's heads
+  }
+  return {row0, h_off};
+}
 // Rows of queries among consumer warp w's 16 rows of a decoding unit's one query tile (cluster
 // mode: m0 = 0).
 SAGE_DEV int cluster_rows(const SageAttnParams& p, int w) {
-  const int row0 = p.pack_rows > 0 ? (w * 16) & (p.pack_rows - 1) : w * 16;
-  return min_(max_(p.seq_q - row0, 0), 16);
+  return min_(max_(p.seq_q - warp_rows<true>(p, w, 0).row0, 0), 16);
 }
 // The cluster's merge (p.split_cluster = C > 1), run by every consumer warp once its key loop
 // is done. The launcher cuts every unit's keys into R = ranges / units ranges (no range holds
@@ -1029,11 +1048,9 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
       mask_from = w.mask_from;
     }
     const u32 sQw = sQ0 + qb * Cfg::SMEM_Q + wg * 64 * 128;
-    // This warp's first query row, and its query head past the item's (packed GQA heads: tile
-    // row 16 warp is row (16 warp) % pack_rows of the group's head (16 warp) / pack_rows).
-    const int pack_shift = __ffs(p.pack_rows) - 1;
-    const int row0 = p.pack_rows > 0 ? (warp * 16) & (p.pack_rows - 1) : m0 + warp * 16;
-    const int h_off = p.pack_rows > 0 ? (warp * 16) >> pack_shift : 0;
+    // This warp's first query row, and its query head past the item's (warp_rows).
+    const WarpRows wr = warp_rows<Cfg::SPLIT>(p, warp, m0);
+    const int row0 = wr.row0, h_off = wr.h_off;
     float m[1][2], l[1][2], o[1][D / 8][4];
     wgmma_attn::init_state<D>(m, l, o);
     float(&of)[D / 2] = reinterpret_cast<float(&)[D / 2]>(o);
