@@ -36,6 +36,15 @@ TEST(TilePackRows, GroupsPackAtThePowerOfTwoOfAtLeast16RowsThatFitsTheTile) {
   EXPECT_EQ(tile_pack_rows(128, 7, 4, 16), 16);
   EXPECT_EQ(tile_pack_rows(128, 7, 4, 32), 0);
   EXPECT_EQ(tile_pack_rows(128, 3, 4, 32), 32);
+  // The persistent schedules other than persistent_split pack only groups that fill the tile:
+  // 3 heads of a 192-row tile at 64 rows each, not 2 or 4 heads.
+  EXPECT_EQ(tile_pack_rows(192, 3, 1, 0, true), 64);
+  EXPECT_EQ(tile_pack_rows(192, 6, 1, 0, true), 32);
+  EXPECT_EQ(tile_pack_rows(192, 2, 1, 0, true), 0);
+  EXPECT_EQ(tile_pack_rows(192, 4, 1, 0, true), 0);
+  EXPECT_EQ(tile_pack_rows(192, 8, 1, 0, true), 0);
+  EXPECT_EQ(tile_pack_rows(128, 4, 1, 0, true), 32);
+  EXPECT_EQ(tile_pack_rows(128, 7, 4, 0, true), 0);
 }
 
 TEST(TilePackRows, PersistentKernelsPackFromEightKvHeadsOr128KvHeadKeyTiles) {

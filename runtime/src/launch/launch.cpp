@@ -386,11 +386,12 @@ bool AttnKernel::causal_single(const AttnProblem& p) const {
 bool pack_pays(std::int64_t kv_heads, std::int64_t key_tiles) {
   return kv_heads > 0 && (kv_heads >= kPackMinUnits || kv_heads * key_tiles >= kPackMinTiles);
 }
-int tile_pack_rows(int block_m, int group, int seq_q, int warp_rows) {
+int tile_pack_rows(int block_m, int group, int seq_q, int warp_rows, bool fill) {
   if (block_m <= 0 || group <= 1) return 0;
   int rows = 16;
   while (rows * 2 * group <= block_m) rows *= 2;
   if (rows * group > block_m || seq_q > rows) return 0;
+  if (fill && rows * group != block_m) return 0;
   if (warp_rows > 0 && rows % warp_rows != 0) return 0;
   return rows;
 }
@@ -403,9 +404,10 @@ int AttnKernel::pack_rows(const AttnProblem& p) const {
   if (persistent() && pack_heads_ == 1 && !pack_pays(std::int64_t(p.batch) * p.heads_kv, cdiv(p.seq_kv, cfg_.block_n)))
     return 0;
   // Of the persistent schedules only persistent_split's kernel idles the warps past a group
-  // that does not fill the tile (attn_native.cuh: warp_rows).
-  if (!mma_native() && cfg_.schedule != "persistent_split" && cfg_.block_m % g != 0) return 0;
-  return tile_pack_rows(cfg_.block_m, g, p.seq_q, mma_native() ? cfg_.block_m / cfg_.warps : 0);
+  // that does not fill the tile (attn_native.cuh: warp_rows); the others pack a group only
+  // where it fills the tile (a 192-row tile takes 3 heads at 64 rows, not 2 at 64).
+  const bool fill = !mma_native() && cfg_.schedule != "persistent_split";
+  return tile_pack_rows(cfg_.block_m, g, p.seq_q, mma_native() ? cfg_.block_m / cfg_.warps : 0, fill);
 }
 
 // The native mma.sync kernel's query tiles: one a (batch, kv head) with packed heads, else

@@ -160,9 +160,10 @@ int decode_pack_rows(int block_m, int group, int seq_q);
 // the largest power of two of at least 16 with group x rows <= block_m (a warp's 16 rows then
 // belong to one head, which the epilogue's stores and the causal mask's row index need), where
 // that holds the call's seq_q queries and, for the mma.sync kernel, whole warps' rows
-// (warp_rows > 0: a multiple of it); 0 where none does (the heads stay a tile each). A group
-// that does not fill the tile leaves its last warps idle: 7 heads at 16 rows of a 128-row tile.
-int tile_pack_rows(int block_m, int group, int seq_q, int warp_rows = 0);
+// (warp_rows > 0: a multiple of it), and with `fill` where the group's rows fill the tile
+// exactly; 0 where none does (the heads stay a tile each). A group that does not fill the tile
+// leaves its last warps idle: 7 heads at 16 rows of a 128-row tile.
+int tile_pack_rows(int block_m, int group, int seq_q, int warp_rows = 0, bool fill = false);
 // Whether the persistent kernels pack a call's groups: where its (batch, kv head) pairs are at
 // least kPackMinUnits, or they times the key tiles at least kPackMinTiles. Fewer, and the
 // unpacked call's query heads spread the keys over more CTAs than its few packed units do, its
