@@ -380,9 +380,8 @@ bool AttnKernel::causal_single(const AttnProblem& p) const {
 // with more queries than the rows a head gets, the heads stay a tile each. Since 2026-11-27
 // (w) groups that do not divide the tile pack too, in persistent_split and the native mma.sync
 // kernel: Qwen2.5's 7 heads a kv head at 16 rows each, 112 of 128 rows, the last warp's rows
-// idle. The native mma.sync kernel packs the same way
-// where each head's rows are whole warps' (a multiple of block_m / warps rows): each warp's
-// rows then belong to one head.
+// idle. The native mma.sync kernel packs where each head's rows are whole warps' (a multiple
+// of block_m / warps rows): each warp's rows then belong to one head.
 bool pack_pays(std::int64_t kv_heads, std::int64_t key_tiles) {
   return kv_heads > 0 && (kv_heads >= kPackMinUnits || kv_heads * key_tiles >= kPackMinTiles);
 }

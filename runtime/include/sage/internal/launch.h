@@ -167,7 +167,7 @@ int tile_pack_rows(int block_m, int group, int seq_q, int warp_rows = 0, bool fi
 // Whether the persistent kernels pack a call's groups: where its (batch, kv head) pairs are at
 // least kPackMinUnits, or they times the key tiles at least kPackMinTiles. Fewer, and the
 // unpacked call's query heads spread the keys over more CTAs than its few packed units do, its
-// extra K/V reads mostly hits in L2 (H100, persistent_split D=128, causal draft queries, e2e
+// extra K/V reads mostly hit in L2 (H100, persistent_split D=128, causal draft queries, e2e
 // us packed / unpacked: 4 of 16:2 over 1K keys 17 / 14, 2K 19 / 18-19, 4K 21 / 21, 8K 25-26 /
 // 28; 28:4 4 queries 1K 17 / 15-16, 2K 19 / 18, 4K 21 / 28, 8 queries 2K 21 / 17-18; 40:8 1K
 // 15-16 / 19; D=64 14:2 2K 15 / 14, 4K 17-18 / 16, 8K 19-20 / 20-21, 16K 21 / 31-32).

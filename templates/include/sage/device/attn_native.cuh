@@ -751,8 +751,8 @@ SAGE_DEV void merge_partials(const SageAttnParams& p, const MergePlan& mp, int w
 // (FULL) also packs groups that do not fill the tile (7 heads at 16 rows of 128; launch.cpp:
 // tile_pack_rows): a warp past the group's last head gets row p.seq_q, past the queries, so
 // that it neither stores nor merges anything (launch.cpp: cluster_plan counts it so). The other
-// schedules keep the two-select form: the check changed persistent_pingpong's code around its
-// loop and cost it 3-7% (H100, D=128 1K-2K).
+// schedules pack only groups that fill the tile and keep the two-select form: the check
+// changed persistent_pingpong's code around its loop and cost it 3-7% (H100, D=128 1K-2K).
 struct WarpRows {
   int row0, h_off;
 };
