@@ -107,9 +107,10 @@ struct MmaAttnConfig {
   // through the same memory, for 16-byte coalesced stores.
   static constexpr int O_ROW_BYTES = D * 2 + 16;
   static constexpr int SMEM_EPI = BM * O_ROW_BYTES;
-  // The decoding schedule's warps meet at a range's end: each warp's O^T (D FP32 values a row),
-  // row maxima and sums.
-  static constexpr int SMEM_COMBINE = DECODE ? WARPS * BM * (D + 2) * 4 : 0;
+  // The decoding schedule's warps meet at a range's end: a table of the tile's rows (4 ints a
+  // row), each warp's O^T (D FP32 values a row, rows D + 4 apart against bank conflicts), row
+  // maxima and sums.
+  static constexpr int SMEM_COMBINE = DECODE ? (4 * BM + WARPS * BM * (D + 6)) * 4 : 0;
   static constexpr int SMEM_BYTES = SMEM_MAIN > SMEM_EPI ? (SMEM_MAIN > SMEM_COMBINE ? SMEM_MAIN : SMEM_COMBINE)
                                                          : (SMEM_EPI > SMEM_COMBINE ? SMEM_EPI : SMEM_COMBINE);
   // Occupancy target of the preparation kernel (CTAs of kPrepThreads per SM): its tile jobs

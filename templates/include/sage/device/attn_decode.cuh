@@ -190,11 +190,32 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
   }
 
   // ---- the warps meet: their maxima, sums and O^T in shared memory ----------------------------
+  // Only the rows of queries are stored and combined (a 4:1 group's one query fills 4 of the 16
+  // rows), O^T's rows padded to OS floats so that a warp's stores hit 32 banks (D + 4 = 4 mod 32:
+  // lane (gid, tig) at bank 8 tig + gid). A table of the tile's rows, one thread a row, spares the
+  // other threads decode_row's divisions: each row's query head (-1: no query there) and query,
+  // and the rows of queries in order: NQ queries of each of NH heads (packed: the group's).
   cp_async_wait<0>();
   __syncthreads();
-  float* cm = reinterpret_cast<float*>(smem);  // [NW][BM] maxima, then [NW][BM] sums, then [NW][BM][D] O
+  constexpr int OS = D + 4;
+  static_assert(Cfg::SMEM_COMBINE == (4 * BM + NW * BM * (OS + 2)) * 4, "the combine's shared memory");
+  int* rqh = reinterpret_cast<int*>(smem);  // [BM] query heads, [BM] queries, [BM] rows of queries
+  int* rqr = rqh + BM;
+  int* rrow = rqr + BM;
+  float* cm = reinterpret_cast<float*>(smem) + 4 * BM;  // [NW][BM] maxima, [NW][BM] sums, [NW][BM][OS] O
   float* cl = cm + NW * BM;
   float* co = cl + NW * BM;
+  const CtaCoords ce = cta_coords<true>(p);
+  const int NQ = packed ? min_(p.pack_rows, p.seq_q) : min_(BM, p.seq_q - m0);
+  const int NV = NQ * (packed ? p.heads_q / p.heads_kv : 1);  // rows of queries
+  if (threadIdx.x < BM) {
+    const int r = threadIdx.x;
+    const DecodeRow dr = decode_row(p, r, ce.h, m0);
+    rqh[r] = dr.ok ? dr.qh : -1;
+    rqr[r] = dr.qr;
+    if (dr.ok) rrow[packed ? (r / p.pack_rows) * NQ + r % p.pack_rows : r] = r;
+  }
+  __syncthreads();
 #pragma unroll
   for (int j = 0; j < NB; ++j)
 #pragma unroll
@@ -203,37 +224,37 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
       x += __shfl_xor_sync(0xffffffffu, x, 4);
       x += __shfl_xor_sync(0xffffffffu, x, 8);
       x += __shfl_xor_sync(0xffffffffu, x, 16);
+      const int r = 8 * j + 2 * tig + c;
+      if (rqh[r] < 0) continue;
       if (gid == 0) {
-        cm[warp * BM + 8 * j + 2 * tig + c] = m[j][c];
-        cl[warp * BM + 8 * j + 2 * tig + c] = x;
+        cm[warp * BM + r] = m[j][c];
+        cl[warp * BM + r] = x;
       }
+#pragma unroll
+      for (int mb = 0; mb < KS; ++mb)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) co[(warp * BM + r) * OS + 16 * mb + gid + 8 * hh] = o[mb][j][c + 2 * hh];
     }
-#pragma unroll
-  for (int mb = 0; mb < KS; ++mb)
-#pragma unroll
-    for (int j = 0; j < NB; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) co[(warp * BM + 8 * j + 2 * tig + e % 2) * D + 16 * mb + gid + 8 * (e / 2)] = o[mb][j][e];
   __syncthreads();
 
-  // Work items: (row, four columns) of the tile's queries, within the call's head dim.
+  // Work items: (row of queries, four columns), those within the call's head dim.
   constexpr int C4 = D / 4;
-  const CtaCoords ce = cta_coords<true>(p);
+  const int NI = NV * C4;
   const bool split = p.split_ranges > 0;
   const i64 units = i64(p.batch) * (packed ? p.heads_kv : p.heads_q) * p.q_tiles;
   const i64 u = (i64(ce.b) * (packed ? p.heads_kv : p.heads_q) + ce.h) * p.q_tiles + ce.q_tile;
   float* ml = split ? p.split_o + i64(p.split_ranges) * units * BM * D : nullptr;
-  auto store = [&](const DecodeRow& dr, int c4, float4 acc, float mx, float sum) {
+  auto store = [&](int r, int c4, float4 acc, float mx, float sum) {
+    const int qh = rqh[r], qr = rqr[r];
     const float inv = sum > 0.f ? 1.0f / sum : 0.f;
-    u8* dst = static_cast<u8*>(p.o) + (ce.b * p.o_stride_b + dr.qh * p.o_stride_h + i64(dr.qr) * p.o_stride_n + c4) * 2;
+    u8* dst = static_cast<u8*>(p.o) + (ce.b * p.o_stride_b + qh * p.o_stride_h + i64(qr) * p.o_stride_n + c4) * 2;
     *reinterpret_cast<u32x2*>(dst) = u32x2{pack_x2(acc.x * inv, acc.y * inv, p.dtype), pack_x2(acc.z * inv, acc.w * inv, p.dtype)};
     if (p.lse && c4 == 0)
-      p.lse[(i64(ce.b) * p.heads_q + dr.qh) * p.seq_q + dr.qr] = sum > 0.f ? (mx + lg2(sum)) * kLn2 : neg_inf();
+      p.lse[(i64(ce.b) * p.heads_q + qh) * p.seq_q + qr] = sum > 0.f ? (mx + lg2(sum)) * kLn2 : neg_inf();
   };
-  for (int it = threadIdx.x; it < BM * C4; it += Cfg::THREADS) {
-    const int r = it / C4, c4 = (it % C4) * 4;
-    const DecodeRow dr = decode_row(p, r, ce.h, m0);
-    if (!dr.ok || c4 >= p.head_dim) continue;
+  for (int it = threadIdx.x; it < NI; it += Cfg::THREADS) {
+    const int r = rrow[it / C4], c4 = (it % C4) * 4;
+    if (c4 >= p.head_dim) continue;
     float mx = neg_inf();
 #pragma unroll
     for (int w = 0; w < NW; ++w) mx = fmaxf(mx, cm[w * BM + r]);
@@ -244,11 +265,11 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
     for (int w = 0; w < NW; ++w) {
       const float wt = ex2(cm[w * BM + r] - base);  // 0 for a warp that saw no key of this row
       sum = fmaf(wt, cl[w * BM + r], sum);
-      const float4 x = *reinterpret_cast<const float4*>(co + (w * BM + r) * D + c4);
+      const float4 x = *reinterpret_cast<const float4*>(co + (w * BM + r) * OS + c4);
       acc = make_float4(fmaf(wt, x.x, acc.x), fmaf(wt, x.y, acc.y), fmaf(wt, x.z, acc.z), fmaf(wt, x.w, acc.w));
     }
     if (!split) {
-      store(dr, c4, acc, mx, sum);
+      store(r, c4, acc, mx, sum);
     } else {  // this range's partial: O (unnormalized), then the row's maximum and sum
       const i64 i = (i64(split_index(p)) * units + u) * BM + r;
       *reinterpret_cast<float4*>(p.split_o + i * D + c4) = acc;
@@ -276,22 +297,29 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
   }
   __syncthreads();
   __threadfence();
+  // The merge, on every thread: with fewer items than threads, PT parts of the threads take
+  // every PT-th range each (all of a part's loads in flight together where it has at most MB
+  // ranges: one round trip to L2), and meet in shared memory (the combine's, read above).
   constexpr int MB = kMergeBatch;  // ranges whose loads are in flight together
-  for (int it = threadIdx.x; it < BM * C4; it += Cfg::THREADS) {
-    const int r = it / C4, c4 = (it % C4) * 4;
-    const DecodeRow dr = decode_row(p, r, ce.h, m0);
-    if (!dr.ok || c4 >= p.head_dim) continue;
+  const int PT = max_(1, min_(Cfg::THREADS / NI, (S + MB - 1) / MB));
+  float4* racc = reinterpret_cast<float4*>(co);  // [PT][NI]: a part's O, then its maxima and sums
+  float2* rml = reinterpret_cast<float2*>(racc + PT * NI);
+  for (int t = threadIdx.x; t < NI * PT; t += Cfg::THREADS) {
+    const int part = PT == 1 ? 0 : t / NI, it = t - part * NI;
+    const int r = rrow[it / C4], c4 = (it % C4) * 4;
+    if (c4 >= p.head_dim) continue;
     // An online merge over batches of ranges, each batch's loads in flight together.
     const i64 at0 = u * BM + r, stride = units * BM;
     float mx = neg_inf(), sum = 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int r0 = 0; r0 < S; r0 += MB) {
+    for (int r0 = part; r0 < S; r0 += MB * PT) {
       float2 x[MB];
       float4 v[MB];
 #pragma unroll
       for (int jb = 0; jb < MB; ++jb) {
-        const i64 at = at0 + (r0 + jb) * stride;
-        if (r0 + jb < S) {
+        const int ri = r0 + jb * PT;
+        const i64 at = at0 + ri * stride;
+        if (ri < S) {
           x[jb] = __ldcg(reinterpret_cast<const float2*>(ml + 2 * at));
           v[jb] = __ldcg(reinterpret_cast<const float4*>(p.split_o + at * D + c4));
         } else {
@@ -315,7 +343,30 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
       }
       mx = bm;
     }
-    store(dr, c4, acc, mx, sum);
+    if (PT == 1) {
+      store(r, c4, acc, mx, sum);
+    } else {
+      racc[t] = acc;
+      rml[t] = make_float2(mx, sum);
+    }
+  }
+  if (PT == 1) return;
+  __syncthreads();
+  for (int it = threadIdx.x; it < NI; it += Cfg::THREADS) {
+    if ((it % C4) * 4 >= p.head_dim) continue;
+    float mx = neg_inf();
+    for (int q = 0; q < PT; ++q) mx = fmaxf(mx, rml[q * NI + it].x);
+    const float base = mx == neg_inf() ? 0.f : mx;
+    float sum = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int q = 0; q < PT; ++q) {
+      const float2 x = rml[q * NI + it];
+      const float4 a = racc[q * NI + it];
+      const float wt = ex2(x.x - base);  // 0 for a part without visible keys
+      sum = fmaf(wt, x.y, sum);
+      acc = make_float4(fmaf(wt, a.x, acc.x), fmaf(wt, a.y, acc.y), fmaf(wt, a.z, acc.z), fmaf(wt, a.w, acc.w));
+    }
+    store(rrow[it / C4], (it % C4) * 4, acc, mx, sum);
   }
 }
 
