@@ -74,5 +74,24 @@ TEST(DecodePlan, RangesFillOneWaveAtTheShortestRangeAndTheMergeBound) {
   EXPECT_EQ(decode_split_ranges(0, 132, 4096), 0);
 }
 
+TEST(DecodePlan, RangesStopWhereTheMergeTakesMoreThanTwoRoundTripsUnlessTooFewCtasWork) {
+  // The merge's items are a tile's rows of queries x four columns; 256 threads (16x128, 8 warps).
+  EXPECT_EQ(decode_merge_cap(7, 128, 256), 16);   // Qwen2.5 7B's 7 heads: 224 items, one part
+  EXPECT_EQ(decode_merge_cap(16, 128, 256), 16);  // a group of 16: 512 items, two a thread
+  EXPECT_EQ(decode_merge_cap(4, 128, 256), 32);   // a 4:1 group: 128 items, two parts
+  EXPECT_EQ(decode_merge_cap(4, 64, 256), 64);    // ... at D=64: 64 items, four parts
+  EXPECT_EQ(decode_merge_cap(1, 128, 256), 128);  // MHA, one query: 32 items
+  // 4 units (28:4 or 64:4, one sequence) over 32K keys on 132 CTAs: 16 ranges, not 33.
+  EXPECT_EQ(decode_split_ranges(4, 132, 32768), 33);
+  EXPECT_EQ(decode_split_ranges(4, 132, 32768, 0, 16), 16);
+  // 2 units: the cap would leave 32 CTAs; kDecodeMinCtas keeps 64 at work (32 ranges a unit).
+  EXPECT_EQ(decode_split_ranges(2, 132, 32768, 0, 16), int(kDecodeMinCtas / 2));
+  // 8 units of a 4:1 group: the wave's 16 ranges are within the cap.
+  EXPECT_EQ(decode_split_ranges(8, 132, 32768, 0, decode_merge_cap(4, 128, 256)), 16);
+  // The cap never cuts below two ranges' worth of keys: short caches keep their 256-key ranges.
+  EXPECT_EQ(decode_split_ranges(4, 132, 4096, 0, 16), 16);
+  EXPECT_EQ(decode_split_ranges(4, 132, 2048, 0, 16), 8);
+}
+
 }  // namespace
 }  // namespace sage

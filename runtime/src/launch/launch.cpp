@@ -433,19 +433,28 @@ int decode_pack_rows(int block_m, int group, int seq_q) {
   const int rows = block_m / group;
   return rows >= 1 && seq_q <= rows ? rows : 0;
 }
-int decode_split_ranges(std::int64_t units, std::int64_t slots, int seq_kv, std::int64_t min_keys) {
+std::int64_t decode_merge_cap(std::int64_t rows, int head_dim, int threads) {
+  const std::int64_t items = std::max<std::int64_t>(1, rows * (head_dim / 4));
+  const std::int64_t parts = std::max<std::int64_t>(1, threads / items);
+  return 2 * kMmaMergeBatch * parts;
+}
+int decode_split_ranges(std::int64_t units, std::int64_t slots, int seq_kv, std::int64_t min_keys,
+                        std::int64_t merge_cap) {
   if (units <= 0 || units * 2 > slots) return 0;
   if (min_keys <= 0) min_keys = kDecodeSplitMinKeys;
-  const std::int64_t ranges = std::min({slots / units, std::int64_t(seq_kv) / min_keys, kDecodeMaxRanges});
+  std::int64_t ranges = std::min({slots / units, std::int64_t(seq_kv) / min_keys, kDecodeMaxRanges});
+  if (merge_cap > 0) ranges = std::min(ranges, std::max(merge_cap, (kDecodeMinCtas + units - 1) / units));
   return ranges >= 2 ? int(ranges) : 0;
 }
 int AttnKernel::mma_split_ranges(const AttnProblem& p) const {
   const std::int64_t units = mma_units(p), slots = std::max<std::int64_t>(1, persistent_ctas_);
-  if (decode()) return decode_split_ranges(units, slots, p.seq_kv, decode_min_keys_);
-  if (units * 2 > slots) return 0;
   const int pack = pack_rows(p);
   const std::int64_t rows = pack > 0 ? std::int64_t(std::min(pack, p.seq_q)) * (p.heads_q / p.heads_kv)
                                      : std::min(cfg_.block_m, p.seq_q);
+  if (decode())
+    return decode_split_ranges(units, slots, p.seq_kv, decode_min_keys_,
+                               decode_min_keys_ > 0 ? 0 : decode_merge_cap(rows, cfg_.head_dim, cfg_.threads));
+  if (units * 2 > slots) return 0;
   const std::int64_t rows_per_warp = cdiv(rows, std::max(1, cfg_.warps));
   const std::int64_t merge_cap = std::max<std::int64_t>(2, kMmaMergeBatch * kMmaMergeTrips / rows_per_warp);
   const std::int64_t ranges = std::min({slots / units, std::int64_t(p.seq_kv) / kMmaSplitMinKeys, merge_cap});

@@ -152,8 +152,17 @@ inline bool cluster_one_tile_ranges(std::int64_t units, std::int64_t tiles) {
 // at most one wave of CTAs (slots) over the units; none (0) where the units are more than half
 // the wave or a tile would get fewer than two ranges. A range's fixed cost is a CTA's start, its first
 // tile's latency and its partial; the merging range folds every range's partial with eight
-// ranges' loads in flight at a time (H100: docs/kernels.md, "The decode schedule").
-constexpr std::int64_t kDecodeSplitMinKeys = 256, kDecodeMaxRanges = 64;
+// ranges' loads in flight at a time (H100: docs/kernels.md, "The decode schedule"). Past
+// merge_cap ranges (decode_merge_cap; 0: none) a tile's merge takes more than two such round
+// trips on a thread, so the ranges stop there, unless that would leave fewer than
+// kDecodeMinCtas CTAs at work (H100, one query over 32K keys, Qwen2.5 7B's 28 / 4 heads: 41-42
+// us in 16 ranges against 44 in 33; 64 / 4: 43 against 47; docs/kernels.md, 2026-11-27 (x)).
+constexpr std::int64_t kDecodeSplitMinKeys = 256, kDecodeMaxRanges = 64, kDecodeMinCtas = 64;
+// The ranges whose merge takes at most two round trips to L2 on each thread: the merging CTA's
+// `threads` threads take the tile's rows of queries (`rows`) four columns of `head_dim` each,
+// parts of them a share of the ranges where those items are fewer than the threads, eight
+// ranges' loads in flight at a time (attn_decode.cuh).
+std::int64_t decode_merge_cap(std::int64_t rows, int head_dim, int threads);
 int decode_pack_rows(int block_m, int group, int seq_q);
 // The row-major native kernels' packing (persistent wgmma kernels, the plain native mma.sync
 // kernel): a GQA group of `group` query heads takes `rows` rows a head of a block_m-row tile,
@@ -173,7 +182,8 @@ int tile_pack_rows(int block_m, int group, int seq_q, int warp_rows = 0, bool fi
 // 15-16 / 19; D=64 14:2 2K 15 / 14, 4K 17-18 / 16, 8K 19-20 / 20-21, 16K 21 / 31-32).
 constexpr std::int64_t kPackMinUnits = 8, kPackMinTiles = 128;
 bool pack_pays(std::int64_t kv_heads, std::int64_t key_tiles);
-int decode_split_ranges(std::int64_t units, std::int64_t slots, int seq_kv, std::int64_t min_keys = 0);
+int decode_split_ranges(std::int64_t units, std::int64_t slots, int seq_kv, std::int64_t min_keys = 0,
+                        std::int64_t merge_cap = 0);
 
 // A loaded quantized-attention variant (pipelines "mma" and "wgmma": same kernels' interface).
 class AttnKernel {
