@@ -42,6 +42,8 @@ std::string f(double v, const char* fm) {
   std::snprintf(b, sizeof b, fm, v);
   return b;
 }
+// Milliseconds to the microsecond, and below 0.1 ms (decoding calls) to a tenth of one.
+std::string ms(double v) { return f(v, v < 0.1 ? "%.4f" : "%.3f"); }
 
 int run_bench(const BenchArgs& a) {
   std::string why;
@@ -188,9 +190,9 @@ int run_bench(const BenchArgs& a) {
       const double tops = p.flops() / (e2e.median_ms * 1e-3) / 1e12;
       const double prep_tbs = k->has_prep() ? k->prep_bytes(p) / (prep.median_ms * 1e-3) / 1e12 : 0.0;
       const double attn_tops = p.flops() / (attn.median_ms * 1e-3) / 1e12;
-      rows.push_back({cat(d), causal ? "yes" : "no", cat(n), name, f(e2e.median_ms, "%.3f"), f(tops, "%.0f"),
-                      k->has_prep() ? f(prep.median_ms, "%.3f") : "-", k->has_prep() ? f(prep_tbs, "%.2f") : "-",
-                      f(attn.median_ms, "%.3f"), f(attn_tops, "%.0f"),
+      rows.push_back({cat(d), causal ? "yes" : "no", cat(n), name, ms(e2e.median_ms), f(tops, "%.0f"),
+                      k->has_prep() ? ms(prep.median_ms) : "-", k->has_prep() ? f(prep_tbs, "%.2f") : "-",
+                      ms(attn.median_ms), f(attn_tops, "%.0f"),
                       f(e2e.spread() * 100, "%.1f%%")});
       out.push_back({{"head_dim", d}, {"causal", causal}, {"seq", n}, {"batch", a.batch}, {"heads", a.heads},
                      {"variant", name}, {"e2e_ms", e2e.median_ms}, {"tops", tops}, {"prep_ms", prep.median_ms},
