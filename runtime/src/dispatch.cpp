@@ -155,8 +155,8 @@ std::shared_ptr<const Entry> build(CUcontext ctx, const BucketKey& key, const At
 }
 
 // The entry serving (current context, bucket of p); *built tells whether this call made it.
-const Entry& entry_for(const AttnProblem& p, Policy policy, bool* built) {
-  const BucketKey key = provider::buckets().key_of(p, policy);
+const Entry& entry_for(const AttnProblem& p, Policy policy, bool* built, int call_head_dim) {
+  const BucketKey key = provider::buckets().key_of(p, policy, call_head_dim);
   provider::precheck(key);             // "not in this build" is known without a device
   const CUcontext ctx = use_device(-1);  // the caller's context; device 0's primary when none
   const CacheKey ck{ctx, key};
@@ -303,7 +303,7 @@ void run(const AttnProblem& p, Policy policy, const AttnArgs& a, void* workspace
   const auto t0 = Clock::now();
   bool built = false;
   const AttnProblem kp = kernel_problem(p);
-  const Entry& e = entry_for(kp, policy, &built);
+  const Entry& e = entry_for(kp, policy, &built, p.head_dim);
   const AttnKernel& k = *e.kernel;
   const Padding pad = padding_for(p, kp, k);
   const std::size_t need = pad.bytes();
@@ -339,7 +339,7 @@ std::size_t workspace_size(const AttnProblem& p, Policy policy) {
   with_lse.return_lse = true;  // LSE adds a region; a workspace sized for it serves both
   bool built = false;
   const AttnProblem kp = kernel_problem(with_lse);
-  const Entry& e = entry_for(kp, policy, &built);
+  const Entry& e = entry_for(kp, policy, &built, p.head_dim);
   if (built && log_enabled()) log_selection(e.selection, with_lse, policy, -1);
   return padding_for(with_lse, kp, *e.kernel).bytes();
 }
@@ -347,7 +347,7 @@ std::size_t workspace_size(const AttnProblem& p, Policy policy) {
 const Selection& selection_for(const AttnProblem& p, Policy policy) {
   bool built = false;
   const AttnProblem kp = kernel_problem(p);
-  const Entry& e = entry_for(kp, policy, &built);
+  const Entry& e = entry_for(kp, policy, &built, p.head_dim);
   if (built && log_enabled()) log_selection(e.selection, p, policy, -1);
   return e.selection;
 }

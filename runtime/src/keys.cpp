@@ -36,7 +36,7 @@ const char* to_string(Source s) {
 
 std::string BucketKey::str() const {
   return cat("d", head_dim, "_", causal ? "causal" : "noncausal", "_", to_string(dtype), "_", to_string(layout), "_q",
-             seq_q, "_kv", seq_kv, "_bh", bh, "_", to_string(policy));
+             seq_q, "_kv", seq_kv, "_bh", bh, "_", to_string(policy), rows16 ? "_r16" : "");
 }
 
 BucketKey BucketKey::parse(const std::string& s) {
@@ -44,7 +44,9 @@ BucketKey BucketKey::parse(const std::string& s) {
     return Error(Errc::invalid_argument, "bucket key '" + s + "': " + why);
   };
   const std::vector<std::string> f = split(s, '_');
-  if (f.size() != 8) throw bad(cat("expected 8 '_'-separated fields (d128_causal_fp16_HND_q4096_kv4096_bh128_balanced), got ", f.size()));
+  if (f.size() != 8 && !(f.size() == 9 && f[8] == "r16"))
+    throw bad(cat("expected 8 '_'-separated fields (d128_causal_fp16_HND_q4096_kv4096_bh128_balanced), and an optional "
+                  "ninth, r16; got ", f.size()));
   auto num = [&](const std::string& field, const char* prefix, const char* name) {
     if (!starts_with(field, prefix)) throw bad(cat("field ", name, " must start with '", prefix, "', got '", field, "'"));
     const std::string digits = field.substr(std::string(prefix).size());
@@ -73,6 +75,7 @@ BucketKey BucketKey::parse(const std::string& s) {
   } catch (const Error& e) {
     throw bad("field policy: " + e.message());
   }
+  k.rows16 = f.size() == 9;
   return k;
 }
 
@@ -84,8 +87,9 @@ static int bucket_of(const std::vector<int>& b, int v) {
 int Buckets::seq_bucket(int v) const { return bucket_of(seq, v); }
 int Buckets::bh_bucket(int v) const { return bucket_of(bh, v); }
 
-BucketKey Buckets::key_of(const AttnProblem& p, Policy policy) const {
+BucketKey Buckets::key_of(const AttnProblem& p, Policy policy, int call_head_dim) const {
   BucketKey k;
+  k.rows16 = call_head_dim > 0 && call_head_dim < p.head_dim && call_head_dim % 16 == 8;
   k.head_dim = p.head_dim;
   k.causal = p.causal;
   k.dtype = p.dtype;
@@ -111,6 +115,7 @@ std::size_t CacheKeyHash::operator()(const CacheKey& k) const noexcept {
   mix(std::size_t(b.seq_kv));
   mix(std::size_t(b.bh));
   mix(std::size_t(b.policy));
+  mix(std::size_t(b.rows16));
   return h;
 }
 

@@ -87,6 +87,25 @@ TEST(RuntimeKeys, BucketKeyParseNamesTheBadField) {
   EXPECT_NE(err("d128_causal_fp16_HND_qx_kv4096_bh128_balanced").find("seq_q_bucket"), std::string::npos);
   EXPECT_NE(err("d128_causal_fp16_HND_q4096_kv4096_bh128_greedy").find("field policy"), std::string::npos);
   EXPECT_NE(err("x128_causal_fp16_HND_q4096_kv4096_bh128_balanced").find("head_dim"), std::string::npos);
+  EXPECT_NE(err("d128_causal_fp16_HND_q4096_kv4096_bh128_balanced_r32").find("optional ninth, r16"), std::string::npos);
+}
+
+// A call below the kernel's head dim whose rows are 16 but not 32 bytes long a multiple of
+// (d % 16 == 8) has a bucket of its own, "_r16", which round-trips; aligned rows (d = 80, 96,
+// the kernel's own 128) and calls at the kernel's head dim do not.
+TEST(RuntimeKeys, RowsOffTheSectorsHaveABucketOfTheirOwn) {
+  const Buckets b = builtin_buckets();
+  const AttnProblem kp = problem(2, 16, 16, 2048, 2048, 128);  // the kernels' problem of a d < 128 call
+  for (int d : {72, 88, 104, 120}) {
+    const BucketKey k = b.key_of(kp, Policy::balanced, d);
+    EXPECT_TRUE(k.rows16) << d;
+    EXPECT_EQ(k.str().substr(k.str().size() - 4), "_r16") << k.str();
+    EXPECT_EQ(BucketKey::parse(k.str()), k) << k.str();
+  }
+  for (int d : {0, 80, 96, 128}) EXPECT_FALSE(b.key_of(kp, Policy::balanced, d).rows16) << d;
+  EXPECT_FALSE(b.key_of(problem(2, 16, 16, 2048, 2048, 64), Policy::balanced, 64).rows16);
+  EXPECT_TRUE(b.key_of(problem(2, 16, 16, 2048, 2048, 64), Policy::balanced, 40).rows16);
+  EXPECT_FALSE(BucketKey::parse("d128_noncausal_fp16_HND_q2048_kv2048_bh32_balanced").rows16);
 }
 
 TEST(RuntimeKeys, CacheKeyIsEqualWithinABucketAndDiffersAcrossEveryField) {
@@ -115,6 +134,7 @@ TEST(RuntimeKeys, CacheKeyIsEqualWithinABucketAndDiffersAcrossEveryField) {
   different.push_back({ctx, b.key_of(problem(4, 32, 8, 5000, 3500, 128), Policy::balanced)});   // seq_q bucket
   different.push_back({ctx, b.key_of(problem(4, 32, 8, 3000, 9000, 128), Policy::balanced)});   // seq_kv bucket
   different.push_back({ctx, b.key_of(problem(16, 32, 8, 3000, 3500, 128), Policy::balanced)});  // bh bucket
+  different.push_back({ctx, b.key_of(base, Policy::balanced, 72)});  // a d=72 call: rows16
   std::set<std::size_t> hashes{hash(k0)};
   for (const CacheKey& k : different) {
     EXPECT_FALSE(k == k0) << k.bucket.str();

@@ -314,6 +314,31 @@ TEST(Defaults, HopperChunkedPrefillRunsTheNativeKernels) {
     }
 }
 
+// Calls below head dim 128 whose rows are 16 but not 32 bytes long a multiple of (rows16: d =
+// 72, 104, ...) take the quantized one-warpgroup kernel from 1K to 3K keys without a mask,
+// under the balanced and fast policies (the native kernel reads their rows off the sectors);
+// up to 1K keys, with a mask, under the accurate policy and for aligned rows the defaults are
+// those of d=128.
+TEST(Defaults, HopperRowsOffTheSectorsRunTheQuantizedKernelPast1KKeys) {
+  static const gen::SearchSpace space = gen::SearchSpace::builtin();
+  auto dflt = [&](const std::string& policy, int n, int causal, bool rows16) {
+    const std::optional<gen::Variant> v = space.find(tuner::default_variant("sm_90a", 128, policy, n, causal, n, rows16));
+    if (!v) throw std::runtime_error("not in the search space");
+    return *v;
+  };
+  for (const std::string policy : {"balanced", "fast"})
+    for (int n : {2048, 3072}) {
+      const gen::Variant v = dflt(policy, n, 0, true);
+      EXPECT_EQ(v.get_string("qk"), "int8") << v.name;
+      EXPECT_EQ(v.name, dflt(policy, 4096, 0, false).name) << n;  // the 4K default
+      EXPECT_EQ(dflt(policy, n, 0, false).get_string("qk"), "native") << n;
+      EXPECT_EQ(dflt(policy, n, 1, true).name, dflt(policy, n, 1, false).name) << n;
+    }
+  for (int causal : {0, 1}) EXPECT_EQ(dflt("balanced", 1024, causal, true).name, dflt("balanced", 1024, causal, false).name);
+  for (int n : {1024, 2048, 3072, 4096}) EXPECT_EQ(dflt("accurate", n, 0, true).name, dflt("accurate", n, 0, false).name);
+  for (int n : {4096, 8192, 32768}) EXPECT_EQ(dflt("balanced", n, 0, true).name, dflt("balanced", n, 0, false).name);
+}
+
 // The runtime matches defaults.yaml's entries against the call's seq_kv (seq_q) bucket and
 // `sage-tune bench` against the call's seq_kv (seq_q) itself: the two agree only where every
 // max_seq_kv and max_seq_q is a bucket boundary of problems.yaml (a call of 5000 keys is in the

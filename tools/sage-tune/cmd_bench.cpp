@@ -163,7 +163,8 @@ int run_bench(const BenchArgs& a) {
       if (auto w = store->winner(wk)) names.push_back(w->variant);
     }
     if (names.empty() && a.variants.empty())
-      names.push_back(tuner::default_variant(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q));
+      names.push_back(tuner::default_variant(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q,
+                                             d < kd && d % 16 == 8));  // as the runtime's BucketKey::rows16
     for (const std::string& name : names) {
       auto k = kernel_for(name);
       if (!first && a.cooldown_s > 0) {

@@ -63,7 +63,7 @@ std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r) {
 }
 
 std::string default_variant(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
-                            int causal, int seq_q) {
+                            int causal, int seq_q, bool rows16) {
   const EmbeddedFile* f = embedded_configs::find("defaults.yaml");
   if (!f) throw Error(Errc::internal, "configs/defaults.yaml is not embedded in this build");
   YAML::Node root;
@@ -95,6 +95,8 @@ std::string default_variant(const std::string& arch, int head_dim, const std::st
       if (seq_q <= 0 || seq_q > mx.as<int>()) continue;
     if (YAML::Node c = entry["causal"])
       if (causal < 0 || c.as<bool>() != (causal == 1)) continue;
+    if (YAML::Node r = entry["rows16"])
+      if (r.as<bool>() != rows16) continue;
     if (YAML::Node pols = entry["policies"]) {
       bool any = false;
       for (const YAML::Node& p : pols) any |= p.as<std::string>() == policy;

@@ -18,7 +18,8 @@ std::atomic<std::uint64_t> g_compiles{0};
 std::uint64_t compile_count() { return g_compiles.load(); }
 void reset_compile_count() { g_compiles = 0; }
 
-Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const std::string& arch, bool explain) {
+Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const std::string& arch, bool explain,
+              bool rows16) {
   tuner::LookupResult r = lookup.find(key, explain);
   Choice c;
   if (r.status != tuner::LookupResult::Status::miss) {
@@ -36,7 +37,7 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
   c.miss = explain ? tuner::describe_miss(r) : r.message;
   try {
     c.variant = tuner::default_variant(arch, key.problem.head_dim, key.problem.policy, key.problem.seq_kv_bucket,
-                                       key.problem.causal ? 1 : 0, key.problem.seq_q_bucket);
+                                       key.problem.causal ? 1 : 0, key.problem.seq_q_bucket, rows16);
   } catch (const Error& e) {
     if (e.code() != Errc::not_found) throw;
     throw Error(Errc::unsupported, cat("no tuned winner for ", key.problem.str(), " on ", key.device.name,

@@ -64,14 +64,23 @@ const Buckets& buckets() {
   return b;
 }
 
-void precheck(const BucketKey& key) {
+// The table holds tuned winners, which are looked up without rows16 (a JIT build's defaults
+// are what it changes): such a call takes its bucket's winner.
+static BucketKey table_key(BucketKey key) {
+  key.rows16 = false;
+  return key;
+}
+
+void precheck(const BucketKey& call_key) {
+  const BucketKey key = table_key(call_key);
   for (const Parsed& p : entries())
     if (p.key == key) return;
   throw Error(Errc::not_in_build, cat("problem bucket ", key.str(), " is not in this build; ", build_summary(),
                                       ". Tune it (sage-tune tune) and export again, or use a JIT build"));
 }
 
-Resolved resolve(const BucketKey& key, const AttnProblem&, const Device& dev) {
+Resolved resolve(const BucketKey& call_key, const AttnProblem&, const Device& dev) {
+  const BucketKey key = table_key(call_key);
   const std::string arch = arch_for_cc(dev.cc);
   if (arch.empty())
     throw Error(Errc::unsupported, cat(dev.name, " (compute capability ", dev.cc / 10, ".", dev.cc % 10,

@@ -24,9 +24,10 @@ struct Choice {
   std::string rebuild;               // winner whose kernel is missing or damaged: why
 };
 // The user DB's winner for `key`, else the system DB's, else
-// tuner::default_variant(arch, head_dim, policy, seq_kv bucket, causal, seq_q bucket). `explain` asks for the nearest stored key
+// tuner::default_variant(arch, head_dim, policy, seq_kv bucket, causal, seq_q bucket, rows16). `explain` asks for the nearest stored key
 // on a miss. Throws Error(unsupported) when there is no winner and no default for `arch`.
-Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const std::string& arch, bool explain);
+Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const std::string& arch, bool explain,
+              bool rows16 = false);
 
 struct ObtainOptions {
   std::string arch;        // compile target

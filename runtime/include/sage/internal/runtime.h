@@ -31,8 +31,15 @@ struct BucketKey {
   Layout layout = Layout::HND;
   int seq_q = 0, seq_kv = 0, bh = 0;  // bucket boundaries
   Policy policy = Policy::balanced;
+  // A call below the kernels' head dim whose rows are 16 but not 32 bytes long a multiple of
+  // (d % 16 == 8: 72, 104, ...). The unquantized kernels read such rows in place, off the
+  // 32-byte sectors, so the defaults take the quantized kernel sooner for them
+  // (configs/defaults.yaml: rows16). Tuned winners are looked up without it (tuner::ProblemKey
+  // has no such field), and a static build's table ignores it.
+  bool rows16 = false;
 
-  // "d128_causal_fp16_HND_q4096_kv4096_bh128_balanced": tuner::ProblemKey::str()'s form.
+  // "d128_causal_fp16_HND_q4096_kv4096_bh128_balanced": tuner::ProblemKey::str()'s form, with
+  // "_r16" appended where rows16 is set.
   std::string str() const;
   // Inverse of str(); throws Error(invalid_argument) naming the key and the bad field.
   static BucketKey parse(const std::string& s);
@@ -46,7 +53,9 @@ struct Buckets {
   // when there are no boundaries: a static build without kernels).
   int seq_bucket(int v) const;
   int bh_bucket(int v) const;
-  BucketKey key_of(const AttnProblem& p, Policy policy) const;
+  // p is the kernels' problem (kernel_problem); call_head_dim the call's own head dim, which
+  // sets rows16 (0: p's).
+  BucketKey key_of(const AttnProblem& p, Policy policy, int call_head_dim = 0) const;
 };
 
 // Key of the in-memory kernel cache: one loaded kernel per CUDA context and bucket.
