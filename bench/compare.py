@@ -62,6 +62,9 @@ MODELS = {
     # Head dims below 128 (run on the D=128 kernels, three quarters of the row up to 96 columns).
     "pixart-alpha-1024": ("PixArt-alpha at 1024x1024, CFG batch (4096 tokens, head dim 72)", 2, 16, 16, 4096, 4096, 72,
                           False),
+    "pixart-alpha-768": ("PixArt-alpha at 768x768, CFG batch (2304 tokens, head dim 72)", 2, 16, 16, 2304, 2304, 72,
+                         False),
+    "dit-xl-512": ("DiT-XL/2 at 512x512, CFG batch of 8 (1024 tokens, head dim 72)", 8, 16, 16, 1024, 1024, 72, False),
     "sd15-512-mid": ("SD 1.5 at 512x512, a 32x32 UNet level, CFG batch (1024 tokens, head dim 80)", 2, 8, 8, 1024,
                      1024, 80, False),
     "phi3-mini-4k": ("Phi-3 mini prefill, a 4K prompt (head dim 96)", 1, 32, 32, 4096, 4096, 96, True),
