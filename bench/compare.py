@@ -67,6 +67,8 @@ MODELS = {
     "dit-xl-512": ("DiT-XL/2 at 512x512, CFG batch of 8 (1024 tokens, head dim 72)", 8, 16, 16, 1024, 1024, 72, False),
     "sd15-512-mid": ("SD 1.5 at 512x512, a 32x32 UNet level, CFG batch (1024 tokens, head dim 80)", 2, 8, 8, 1024,
                      1024, 80, False),
+    "sd15-384-top": ("SD 1.5 at 384x384, the 48x48 UNet level, CFG batch (2304 tokens, head dim 40)", 2, 8, 8, 2304,
+                     2304, 40, False),
     "phi3-mini-4k": ("Phi-3 mini prefill, a 4K prompt (head dim 96)", 1, 32, 32, 4096, 4096, 96, True),
     # Decoding: one new token a sequence over its KV cache (one query sees every key: no mask).
     "llama3-8b-decode": ("Llama 3 8B decoding, one token over a 32K KV cache", 1, 32, 8, 1, 32768, 128, False),
@@ -83,6 +85,11 @@ MODELS = {
     # Speculative decoding with a 7:1 group: persistent_split packs the group at 16 rows a head.
     "qwen2.5-7b-spec": ("Qwen2.5 7B, 4 draft tokens verified over 32K (causal)", 1, 28, 4, 4, 32768, 128, True),
     "qwen2.5-7b-spec-4k": ("Qwen2.5 7B, 4 draft tokens verified over 4K (causal)", 1, 28, 4, 4, 4096, 128, True),
+    # Llama 3.1 405B on 8 GPUs (tensor parallel): 16 query heads over one KV head a GPU.
+    "llama3-405b-tp8-spec": ("Llama 3.1 405B, one GPU of 8, 8 draft tokens verified over 32K (causal)", 1, 16, 1, 8,
+                             32768, 128, True),
+    "llama3-405b-tp8-decode": ("Llama 3.1 405B, one GPU of 8, 16 sequences of 8K decoding", 16, 16, 1, 1, 8192, 128,
+                               False),
 }
 
 

@@ -316,13 +316,15 @@ TEST(Defaults, HopperChunkedPrefillRunsTheNativeKernels) {
 
 // Calls below head dim 128 whose rows are 16 but not 32 bytes long a multiple of (rows16: d =
 // 72, 104, ...) take the quantized one-warpgroup kernel from 1K to 3K keys without a mask,
-// under the balanced and fast policies (the native kernel reads their rows off the sectors);
-// up to 1K keys, with a mask, under the accurate policy and for aligned rows the defaults are
-// those of d=128.
+// under the balanced and fast policies (the native kernel reads their rows off the sectors),
+// where they have more than 1K queries; up to 1K keys, with a mask, under the accurate policy,
+// for blocks of up to 1K queries over those keys and for aligned rows the defaults are those
+// of d=128.
 TEST(Defaults, HopperRowsOffTheSectorsRunTheQuantizedKernelPast1KKeys) {
   static const gen::SearchSpace space = gen::SearchSpace::builtin();
-  auto dflt = [&](const std::string& policy, int n, int causal, bool rows16) {
-    const std::optional<gen::Variant> v = space.find(tuner::default_variant("sm_90a", 128, policy, n, causal, n, rows16));
+  auto dflt = [&](const std::string& policy, int n, int causal, bool rows16, int seq_q = 0) {
+    const std::optional<gen::Variant> v =
+        space.find(tuner::default_variant("sm_90a", 128, policy, n, causal, seq_q > 0 ? seq_q : n, rows16));
     if (!v) throw std::runtime_error("not in the search space");
     return *v;
   };
@@ -333,15 +335,42 @@ TEST(Defaults, HopperRowsOffTheSectorsRunTheQuantizedKernelPast1KKeys) {
       EXPECT_EQ(v.name, dflt(policy, 4096, 0, false).name) << n;  // the 4K default
       EXPECT_EQ(dflt(policy, n, 0, false).get_string("qk"), "native") << n;
       EXPECT_EQ(dflt(policy, n, 1, true).name, dflt(policy, n, 1, false).name) << n;
+      for (int q : {256, 512, 1024}) {  // a block of queries over those keys: as aligned rows
+        EXPECT_EQ(dflt(policy, n, 0, true, q).name, dflt(policy, n, 0, false, q).name) << n << " " << q;
+        EXPECT_EQ(dflt(policy, n, 0, true, q).get_string("qk"), "native") << n << " " << q;
+      }
     }
   for (int causal : {0, 1}) EXPECT_EQ(dflt("balanced", 1024, causal, true).name, dflt("balanced", 1024, causal, false).name);
   for (int n : {1024, 2048, 3072, 4096}) EXPECT_EQ(dflt("accurate", n, 0, true).name, dflt("accurate", n, 0, false).name);
   for (int n : {4096, 8192, 32768}) EXPECT_EQ(dflt("balanced", n, 0, true).name, dflt("balanced", n, 0, false).name);
 }
 
+// Head dim 64's rows16 calls (d = 40, 56) take the quantized kernel of longer calls from 2K to
+// 3K keys and queries without a mask, under the balanced and fast policies; up to 2K, with a
+// mask, for fewer queries and under the accurate policy they keep the defaults of d=64.
+TEST(Defaults, HopperRowsOffTheSectorsAtHeadDim64RunTheQuantizedKernelFrom2KKeys) {
+  static const gen::SearchSpace space = gen::SearchSpace::builtin();
+  auto dflt = [&](const std::string& policy, int n, int causal, bool rows16, int seq_q = 0) {
+    const std::optional<gen::Variant> v =
+        space.find(tuner::default_variant("sm_90a", 64, policy, n, causal, seq_q > 0 ? seq_q : n, rows16));
+    if (!v) throw std::runtime_error("not in the search space");
+    return *v;
+  };
+  for (const std::string policy : {"balanced", "fast"}) {
+    const gen::Variant v = dflt(policy, 3072, 0, true);
+    EXPECT_EQ(v.get_string("qk"), "int8") << v.name;
+    EXPECT_EQ(v.name, dflt(policy, 4096, 0, false).name);  // the 4K default
+    EXPECT_EQ(dflt(policy, 3072, 0, false).get_string("qk"), "native");
+    for (int n : {1024, 2048}) EXPECT_EQ(dflt(policy, n, 0, true).name, dflt(policy, n, 0, false).name) << n;
+    for (int n : {2048, 3072, 4096, 6144}) EXPECT_EQ(dflt(policy, n, 1, true).name, dflt(policy, n, 1, false).name) << n;
+    for (int q : {512, 1024, 2048}) EXPECT_EQ(dflt(policy, 3072, 0, true, q).name, dflt(policy, 3072, 0, false, q).name) << q;
+  }
+  for (int n : {2048, 3072, 4096}) EXPECT_EQ(dflt("accurate", n, 0, true).name, dflt("accurate", n, 0, false).name) << n;
+}
+
 // The runtime matches defaults.yaml's entries against the call's seq_kv (seq_q) bucket and
 // `sage-tune bench` against the call's seq_kv (seq_q) itself: the two agree only where every
-// max_seq_kv and max_seq_q is a bucket boundary of problems.yaml (a call of 5000 keys is in the
+// max_seq_kv, max_seq_q and min_seq_q is a bucket boundary of problems.yaml (a call of 5000 keys is in the
 // 6144 bucket).
 TEST(Defaults, EveryMaxSeqKvIsASeqBucketBoundary) {
   const EmbeddedFile* f = embedded_configs::find("defaults.yaml");
@@ -351,7 +380,7 @@ TEST(Defaults, EveryMaxSeqKvIsASeqBucketBoundary) {
   int entries = 0;
   for (const auto& arch : root["defaults"])
     for (const YAML::Node& entry : arch.second)
-      for (const char* key : {"max_seq_kv", "max_seq_q"})
+      for (const char* key : {"max_seq_kv", "max_seq_q", "min_seq_q"})
         if (YAML::Node mx = entry[key]) {
           ++entries;
           EXPECT_NE(std::find(bounds.begin(), bounds.end(), mx.as<int>()), bounds.end())

@@ -93,6 +93,8 @@ std::string default_variant(const std::string& arch, int head_dim, const std::st
       if (seq_kv <= 0 || seq_kv > mx.as<int>()) continue;
     if (YAML::Node mx = entry["max_seq_q"])
       if (seq_q <= 0 || seq_q > mx.as<int>()) continue;
+    if (YAML::Node mn = entry["min_seq_q"])
+      if (seq_q <= mn.as<int>()) continue;
     if (YAML::Node c = entry["causal"])
       if (causal < 0 || c.as<bool>() != (causal == 1)) continue;
     if (YAML::Node r = entry["rows16"])

@@ -71,7 +71,8 @@ std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r);
 // Error(not_found) when the configuration has none or names a variant outside the space.
 // `seq_kv` (the call's, or its bucket's) lets entries with `max_seq_kv` match; 0 skips them.
 // `causal` (1 causal, 0 not) lets entries that name `causal` match; -1 (unknown) skips them.
-// `seq_q` (the call's, or its bucket's) lets entries with `max_seq_q` match; 0 skips them.
+// `seq_q` (the call's, or its bucket's) lets entries with `max_seq_q` match, and entries with
+// `min_seq_q` only where it is above that; 0 skips both.
 // `rows16`: the call is below head_dim and its rows are 16 but not 32 bytes long a multiple of
 // (d % 16 == 8); entries that name `rows16: true` match only such calls.
 std::string default_variant(const std::string& arch, int head_dim, const std::string& policy, int seq_kv = 0,
