@@ -282,6 +282,10 @@ const Case kPaddedCases[] = {
     {"D112_NHD_FP16_Prefill4K", make(1, 8, 8, 4096, 4096, 112, false, Layout::NHD, DType::fp16)},
     // Rows 16 but not 32 bytes long a multiple of, 2K keys: the quantized kernel (rows16).
     {"D72_HND_FP16_RowsOffTheSectors_Prefill2K_Lse", make(1, 8, 2, 2048, 2048, 72, false, Layout::HND, DType::fp16, true)},
+    // ... a block of 512 queries over 3K such keys (min_seq_q: the native kernel), and head dim
+    // 64's (d=40) at 3K keys and queries: the quantized kernel.
+    {"D72_HND_FP16_RowsOffTheSectors_Chunk512Over3K", make(1, 8, 2, 512, 3072, 72, false, Layout::HND, DType::fp16)},
+    {"D40_NHD_BF16_RowsOffTheSectors_Prefill3K_Lse", make(1, 4, 2, 3072, 3072, 40, false, Layout::NHD, DType::bf16, true)},
     {"D56_HND_BF16_Prefill8K_Causal_Lse", make(1, 4, 2, 8192, 8192, 56, true, Layout::HND, DType::bf16, true)},
     {"D96_NHD_FP16_Prefill16K", make(1, 4, 4, 16384, 16384, 96, false, Layout::NHD, DType::fp16)},
     {"D100_HND_FP16_Copies_Lse", make(1, 8, 2, 1000, 3000, 100, false, Layout::HND, DType::fp16, true)},
