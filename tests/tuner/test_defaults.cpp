@@ -22,10 +22,11 @@ namespace sage {
 namespace {
 
 // The sm_90a default for a call (causal -1: the caller does not say; seq_q 0: nor its query
-// count), as a search-space variant.
-gen::Variant hopper_default(int d, const std::string& policy, int seq_kv, int causal = -1, int seq_q = 0) {
+// count; rows16: rows 16 but not 32 bytes long a multiple of), as a search-space variant.
+gen::Variant hopper_default(int d, const std::string& policy, int seq_kv, int causal = -1, int seq_q = 0,
+                            bool rows16 = false) {
   static const gen::SearchSpace space = gen::SearchSpace::builtin();
-  const std::string v = tuner::default_variant("sm_90a", d, policy, seq_kv, causal, seq_q);
+  const std::string v = tuner::default_variant("sm_90a", d, policy, seq_kv, causal, seq_q, rows16);
   std::optional<gen::Variant> var = space.find(v);
   if (!var) throw std::runtime_error("the default " + v + " is not in the search space");
   return *var;
@@ -321,12 +322,8 @@ TEST(Defaults, HopperChunkedPrefillRunsTheNativeKernels) {
 // for blocks of up to 1K queries over those keys and for aligned rows the defaults are those
 // of d=128.
 TEST(Defaults, HopperRowsOffTheSectorsRunTheQuantizedKernelPast1KKeys) {
-  static const gen::SearchSpace space = gen::SearchSpace::builtin();
-  auto dflt = [&](const std::string& policy, int n, int causal, bool rows16, int seq_q = 0) {
-    const std::optional<gen::Variant> v =
-        space.find(tuner::default_variant("sm_90a", 128, policy, n, causal, seq_q > 0 ? seq_q : n, rows16));
-    if (!v) throw std::runtime_error("not in the search space");
-    return *v;
+  auto dflt = [](const std::string& policy, int n, int causal, bool rows16, int seq_q = 0) {
+    return hopper_default(128, policy, n, causal, seq_q > 0 ? seq_q : n, rows16);
   };
   for (const std::string policy : {"balanced", "fast"})
     for (int n : {2048, 3072}) {
@@ -349,12 +346,8 @@ TEST(Defaults, HopperRowsOffTheSectorsRunTheQuantizedKernelPast1KKeys) {
 // 3K keys and queries without a mask, under the balanced and fast policies; up to 2K, with a
 // mask, for fewer queries and under the accurate policy they keep the defaults of d=64.
 TEST(Defaults, HopperRowsOffTheSectorsAtHeadDim64RunTheQuantizedKernelFrom2KKeys) {
-  static const gen::SearchSpace space = gen::SearchSpace::builtin();
-  auto dflt = [&](const std::string& policy, int n, int causal, bool rows16, int seq_q = 0) {
-    const std::optional<gen::Variant> v =
-        space.find(tuner::default_variant("sm_90a", 64, policy, n, causal, seq_q > 0 ? seq_q : n, rows16));
-    if (!v) throw std::runtime_error("not in the search space");
-    return *v;
+  auto dflt = [](const std::string& policy, int n, int causal, bool rows16, int seq_q = 0) {
+    return hopper_default(64, policy, n, causal, seq_q > 0 ? seq_q : n, rows16);
   };
   for (const std::string policy : {"balanced", "fast"}) {
     const gen::Variant v = dflt(policy, 3072, 0, true);
