@@ -139,6 +139,33 @@ TEST_F(RuntimeSelection, DefaultVariantWithoutDatabases) {
   EXPECT_FALSE(fs::exists(user_));  // a lookup never creates the user DB
 }
 
+// A winner is tuned at the kernel's own head dim, on aligned rows. Calls whose rows are 16 but
+// not 32 bytes long a multiple of (rows16) take their own default where defaults.yaml has one
+// for the bucket (sm_90a, head dim 128, 3K keys and queries, no mask: the quantized kernel),
+// and the winner where it has none (4K keys: the same default either way).
+TEST_F(RuntimeSelection, RowsOffTheSectorsTakeTheirOwnDefaultAheadOfAWinnerTunedOnAlignedRows) {
+  tuner::WinnerKey k3 = key_;
+  k3.problem = test::bucket(128, false, 3072, 128);
+  const std::string own = tuner::default_variant(kArch, 128, "balanced", 3072, 0, 3072, true);
+  ASSERT_NE(own, tuner::default_variant(kArch, 128, "balanced", 3072, 0, 3072, false));
+  const auto w3 = fake_kernel(others_[0], 1), w4 = fake_kernel(others_[1], 2);
+  ASSERT_NE(others_[0], own);
+  user_winner(w3, k3);
+  user_winner(w4, key_);
+  auto l = lookup();
+  const Choice rows16 = rt::jit::choose(*l, k3, kArch, true, true);
+  EXPECT_EQ(rows16.source, Source::default_variant);
+  EXPECT_EQ(rows16.variant, own);
+  EXPECT_FALSE(rows16.cubin.has_value());
+  EXPECT_NE(rows16.miss.find("rows16"), std::string::npos) << rows16.miss;
+  const Choice aligned = rt::jit::choose(*l, k3, kArch, false, false);
+  EXPECT_EQ(aligned.source, Source::user_db);
+  EXPECT_EQ(aligned.variant, others_[0]);
+  const Choice rows16_4k = rt::jit::choose(*l, key_, kArch, false, true);
+  EXPECT_EQ(rows16_4k.source, Source::user_db);
+  EXPECT_EQ(rows16_4k.variant, others_[1]);
+}
+
 TEST_F(RuntimeSelection, PolicySelectsItsOwnDefault) {
   auto l = lookup();
   tuner::WinnerKey k = key_;

@@ -158,13 +158,15 @@ int run_bench(const BenchArgs& a) {
     std::vector<std::string> names;
     for (const auto& v : a.variants)
       if (find(v).get_int("head_dim") == kd) names.push_back(v);
-    if (names.empty() && store) {
+    // As the runtime: rows 16 but not 32 bytes long a multiple of (BucketKey::rows16) take a
+    // default entry of their own ahead of a winner tuned on aligned rows (jit::choose).
+    const bool rows16 = d < kd && d % 16 == 8;
+    auto dflt = [&](bool r) { return tuner::default_variant(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q, r); };
+    if (names.empty() && store && !(rows16 && dflt(true) != dflt(false))) {
       tuner::WinnerKey wk{fp, pcfg.key_of(kp, a.policy), tuner::generator_hash(), tuner::nvrtc_version()};
       if (auto w = store->winner(wk)) names.push_back(w->variant);
     }
-    if (names.empty() && a.variants.empty())
-      names.push_back(tuner::default_variant(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q,
-                                             d < kd && d % 16 == 8));  // as the runtime's BucketKey::rows16
+    if (names.empty() && a.variants.empty()) names.push_back(dflt(rows16));
     for (const std::string& name : names) {
       auto k = kernel_for(name);
       if (!first && a.cooldown_s > 0) {
