@@ -591,7 +591,8 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
 // schedule's 16-row tiles, whose 128 tiles of 2K would not split on one CTA an SM); and packed
 // heads whose keys are too few to split. The decode schedule also packs groups that do not
 // divide its tile (7 heads a kv head at 2 rows each) and runs a 4:1 group's single queries in
-// one range (300 keys: too few to split) as well as over 40K keys.
+// one range (300 keys: too few to split) as well as over 40K keys, and 16 query heads of one kv
+// head over 20K keys in 64 ranges, whose merge the last several take a share each.
 TEST_P(Fixture, NativeMmaSplitKeysMatchFp32Reference) {
   SAGE_REQUIRE_GPU();
   Loaded l;
@@ -643,7 +644,9 @@ TEST_P(Fixture, NativeMmaSplitKeysMatchFp32Reference) {
     bool split;
   } more[] = {{{2, 14, 2, 1, 3000, false, Layout::HND, DType::bf16}, cfg.block_m / 7, true},
               {{1, 8, 2, 1, 300, true, Layout::NHD, DType::fp16}, cfg.block_m / 4, false},
-              {{1, 8, 2, 1, 40000, false, Layout::HND, DType::fp16}, cfg.block_m / 4, true}};
+              {{1, 8, 2, 1, 40000, false, Layout::HND, DType::fp16}, cfg.block_m / 4, true},
+              // One kv head (MQA, 16 query heads): a unit of 64 ranges, merged by several of them.
+              {{1, 16, 1, 1, 20000, false, Layout::NHD, DType::bf16}, cfg.block_m / 16, true}};
   for (const auto& c : more) {
     const AttnProblem q = make_problem(c.sh, cfg.head_dim);
     const int ranges = l.k->plan(q).split_ranges;

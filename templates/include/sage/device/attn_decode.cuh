@@ -278,34 +278,48 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
   }
   if (!split) return;
 
-  // The tile's last range merges every range's partial once the others have flagged theirs
-  // (each flag = this call's generation; the merger puts them back to 0 for a CUDA graph's
-  // replays, whose calls share one generation). The GPU starts a tile's ranges in order, so
-  // every range the last one waits for has started before it: no CTA waits for one that
-  // cannot start.
+  // The tile's last NM ranges merge every range's partial, each a share of the items, once the
+  // others have flagged theirs (each flag = this call's generation). NM > 1 where one CTA's
+  // threads would take more than two round trips to L2 each (a large tile, few units: MQA at
+  // head dim 256 over 64 ranges, 32 before): every range then flags, and each merger, once it
+  // has seen every other flag, adds one to the last range's; the one that brings it to
+  // generation + NM - 1 has seen the others pass their waits, and puts the flags back to 0 for a
+  // CUDA graph's replays, whose calls share one generation. The GPU starts a tile's ranges in
+  // order and the launcher keeps them within one wave, so no CTA waits for one that cannot start.
   const int S = p.split_ranges, rr = split_index(p);
-  unsigned long long* flags = p.sync + u * S;
-  __threadfence();
-  __syncthreads();
-  if (rr != S - 1) {
-    if (threadIdx.x == 0) st_release(flags + rr, p.generation);
-    return;
-  }
-  for (int f = threadIdx.x; f < S - 1; f += Cfg::THREADS) {
-    while (ld_acquire(flags + f) != p.generation) __nanosleep(32);
-    flags[f] = 0ull;
-  }
-  __syncthreads();
-  __threadfence();
-  // The merge, on every thread: with fewer items than threads, PT parts of the threads take
-  // every PT-th range each (all of a part's loads in flight together where it has at most MB
-  // ranges: one round trip to L2), and meet in shared memory (the combine's, read above).
   constexpr int MB = kMergeBatch;  // ranges whose loads are in flight together
-  const int PT = max_(1, min_(Cfg::THREADS / NI, (S + MB - 1) / MB));
-  float4* racc = reinterpret_cast<float4*>(co);  // [PT][NI]: a part's O, then its maxima and sums
-  float2* rml = reinterpret_cast<float2*>(racc + PT * NI);
-  for (int t = threadIdx.x; t < NI * PT; t += Cfg::THREADS) {
-    const int part = PT == 1 ? 0 : t / NI, it = t - part * NI;
+  const int trips = ((NI + Cfg::THREADS - 1) / Cfg::THREADS) * ((S + MB - 1) / MB);
+  const int NM = min_(S, max_(1, min_(kMaxMergers, (trips + 1) / 2)));
+  unsigned long long* flags = p.sync + u * S;
+  const unsigned long long gen = p.generation;
+  __threadfence();
+  __syncthreads();
+  if (rr < S - NM || NM > 1) {
+    if (threadIdx.x == 0) st_release(flags + rr, gen);
+    if (rr < S - NM) return;
+  }
+  for (int f = threadIdx.x; f < S; f += Cfg::THREADS) {
+    if (f == rr || (NM == 1 && f == S - 1)) continue;
+    while (ld_acquire(flags + f) - gen >= unsigned(NM)) __nanosleep(32);  // gen .. gen + NM - 1
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned long long seen = NM == 1 ? gen : atomicAdd(flags + (S - 1), 1ull);
+    if (seen == gen + NM - 1)
+      for (int f = 0; f < S; ++f) flags[f] = 0ull;
+  }
+  __syncthreads();
+  __threadfence();
+  // The merge, on every thread of each merger, over its share of the items [I0, I1): with
+  // fewer items than threads, PT parts of the threads take every PT-th range each (all of a
+  // part's loads in flight together where it has at most MB ranges: one round trip to L2), and
+  // meet in shared memory (the combine's, read above).
+  const int mj = rr - (S - NM), I0 = NI * mj / NM, I1 = NI * (mj + 1) / NM, NS = I1 - I0;
+  const int PT = max_(1, min_(Cfg::THREADS / max_(NS, 1), (S + MB - 1) / MB));
+  float4* racc = reinterpret_cast<float4*>(co);  // [PT][NS]: a part's O, then its maxima and sums
+  float2* rml = reinterpret_cast<float2*>(racc + PT * NS);
+  for (int t = threadIdx.x; t < NS * PT; t += Cfg::THREADS) {
+    const int part = PT == 1 ? 0 : t / NS, it = I0 + t - part * NS;
     const int r = rrow[it / C4], c4 = (it % C4) * 4;
     if (c4 >= p.head_dim) continue;
     // An online merge over batches of ranges, each batch's loads in flight together.
@@ -352,16 +366,17 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
   }
   if (PT == 1) return;
   __syncthreads();
-  for (int it = threadIdx.x; it < NI; it += Cfg::THREADS) {
+  for (int i = threadIdx.x; i < NS; i += Cfg::THREADS) {
+    const int it = I0 + i;
     if ((it % C4) * 4 >= p.head_dim) continue;
     float mx = neg_inf();
-    for (int q = 0; q < PT; ++q) mx = fmaxf(mx, rml[q * NI + it].x);
+    for (int q = 0; q < PT; ++q) mx = fmaxf(mx, rml[q * NS + i].x);
     const float base = mx == neg_inf() ? 0.f : mx;
     float sum = 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int q = 0; q < PT; ++q) {
-      const float2 x = rml[q * NI + it];
-      const float4 a = racc[q * NI + it];
+      const float2 x = rml[q * NS + i];
+      const float4 a = racc[q * NS + i];
       const float wt = ex2(x.x - base);  // 0 for a part without visible keys
       sum = fmaf(wt, x.y, sum);
       acc = make_float4(fmaf(wt, a.x, acc.x), fmaf(wt, a.y, acc.y), fmaf(wt, a.z, acc.z), fmaf(wt, a.w, acc.w));

@@ -687,6 +687,8 @@ SAGE_DEV void split_partial(const SageAttnParams& p, const WarpState<Cfg>& st, i
 
 // Ranges a merging warp reads in one round trip (launch.cpp: kMmaMergeBatch).
 constexpr int kMergeBatch = 8;
+// The decode schedule's most merging ranges a tile (attn_decode.cuh).
+constexpr int kMaxMergers = 16;
 
 // Tile row i is query m0 + i of head h, or packed (p.pack_rows > 0, h the kv head) query
 // i % pack_rows of head h * group + i / pack_rows.
