@@ -128,6 +128,17 @@ std::string default_variant(const std::string& arch, int head_dim, const std::st
                                    " and policy ", policy));
 }
 
+std::optional<std::string> rows16_default(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
+                                          int causal, int seq_q) {
+  try {
+    std::string own = default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, true);
+    if (own != default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, false)) return own;
+  } catch (const Error& e) {
+    if (e.code() != Errc::not_found) throw;
+  }
+  return std::nullopt;
+}
+
 TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProgress&)>& on_progress) {
   const double t0 = now_s();
   TuneReport rep;

@@ -18,18 +18,6 @@ std::atomic<std::uint64_t> g_compiles{0};
 std::uint64_t compile_count() { return g_compiles.load(); }
 void reset_compile_count() { g_compiles = 0; }
 
-namespace {
-// The default for a bucket, or nullopt where defaults.yaml has none for it.
-std::optional<std::string> default_of(const std::string& arch, const tuner::ProblemKey& p, bool rows16) {
-  try {
-    return tuner::default_variant(arch, p.head_dim, p.policy, p.seq_kv_bucket, p.causal ? 1 : 0, p.seq_q_bucket, rows16);
-  } catch (const Error& e) {
-    if (e.code() != Errc::not_found) throw;
-    return std::nullopt;
-  }
-}
-}  // namespace
-
 Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const std::string& arch, bool explain,
               bool rows16) {
   Choice c;
@@ -37,8 +25,9 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
   // winner speaks for aligned rows only. Where defaults.yaml has an entry of its own for such
   // calls in this bucket (measured on them), that entry serves them ahead of any winner.
   if (rows16) {
-    const std::optional<std::string> own = default_of(arch, key.problem, true);
-    if (own && own != default_of(arch, key.problem, false)) {
+    const tuner::ProblemKey& p = key.problem;
+    if (std::optional<std::string> own =
+            tuner::rows16_default(arch, p.head_dim, p.policy, p.seq_kv_bucket, p.causal ? 1 : 0, p.seq_q_bucket)) {
       c.source = Source::default_variant;
       c.variant = *own;
       c.miss = "rows 16 but not 32 bytes long a multiple of: configs/defaults.yaml's rows16 entry for this bucket "

@@ -35,7 +35,8 @@ struct BucketKey {
   // (d % 16 == 8: 72, 104, ...). The unquantized kernels read such rows in place, off the
   // 32-byte sectors, so the defaults take the quantized kernel sooner for them
   // (configs/defaults.yaml: rows16). Tuned winners are looked up without it (tuner::ProblemKey
-  // has no such field), and a static build's table ignores it.
+  // has no such field) and serve it only where defaults.yaml has no entry of its own for it
+  // (tuner::rows16_default, jit::choose); a static build's table ignores it.
   bool rows16 = false;
 
   // "d128_causal_fp16_HND_q4096_kv4096_bh128_balanced": tuner::ProblemKey::str()'s form, with
