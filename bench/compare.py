@@ -82,7 +82,8 @@ MODELS = {
     "qwen2.5-7b-decode": ("Qwen2.5 7B decoding (28 query heads over 4 KV heads), one token over 32K", 1, 28, 4, 1,
                           32768, 128, False),
     "qwen2.5-7b-decode-b32": ("Qwen2.5 7B decoding, 32 sequences of 4K", 32, 28, 4, 1, 4096, 128, False),
-    # Speculative decoding with a 7:1 group: persistent_split packs the group at 16 rows a head.
+    # Speculative decoding with a 7:1 group: on the H100 the decode schedule, 4 heads of 4 draft
+    # tokens a tile, two tiles a KV head (persistent_split elsewhere: the group at 16 rows a head).
     "qwen2.5-7b-spec": ("Qwen2.5 7B, 4 draft tokens verified over 32K (causal)", 1, 28, 4, 4, 32768, 128, True),
     "qwen2.5-7b-spec-4k": ("Qwen2.5 7B, 4 draft tokens verified over 4K (causal)", 1, 28, 4, 4, 4096, 128, True),
     # Llama 3.1 405B on 8 GPUs (tensor parallel): 16 query heads over one KV head a GPU.
@@ -90,6 +91,13 @@ MODELS = {
                              32768, 128, True),
     "llama3-405b-tp8-decode": ("Llama 3.1 405B, one GPU of 8, 16 sequences of 8K decoding", 16, 16, 1, 1, 8192, 128,
                                False),
+    # Multi-query attention with more query heads than the decode tile's 16 rows: the group over
+    # several tiles (StarCoder: 3 of 16 heads; Falcon 7B: 5, the last of 7).
+    "starcoder-decode": ("StarCoder 15B decoding (48 query heads over one KV head), one token over 8K", 1, 48, 1, 1,
+                         8192, 128, False),
+    "starcoder-spec": ("StarCoder 15B, 4 draft tokens verified over 8K (causal)", 1, 48, 1, 4, 8192, 128, True),
+    "falcon-7b-decode": ("Falcon 7B decoding (71 query heads over one KV head, head dim 64), one token over 2K", 1,
+                         71, 1, 1, 2048, 64, False),
 }
 
 

@@ -646,11 +646,19 @@ TEST_P(Fixture, NativeMmaSplitKeysMatchFp32Reference) {
               {{1, 8, 2, 1, 300, true, Layout::NHD, DType::fp16}, cfg.block_m / 4, false},
               {{1, 8, 2, 1, 40000, false, Layout::HND, DType::fp16}, cfg.block_m / 4, true},
               // One kv head (MQA, 16 query heads): a unit of 64 ranges, merged by several of them.
-              {{1, 16, 1, 1, 20000, false, Layout::NHD, DType::bf16}, cfg.block_m / 16, true}};
+              {{1, 16, 1, 1, 20000, false, Layout::NHD, DType::bf16}, cfg.block_m / 16, true},
+              // Groups past the tile's rows: StarCoder's 48 heads (3 tiles of 16) and Falcon 7B's
+              // 71 (5 tiles, the last of 7 heads), each a unit of its own ranges.
+              {{1, 48, 1, 1, 9000, false, Layout::HND, DType::fp16}, 1, true},
+              {{2, 71, 1, 1, 2500, true, Layout::NHD, DType::bf16}, 1, true}};
   for (const auto& c : more) {
     const AttnProblem q = make_problem(c.sh, cfg.head_dim);
     const int ranges = l.k->plan(q).split_ranges;
     EXPECT_EQ(l.k->pack_rows(q), c.pack) << q.str();
+    const int tiles = decode_pack_tiles(cfg.block_m, q.heads_q / q.heads_kv, c.pack);
+    EXPECT_EQ(l.k->mma_units(q), std::int64_t(q.batch) * q.heads_kv * tiles) << q.str();
+    // A group over several tiles: its ranges fill the wave, with no merge cap (launch.cpp).
+    if (tiles > 1) EXPECT_EQ(ranges, decode_split_ranges(l.k->mma_units(q), full_grid(*l.k), q.seq_kv)) << q.str();
     EXPECT_EQ(ranges > 0, c.split) << q.str() << ": " << ranges << " ranges";
     AttnBuffers b2(q);
     b2.fill(*ref.mod, InputKind::gaussian, run_seed() ^ (0xdec0deull + c.sh.nkv), st);

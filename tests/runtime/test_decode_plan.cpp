@@ -1,6 +1,7 @@
-// The decode schedule's launch plan (launch.h: decode_pack_rows, decode_split_ranges): which GQA
-// groups pack into a 16-row tile, and how a tile's keys are cut into ranges; and which groups
-// the row-major native kernels pack (tile_pack_rows).
+// The decode schedule's launch plan (launch.h: decode_pack_rows, decode_pack_tiles,
+// decode_split_ranges): which GQA groups pack into 16-row tiles, over how many tiles, and how a
+// tile's keys are cut into ranges; and which groups the row-major native kernels pack
+// (tile_pack_rows).
 #include <gtest/gtest.h>
 
 #include "sage/internal/launch.h"
@@ -13,10 +14,34 @@ TEST(DecodePlan, AnyGroupOfUpToTheTileRowsPacksAtTileRowsOverGroupRowsAHead) {
   EXPECT_EQ(decode_pack_rows(16, 7, 1), 2);   // Qwen2.5 7B: 7 heads at 2 rows, 14 of 16 rows used
   EXPECT_EQ(decode_pack_rows(16, 5, 2), 3);   // two queries of a group of 5 fit 3 rows a head
   EXPECT_EQ(decode_pack_rows(16, 16, 1), 1);  // a group of 16 at one row each
-  EXPECT_EQ(decode_pack_rows(16, 17, 1), 0);  // past the tile's rows: a head a tile
-  EXPECT_EQ(decode_pack_rows(16, 4, 5), 0);   // 5 queries of a 4:1 group need 20 rows
   EXPECT_EQ(decode_pack_rows(16, 1, 1), 0);   // MHA: nothing to pack
   EXPECT_EQ(decode_pack_rows(32, 8, 4), 4);
+  // One tile holds the group: a tile a (batch, kv head).
+  EXPECT_EQ(decode_pack_tiles(16, 4, 4), 1);
+  EXPECT_EQ(decode_pack_tiles(16, 7, 2), 1);
+  EXPECT_EQ(decode_pack_tiles(16, 5, 3), 1);
+}
+
+TEST(DecodePlan, GroupsPastTheTileRowsPackOverSeveralTilesAtTheirQueriesRowsAHead) {
+  // StarCoder (48 query heads, one kv head): one query a head, 3 tiles of 16 heads.
+  EXPECT_EQ(decode_pack_rows(16, 48, 1), 1);
+  EXPECT_EQ(decode_pack_tiles(16, 48, 1), 3);
+  // Falcon 7B (71 heads, one kv head): 5 tiles, the last of 7 heads.
+  EXPECT_EQ(decode_pack_rows(16, 71, 1), 1);
+  EXPECT_EQ(decode_pack_tiles(16, 71, 1), 5);
+  EXPECT_EQ(decode_pack_rows(16, 17, 1), 1);  // one head past the tile's rows: 2 tiles
+  EXPECT_EQ(decode_pack_tiles(16, 17, 1), 2);
+  // 5 queries of a 4:1 group need 20 rows: 3 heads of 5 rows a tile, 2 tiles.
+  EXPECT_EQ(decode_pack_rows(16, 4, 5), 5);
+  EXPECT_EQ(decode_pack_tiles(16, 4, 5), 2);
+  // 4 draft queries of Qwen2.5 7B's 7 heads: 4 heads a tile, 2 tiles.
+  EXPECT_EQ(decode_pack_rows(16, 7, 4), 4);
+  EXPECT_EQ(decode_pack_tiles(16, 7, 4), 2);
+  // 8 queries: two heads a tile; 9 queries leave room for one head only, so a head a tile.
+  EXPECT_EQ(decode_pack_rows(16, 4, 8), 8);
+  EXPECT_EQ(decode_pack_tiles(16, 4, 8), 2);
+  EXPECT_EQ(decode_pack_rows(16, 4, 9), 0);
+  EXPECT_EQ(decode_pack_rows(16, 48, 0), 0);
 }
 
 TEST(TilePackRows, GroupsPackAtThePowerOfTwoOfAtLeast16RowsThatFitsTheTile) {

@@ -315,7 +315,7 @@ std::size_t wgmma_columns(const std::string& ptx, const std::string& entry) {
 }
 
 // The head-dim-128 defaults on sm_90a (the native persistent kernel up to 3K keys and for
-// 2-128 queries, the quantized one- and three-warpgroup kernels past it) have an entry of their own
+// 5-128 queries, the quantized one- and three-warpgroup kernels past it) have an entry of their own
 // for calls of up to 96 columns, sage_attn_q3: Q.K^T over its first three quarters of k-steps,
 // P.V into O's first 96 columns. So its wgmma work is three quarters of sage_attn's, and P.V
 // is the N = 96 form.
@@ -326,7 +326,7 @@ TEST(Compiler, Sm90a_HeadDim128DefaultsHaveAThreeQuarterEntry) {
     const char* pv_n96;  // P.V's instruction in sage_attn_q3
   };
   const std::vector<Case> cases = {{1024, 1024, "m64n96k16.f32.f16.f16"},
-                                   {8192, 2, "m64n96k16.f32.bf16.bf16"},
+                                   {8192, 8, "m64n96k16.f32.bf16.bf16"},
                                    {4096, 4096, "m64n96k32.f32.e4m3.e4m3"},
                                    {16384, 16384, "m64n96k32.f32.e4m3.e4m3"}};
   std::set<std::string> seen;

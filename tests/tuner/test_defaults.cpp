@@ -229,22 +229,22 @@ TEST(Defaults, HopperQuantizedDefaultsSumRowsOnTheTensorCores) {
   EXPECT_FALSE(rsum(64, 3072, 0));  // the native kernel
 }
 
-// Decoding and short query blocks (2-128 queries, one query tile a head) over any KV length,
+// Decoding and short query blocks (5-128 queries, one query tile a head) over any KV length,
 // under every policy and mask: the native persistent kernel that splits the keys of fewer
-// query tiles than CTAs over every CTA; a single query, the mma.sync decode schedule. From 129
-// queries on, the defaults by key count.
+// query tiles than CTAs over every CTA; one to four queries, the mma.sync decode schedule. From
+// 129 queries on, the defaults by key count.
 TEST(Defaults, HopperDecodingRunsTheNativeKernelWithSplitKeys) {
   for (int d : {64, 128})
     for (const char* policy : {"accurate", "balanced", "fast"})
       for (int n : {1024, 4096, 8192, 32768})
         for (int causal : {0, 1, -1}) {
-          {  // one query: the mma.sync decode schedule (any GQA group of up to 16 heads packs)
-            const gen::Variant v = hopper_default(d, policy, n, causal, 1);
+          for (int q : {1, 2, 4}) {  // the mma.sync decode schedule (any GQA group packs)
+            const gen::Variant v = hopper_default(d, policy, n, causal, q);
             EXPECT_EQ(v.pipeline, "mma") << v.name;
-            EXPECT_EQ(v.get_string("schedule"), "decode") << v.name;
+            EXPECT_EQ(v.get_string("schedule"), "decode") << v.name << " " << q << " queries";
             EXPECT_EQ(v.get_string("qk"), "native") << v.name;
           }
-          for (int q : {2, 128}) {
+          for (int q : {5, 128}) {
             const gen::Variant v = hopper_default(d, policy, n, causal, q);
             EXPECT_EQ(v.get_string("qk"), "native") << d << " " << policy << " " << n << " " << causal << " " << q;
             EXPECT_EQ(v.get_string("schedule"), "persistent_split") << v.name;
@@ -256,6 +256,14 @@ TEST(Defaults, HopperDecodingRunsTheNativeKernelWithSplitKeys) {
                 << d << " " << policy << " " << n << " " << causal << " " << q;
         }
   EXPECT_EQ(hopper_default(128, "balanced", 32768, 0, 2048).get_string("qk"), "int8");
+  // Head dim 256: the decode schedule up to 4 queries too; then the row-major mma.sync kernel.
+  for (int n : {4096, 32768})
+    for (int causal : {0, 1}) {
+      for (int q : {1, 2, 4}) EXPECT_EQ(hopper_default(256, "balanced", n, causal, q).get_string("schedule"), "decode");
+      const gen::Variant v = hopper_default(256, "balanced", n, causal, 5);
+      EXPECT_EQ(v.get_string("schedule"), "plain") << v.name;
+      EXPECT_EQ(v.get_int("block_m"), 64) << v.name;
+    }
 }
 
 // sm_80, sm_86, sm_89: decoding and short query blocks (up to 256 queries) run the native

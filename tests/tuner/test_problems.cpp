@@ -96,10 +96,12 @@ TEST(ProblemsConfig, SeqQMustBeABucketBoundaryAndCausalAtMostTheKeys) {
   EXPECT_EQ(parse(with("true", "128")).problems[0].str(), "d128_causal_fp16_HND_q128_kv1024_bh32_balanced");
 }
 
-TEST(ProblemsConfig, BuiltinBucketsGiveOneQueryABucketOfItsOwn) {
+TEST(ProblemsConfig, BuiltinBucketsGiveOneQueryAndDraftTokensBucketsOfTheirOwn) {
   const ProblemsConfig cfg = ProblemsConfig::builtin();
   EXPECT_EQ(cfg.seq_bucket(1), 1);
-  EXPECT_EQ(cfg.seq_bucket(2), 128);
+  EXPECT_EQ(cfg.seq_bucket(2), 4);  // draft tokens
+  EXPECT_EQ(cfg.seq_bucket(4), 4);
+  EXPECT_EQ(cfg.seq_bucket(5), 128);
   AttnProblem p;
   p.batch = 1;
   p.heads_q = 32;

@@ -412,8 +412,13 @@ int AttnKernel::pack_rows(const AttnProblem& p) const {
 // The native mma.sync kernel's query tiles: one a (batch, kv head) with packed heads, else
 // q_tiles a (batch, query head).
 std::int64_t AttnKernel::mma_units(const AttnProblem& p) const {
-  if (pack_rows(p) > 0) return std::int64_t(p.batch) * p.heads_kv;
-  return std::int64_t(p.batch) * p.heads_q * cdiv(p.seq_q, cfg_.block_m);
+  if (pack_rows(p) > 0) return std::int64_t(p.batch) * p.heads_kv * q_tiles(p);
+  return std::int64_t(p.batch) * p.heads_q * q_tiles(p);
+}
+int AttnKernel::q_tiles(const AttnProblem& p) const {
+  const int pack = pack_rows(p);
+  if (pack > 0) return decode() ? decode_pack_tiles(cfg_.block_m, p.heads_q / p.heads_kv, pack) : 1;
+  return int(cdiv(p.seq_q, cfg_.block_m));
 }
 
 // The native mma.sync kernel, query tiles that fill less than half of the CTAs that fit the GPU
@@ -429,9 +434,15 @@ std::int64_t AttnKernel::mma_units(const AttnProblem& p) const {
 // ranges of 64 rows took 171 us against 97 for one query's 4 rows).
 constexpr std::int64_t kMmaSplitMinKeys = 512, kMmaMergeBatch = 8, kMmaMergeTrips = 16;
 int decode_pack_rows(int block_m, int group, int seq_q) {
-  if (block_m <= 0 || group <= 1) return 0;
+  if (block_m <= 0 || group <= 1 || seq_q <= 0) return 0;
   const int rows = block_m / group;
-  return rows >= 1 && seq_q <= rows ? rows : 0;
+  if (rows >= 1 && seq_q <= rows) return rows;  // the whole group in one tile
+  return 2 * seq_q <= block_m ? seq_q : 0;      // the group over several tiles of two heads or more
+}
+int decode_pack_tiles(int block_m, int group, int pack_rows) {
+  if (block_m <= 0 || pack_rows <= 0 || pack_rows > block_m) return 1;
+  const int heads = block_m / pack_rows;
+  return (group + heads - 1) / heads;
 }
 std::int64_t decode_merge_cap(std::int64_t rows, int head_dim, int threads) {
   const std::int64_t items = std::max<std::int64_t>(1, rows * (head_dim / 4));
@@ -449,11 +460,17 @@ int decode_split_ranges(std::int64_t units, std::int64_t slots, int seq_kv, std:
 int AttnKernel::mma_split_ranges(const AttnProblem& p) const {
   const std::int64_t units = mma_units(p), slots = std::max<std::int64_t>(1, persistent_ctas_);
   const int pack = pack_rows(p);
-  const std::int64_t rows = pack > 0 ? std::int64_t(std::min(pack, p.seq_q)) * (p.heads_q / p.heads_kv)
+  const std::int64_t rows = pack > 0 ? std::int64_t(std::min(pack, p.seq_q)) *
+                                           std::min(p.heads_q / p.heads_kv, cfg_.block_m / pack)
                                      : std::min(cfg_.block_m, p.seq_q);
+  // A group over several tiles (decode_pack_tiles) reads each kv head's keys once from DRAM and
+  // again from L2 for every further tile: there the ranges fill the wave, with no merge cap (H100,
+  // one query over 32K / 128K keys: 48 / 1 at D=128 24 / 51 us against 27.5 / 67 with the cap,
+  // 71 / 1 at D=64 20 / 39 against 24 / 61; docs/kernels.md, 2026-11-27 (z)).
   if (decode())
-    return decode_split_ranges(units, slots, p.seq_kv, decode_min_keys_,
-                               decode_min_keys_ > 0 ? 0 : decode_merge_cap(rows, cfg_.head_dim, cfg_.threads));
+    return decode_split_ranges(
+        units, slots, p.seq_kv, decode_min_keys_,
+        decode_min_keys_ > 0 || (pack > 0 && q_tiles(p) > 1) ? 0 : decode_merge_cap(rows, cfg_.head_dim, cfg_.threads));
   if (units * 2 > slots) return 0;
   const std::int64_t rows_per_warp = cdiv(rows, std::max(1, cfg_.warps));
   const std::int64_t merge_cap = std::max<std::int64_t>(2, kMmaMergeBatch * kMmaMergeTrips / rows_per_warp);
@@ -580,7 +597,7 @@ int AttnKernel::l2_split_ranges(const AttnProblem& p) const {
 WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   const KernelConfig& c = cfg_;
   WorkspacePlan w;
-  w.q_tiles = cdiv(p.seq_q, c.block_m);
+  w.q_tiles = native() ? q_tiles(p) : int(cdiv(p.seq_q, c.block_m));
   w.k_tiles = cdiv(p.seq_kv, c.block_n);
   if (native()) {  // reads the caller's tensors: a workspace only for the split tail
     std::size_t off = 0;
@@ -892,7 +909,7 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
   const bool q3 = attn_q3_ && runs_q3_entry(cfg_, p.head_dim);
   if (mma_native() && (s.split_ranges > 0 || s.pack_rows > 0)) {
     // (query tiles x ranges, heads, batch): heads are kv heads where packed (attn_mma.cuh: cta_coords)
-    const std::int64_t x = std::int64_t(s.pack_rows > 0 ? 1 : s.q_tiles) * std::max(1, s.split_ranges);
+    const std::int64_t x = std::int64_t(s.q_tiles) * std::max(1, s.split_ranges);
     if (x > 0x7fffffff) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for one launch"));
     launch(q3 ? attn_q3_ : attn_, unsigned(x), unsigned(s.pack_rows > 0 ? p.heads_kv : p.heads_q),
            unsigned(p.batch), unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s);

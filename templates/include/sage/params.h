@@ -22,8 +22,9 @@ typedef std::int64_t sage_i64;
 // 7: pack_rows (the persistent native kernels' GQA heads packed into one query tile) and
 // causal_single (their causal query tiles not paired). 8: split_cluster (decoding's split
 // merged within thread block clusters). 9: head_dim may be below the variant's D (a multiple
-// of 8): the kernels read the caller's columns past it as zeros and do not write O's.
-#define SAGE_KERNEL_ABI_VERSION 9
+// of 8): the kernels read the caller's columns past it as zeros and do not write O's. 10: the
+// decode schedule packs a GQA group larger than a tile into q_tiles tiles a kv head.
+#define SAGE_KERNEL_ABI_VERSION 10
 
 // Element types of the user's tensors.
 enum SageDType { SAGE_DTYPE_FP16 = 0, SAGE_DTYPE_BF16 = 1 };
@@ -52,7 +53,7 @@ struct SageAttnParams {
   float sm_scale;              // softmax scale (1/sqrt(d) by default)
 
   // Workspace (owned by the caller of the launcher; sizes from the launcher's plan).
-  sage_i32 q_tiles, k_tiles;   // ceil(seq / BLOCK_M), ceil(seq / BLOCK_N)
+  sage_i32 q_tiles, k_tiles;   // ceil(seq / BLOCK_M) (packed: see pack_rows), ceil(seq / BLOCK_N)
   sage_i32 stat_splits;        // partial sums along the sequence in the stats kernel
   sage_i32 stat_rows;          // rows of K and V per (b, kv head) the statistics read: seq_kv,
                                // or every (seq_kv / stat_rows)-th row from the first
@@ -92,7 +93,8 @@ struct SageAttnParams {
   // two, at least 16: a warp's rows are one head's), so each K/V tile is read once for the
   // group. A work unit is then a (batch, kv head), and tma_q's box is pack_rows rows x the
   // group's heads. The native mma.sync kernel packs the same way (a warp's rows one head's).
-  // 0: one head a tile.
+  // Its decode schedule packs BM / pack_rows heads a tile (any pack_rows), a group of more
+  // heads over q_tiles tiles a (batch, kv head). 0: one head a tile.
   sage_i32 pack_rows;
   // The persistent native kernels, causal calls with no more query tiles than CTAs: a work
   // unit is one query tile (longest first within a head), not a pair of them, so that every

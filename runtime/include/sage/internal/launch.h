@@ -147,7 +147,8 @@ inline bool cluster_one_tile_ranges(std::int64_t units, std::int64_t tiles) {
 
 // The decode schedule of the native mma.sync kernel (attn_decode.cuh). A packed GQA group of
 // `group` query heads takes block_m / group rows a head of a block_m-row tile, where that
-// holds the call's seq_q queries (0: the heads stay a tile each). Each tile's keys are cut into
+// holds the call's seq_q queries, else seq_q rows a head over several tiles (decode_pack_rows;
+// 0: the heads stay a tile each). Each tile's keys are cut into
 // ranges of at least min_keys keys (kDecodeSplitMinKeys where 0), at most kDecodeMaxRanges and
 // at most one wave of CTAs (slots) over the units; none (0) where the units are more than half
 // the wave or a tile would get fewer than two ranges. A range's fixed cost is a CTA's start, its first
@@ -163,7 +164,12 @@ constexpr std::int64_t kDecodeSplitMinKeys = 256, kDecodeMaxRanges = 64, kDecode
 // parts of them a share of the ranges where those items are fewer than the threads, eight
 // ranges' loads in flight at a time (attn_decode.cuh).
 std::int64_t decode_merge_cap(std::int64_t rows, int head_dim, int threads);
+// The decode schedule's packing: where a GQA group's seq_q queries fit one block_m-row tile,
+// block_m / group rows a head; else, where a tile holds two heads' queries or more, seq_q rows a
+// head, the group over decode_pack_tiles tiles of block_m / seq_q heads each (one query of
+// StarCoder's 48 heads a kv head: 3 tiles of 16); else 0 (a query head a tile).
 int decode_pack_rows(int block_m, int group, int seq_q);
+int decode_pack_tiles(int block_m, int group, int pack_rows);
 // The row-major native kernels' packing (persistent wgmma kernels, the plain native mma.sync
 // kernel): a GQA group of `group` query heads takes `rows` rows a head of a block_m-row tile,
 // the largest power of two of at least 16 with group x rows <= block_m (a warp's 16 rows then
@@ -213,8 +219,12 @@ class AttnKernel {
   // (2, 4 or 8 CTAs) whose ranges merge through distributed shared memory, with split_ranges then a
   // whole number of clusters a unit; 0 where no cluster size fits (SageAttnParams::split_cluster).
   int split_cluster(const AttnProblem& p) const;
-  // The native mma.sync kernel's query tiles (one per (batch, kv head) where packed).
+  // The native mma.sync kernel's query tiles (where packed: decode_pack_tiles per (batch, kv
+  // head), one but in the decode schedule).
   std::int64_t mma_units(const AttnProblem& p) const;
+  // The native kernels' query tiles a (batch, head) (SageAttnParams::q_tiles): where packed, a
+  // kv head's (decode_pack_tiles), else a query head's.
+  int q_tiles(const AttnProblem& p) const;
   // Persistent native kernels: the rows each query head takes in a tile whose GQA group's
   // heads are packed together (SageAttnParams::pack_rows), or 0 (one head a tile).
   int pack_rows(const AttnProblem& p) const;

@@ -1,6 +1,6 @@
 // The decoding schedule of the native mma.sync kernel (schedule: decode, sm_80+): a CTA takes a
-// tile of at most BM rows of queries (packed: the query heads of one kv head, p.pack_rows rows
-// each) and one range of its keys. The rows are too few for the MMAs' M, so they are their N,
+// tile of at most BM rows of queries (packed: query heads of one kv head, p.pack_rows rows
+// each, as many as the tile holds; a larger group takes several tiles) and one range of its keys. The rows are too few for the MMAs' M, so they are their N,
 // and each of the NW warps takes 16 keys of every BN = 16 NW-key tile as M:
 //   S^T  = K Q^T      m16n8k16: A = the warp's 16 K rows (ldmatrix), B = Q's rows (ldmatrix)
 //   O^T += V^T P^T    m16n8k16: A = V^T (ldmatrix.trans of V's 16 rows), B = P^T, the score
@@ -22,18 +22,23 @@ SAGE_DEV u32 movmatrix_t(u32 x) {
   return y;
 }
 
-// Row r of a decoding tile: query qr of query head qh (packed: of the kv head h's group, its
-// r / pack_rows-th head; else of head h, from m0), and whether that query exists.
+// Row r of query tile t of a decoding tile's (batch, head): query qr of query head qh, and
+// whether that query exists. Packed, h is the kv head and a tile holds BM / pack_rows heads of
+// its group, pack_rows rows each: tile t its heads t * (BM / pack_rows) on (a group of more
+// heads than one tile holds takes several tiles, launch.cpp: decode_pack_tiles). Else h is
+// the query head and tile t its queries from t * BM.
 struct DecodeRow {
   int qh, qr;
   bool ok;
 };
-SAGE_DEV DecodeRow decode_row(const SageAttnParams& p, int r, int h, int m0) {
+template <int BM>
+SAGE_DEV DecodeRow decode_row(const SageAttnParams& p, int r, int h, int t) {
   if (p.pack_rows > 0) {
-    const int grp = p.heads_q / p.heads_kv, j = r / p.pack_rows, qr = r % p.pack_rows;
-    return {h * grp + j, qr, j < grp && qr < p.seq_q};
+    const int grp = p.heads_q / p.heads_kv, hpt = BM / p.pack_rows, j = r / p.pack_rows, qr = r % p.pack_rows;
+    const int jg = t * hpt + j;
+    return {h * grp + jg, qr, j < hpt && jg < grp && qr < p.seq_q};
   }
-  return {h, m0 + r, m0 + r < p.seq_q};
+  return {h, t * BM + r, t * BM + r < p.seq_q};
 }
 
 // Grid as the native mma.sync kernel's (cta_coords<true>), Cfg::THREADS threads,
@@ -50,7 +55,7 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
   const CtaCoords cc = cta_coords<true>(p);
   const bool packed = p.pack_rows > 0;
   const int hkv = packed ? cc.h : cc.h / (p.heads_q / p.heads_kv);
-  const int m0 = cc.q_tile * BM;
+  const int m0 = packed ? 0 : cc.q_tile * BM;  // packed: every tile's queries from 0
 
   int n_tiles, mask_from;
   kv_range(p, m0, packed ? min_(p.pack_rows, p.seq_q) : BM, BN, &n_tiles, &mask_from);
@@ -69,7 +74,7 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
     const u8* gQ = static_cast<const u8*>(p.q.ptr) + cc.b * p.q.stride_b * 2;
     for (int c = threadIdx.x; c < BM * L::QCPR; c += Cfg::THREADS) {
       const int r = c / L::QCPR, ch = c % L::QCPR;
-      const DecodeRow dr = decode_row(p, r, cc.h, m0);
+      const DecodeRow dr = decode_row<BM>(p, r, cc.h, cc.q_tile);
       const bool ok = dr.ok && ch * 16 < p.head_dim * 2;
       cp_async16(sQ + swz<L::QCPR>(r, ch), ok ? gQ + (dr.qh * p.q.stride_h + i64(dr.qr) * p.q.stride_n) * 2 + ch * 16 : gQ,
                  ok ? 16 : 0);
@@ -103,7 +108,7 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
     for (int c = 0; c < 2; ++c) {
       m[j][c] = neg_inf();
       l[j][c] = 0.f;
-      const DecodeRow dr = decode_row(p, 8 * j + 2 * tig + c, cc.h, m0);
+      const DecodeRow dr = decode_row<BM>(p, 8 * j + 2 * tig + c, cc.h, cc.q_tile);
       vis[j][c] = p.causal ? dr.qr + off : p.seq_kv - 1;
     }
 #pragma unroll
@@ -194,7 +199,7 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
   // rows), O^T's rows padded to OS floats so that a warp's stores hit 32 banks (D + 4 = 4 mod 32:
   // lane (gid, tig) at bank 8 tig + gid). A table of the tile's rows, one thread a row, spares the
   // other threads decode_row's divisions: each row's query head (-1: no query there) and query,
-  // and the rows of queries in order: NQ queries of each of NH heads (packed: the group's).
+  // and the rows of queries in order: NQ queries of each of the tile's heads (packed: of the group's).
   cp_async_wait<0>();
   __syncthreads();
   constexpr int OS = D + 4;
@@ -207,10 +212,11 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
   float* co = cl + NW * BM;
   const CtaCoords ce = cta_coords<true>(p);
   const int NQ = packed ? min_(p.pack_rows, p.seq_q) : min_(BM, p.seq_q - m0);
-  const int NV = NQ * (packed ? p.heads_q / p.heads_kv : 1);  // rows of queries
+  const int hpt = packed ? BM / p.pack_rows : 1;                                            // heads a tile
+  const int NV = NQ * (packed ? min_(hpt, p.heads_q / p.heads_kv - ce.q_tile * hpt) : 1);  // rows of queries
   if (threadIdx.x < BM) {
     const int r = threadIdx.x;
-    const DecodeRow dr = decode_row(p, r, ce.h, m0);
+    const DecodeRow dr = decode_row<BM>(p, r, ce.h, ce.q_tile);
     rqh[r] = dr.ok ? dr.qh : -1;
     rqr[r] = dr.qr;
     if (dr.ok) rrow[packed ? (r / p.pack_rows) * NQ + r % p.pack_rows : r] = r;
