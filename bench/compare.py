@@ -86,7 +86,8 @@ MODELS = {
     # tokens a tile, two tiles a KV head (persistent_split elsewhere: the group at 16 rows a head).
     "qwen2.5-7b-spec": ("Qwen2.5 7B, 4 draft tokens verified over 32K (causal)", 1, 28, 4, 4, 32768, 128, True),
     "qwen2.5-7b-spec-4k": ("Qwen2.5 7B, 4 draft tokens verified over 4K (causal)", 1, 28, 4, 4, 4096, 128, True),
-    # Llama 3.1 405B on 8 GPUs (tensor parallel): 16 query heads over one KV head a GPU.
+    # Llama 3.1 405B on 8 GPUs (tensor parallel): 16 query heads over one KV head a GPU (8 draft
+    # tokens: persistent_split, the group over two tiles of 8 heads).
     "llama3-405b-tp8-spec": ("Llama 3.1 405B, one GPU of 8, 8 draft tokens verified over 32K (causal)", 1, 16, 1, 8,
                              32768, 128, True),
     "llama3-405b-tp8-decode": ("Llama 3.1 405B, one GPU of 8, 16 sequences of 8K decoding", 16, 16, 1, 1, 8192, 128,

@@ -504,14 +504,19 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
                                  Shape{1, 28, 4, 4, 5000, false, Layout::HND, DType::fp16},
                                  Shape{2, 10, 2, 16, 3000, true, Layout::NHD, DType::bf16},
                                  Shape{1, 6, 2, 24, 2500, false, Layout::NHD, DType::fp16},
+                                 Shape{1, 48, 1, 4, 6000, true, Layout::HND, DType::fp16},
+                                 Shape{2, 32, 2, 8, 3000, false, Layout::NHD, DType::bf16},
+                                 Shape{1, 20, 1, 16, 2500, true, Layout::NHD, DType::fp16},
                                  Shape{2, 2, 1, 128, 3000, true, Layout::NHD, DType::bf16},
                                  Shape{1, 4, 4, 1, 20000, false, Layout::NHD, DType::fp16},
                                  Shape{2, 2, 1, 128, 700, true, Layout::NHD, DType::bf16}};
-    // The first eight pack their groups' heads: groups of 4 and 8 at 128 / group rows a head,
+    // The first eleven pack their groups' heads: groups of 4 and 8 at 128 / group rows a head,
     // and groups that do not divide the tile at 16 or 32 rows a head (launch.h:
     // tile_pack_rows): 4 draft queries of a 7:1 group (Qwen2.5 7B, 112 of 128 rows), a causal
-    // block of 16 queries of a 5:1 group (80 rows), 24 queries of a 3:1 group (96 rows).
-    int packed = 8;
+    // block of 16 queries of a 5:1 group (80 rows), 24 queries of a 3:1 group (96 rows); and
+    // groups of more heads than a tile holds over several tiles of 8 heads at 16 rows
+    // (tile_pack_rows_over_tiles): StarCoder's 48 (6 tiles), 16 (2), 20 (3, the last of 4 heads).
+    int packed = 11;
     // 700 keys (6 key tiles) split only in clusters, in ranges of one tile (launch.h:
     // cluster_one_tile_ranges); the merge through L2 leaves so few tiles in one CTA. With 128
     // causal queries the last tile's range has rows that see none of its keys (up to query 67).
@@ -524,8 +529,9 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
       shapes = {Shape{1, 8, 2, 1, nkv, false, Layout::HND, DType::fp16},
                 Shape{1, 12, 3, 24, nkv, false, Layout::HND, DType::bf16},
                 Shape{1, 28, 4, 4, nkv, true, Layout::NHD, DType::fp16},
+                Shape{1, 20, 1, 16, nkv, true, Layout::NHD, DType::fp16},
                 Shape{1, 4, 4, 1, nkv, false, Layout::NHD, DType::fp16}};
-      packed = 3;
+      packed = 4;
     }
     // A one-tile partial piece with hidden rows: 100 queries over 4000-4066 keys (32 key tiles of
     // 128, the last from key 3968; query row i sees keys up to i + nkv - 100, so the first rows
@@ -563,8 +569,10 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
       if (int(i) < packed) {
         const int g = p.heads_q / p.heads_kv;
         ASSERT_EQ(cfg.block_m, 128) << "the expected rows a head are a 128-row tile's";
-        EXPECT_EQ(pack, g == 3 ? 32 : g == 5 || g == 7 ? 16 : 128 / g) << p.str();
-        EXPECT_EQ(units, std::int64_t(p.batch) * p.heads_kv) << p.str() << ": a unit a (batch, kv head)";
+        EXPECT_EQ(pack, g == 3 ? 32 : g == 5 || g == 7 || g > 8 ? 16 : 128 / g) << p.str();
+        const int tiles = (g + 7) / 8;  // a group of more than 8 heads: 8 a tile
+        EXPECT_EQ(units, std::int64_t(p.batch) * p.heads_kv * (g > 8 ? tiles : 1))
+            << p.str() << ": a unit a tile of a (batch, kv head)";
       } else {
         EXPECT_EQ(pack, 0) << p.str();
       }

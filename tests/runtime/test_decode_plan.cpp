@@ -72,6 +72,22 @@ TEST(TilePackRows, GroupsPackAtThePowerOfTwoOfAtLeast16RowsThatFitsTheTile) {
   EXPECT_EQ(tile_pack_rows(128, 7, 4, 0, true), 0);
 }
 
+// persistent_split: a group of more heads than a 128-row tile holds takes several tiles, each
+// of as many heads as it holds at the power of two of at least 16 rows that holds the queries.
+TEST(TilePackRows, PersistentSplitPacksLargerGroupsOverSeveralTiles) {
+  EXPECT_EQ(tile_pack_rows_over_tiles(128, 1), 16);  // 8 heads a tile
+  EXPECT_EQ(tile_pack_rows_over_tiles(128, 16), 16);
+  EXPECT_EQ(tile_pack_rows_over_tiles(128, 17), 32);  // 4 heads a tile
+  EXPECT_EQ(tile_pack_rows_over_tiles(128, 64), 64);  // 2 heads a tile
+  EXPECT_EQ(tile_pack_rows_over_tiles(128, 65), 0);   // one head a tile: nothing to pack
+  EXPECT_EQ(tile_pack_rows_over_tiles(64, 32), 32);
+  EXPECT_EQ(tile_pack_rows_over_tiles(64, 33), 0);
+  EXPECT_EQ(decode_pack_tiles(128, 48, 16), 6);  // StarCoder's 48 heads, a few draft tokens
+  EXPECT_EQ(decode_pack_tiles(128, 16, 16), 2);  // Llama 3.1 405B on 8 GPUs: 16 heads, one kv head
+  EXPECT_EQ(decode_pack_tiles(128, 20, 16), 3);  // the last tile 4 heads
+  EXPECT_EQ(decode_pack_tiles(128, 7, 16), 1);
+}
+
 TEST(TilePackRows, PersistentKernelsPackFromEightKvHeadsOr128KvHeadKeyTiles) {
   EXPECT_FALSE(pack_pays(2, 16));  // 16:2 over 2K keys (128-key tiles): unpacked
   EXPECT_FALSE(pack_pays(4, 16));  // 28:4 over 2K keys

@@ -357,7 +357,7 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
 // tile, or for causal masks a pair of one head's tiles; one CTA per SM and occupancy slot, or
 // one per unit where there are fewer (unless those units' keys are split over every CTA).
 std::int64_t AttnKernel::persistent_units(const AttnProblem& p) const {
-  if (pack_rows(p) > 0) return std::int64_t(p.heads_kv) * p.batch;
+  if (pack_rows(p) > 0) return std::int64_t(p.heads_kv) * p.batch * q_tiles(p);
   const std::int64_t q_tiles = cdiv(p.seq_q, cfg_.block_m);
   return (p.causal && !causal_single(p) ? (q_tiles + 1) / 2 : q_tiles) * p.heads_q * p.batch;
 }
@@ -385,6 +385,11 @@ bool AttnKernel::causal_single(const AttnProblem& p) const {
 bool pack_pays(std::int64_t kv_heads, std::int64_t key_tiles) {
   return kv_heads > 0 && (kv_heads >= kPackMinUnits || kv_heads * key_tiles >= kPackMinTiles);
 }
+int tile_pack_rows_over_tiles(int block_m, int seq_q) {
+  int rows = 16;
+  while (rows < seq_q) rows *= 2;
+  return 2 * rows <= block_m ? rows : 0;
+}
 int tile_pack_rows(int block_m, int group, int seq_q, int warp_rows, bool fill) {
   if (block_m <= 0 || group <= 1) return 0;
   int rows = 16;
@@ -405,8 +410,11 @@ int AttnKernel::pack_rows(const AttnProblem& p) const {
   // Of the persistent schedules only persistent_split's kernel idles the warps past a group
   // that does not fill the tile (attn_native.cuh: warp_rows); the others pack a group only
   // where it fills the tile (a 192-row tile takes 3 heads at 64 rows, not 2 at 64).
-  const bool fill = !mma_native() && cfg_.schedule != "persistent_split";
-  return tile_pack_rows(cfg_.block_m, g, p.seq_q, mma_native() ? cfg_.block_m / cfg_.warps : 0, fill);
+  const bool split = !mma_native() && cfg_.schedule == "persistent_split";
+  const int rows = tile_pack_rows(cfg_.block_m, g, p.seq_q, mma_native() ? cfg_.block_m / cfg_.warps : 0, !split);
+  // persistent_split also packs a group of more heads than a tile holds over several tiles
+  // (q_tiles), where a tile holds two heads or more.
+  return rows == 0 && split ? tile_pack_rows_over_tiles(cfg_.block_m, p.seq_q) : rows;
 }
 
 // The native mma.sync kernel's query tiles: one a (batch, kv head) with packed heads, else
@@ -417,7 +425,7 @@ std::int64_t AttnKernel::mma_units(const AttnProblem& p) const {
 }
 int AttnKernel::q_tiles(const AttnProblem& p) const {
   const int pack = pack_rows(p);
-  if (pack > 0) return decode() ? decode_pack_tiles(cfg_.block_m, p.heads_q / p.heads_kv, pack) : 1;
+  if (pack > 0) return decode_pack_tiles(cfg_.block_m, p.heads_q / p.heads_kv, pack);
   return int(cdiv(p.seq_q, cfg_.block_m));
 }
 

@@ -179,6 +179,10 @@ int decode_pack_tiles(int block_m, int group, int pack_rows);
 // exactly; 0 where none does (the heads stay a tile each). A group that does not fill the tile
 // leaves its last warps idle: 7 heads at 16 rows of a 128-row tile.
 int tile_pack_rows(int block_m, int group, int seq_q, int warp_rows = 0, bool fill = false);
+// persistent_split's packing of a group of more heads than one tile holds: the power of two of
+// at least 16 rows that holds seq_q, where a block_m-row tile holds two heads' or more (0
+// else), the group over decode_pack_tiles(block_m, group, rows) tiles.
+int tile_pack_rows_over_tiles(int block_m, int seq_q);
 // Whether the persistent kernels pack a call's groups: where its (batch, kv head) pairs are at
 // least kPackMinUnits, or they times the key tiles at least kPackMinTiles. Fewer, and the
 // unpacked call's query heads spread the keys over more CTAs than its few packed units do, its

@@ -531,11 +531,14 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
 // head (the tile that sees the most keys with the one that sees the fewest, so every unit costs
 // about the same), heads in order so that the CTAs running together share K and V in L2.
 // CTA c takes units c, c + gridDim.x, ... (the launcher's grid is min(units, SMs x CTAs/SM),
-// or every CTA where fewer units are split over them). With p.pack_rows a unit is the one
-// query tile of a (batch, kv head): its group's query heads, pack_rows rows each; with
-// p.causal_single (causal calls of no more query tiles than CTAs) a unit is one query tile.
+// or every CTA where fewer units are split over them). With p.pack_rows a unit is a query
+// tile of a (batch, kv head): BM / pack_rows of its group's query heads, pack_rows rows each,
+// the group over p.q_tiles such tiles (more than one only in persistent_split: a group of more
+// heads than a tile holds); with p.causal_single (causal calls of no more query tiles than
+// CTAs) a unit is one query tile.
+template <class Cfg>
 SAGE_DEV int persistent_units(const SageAttnParams& p) {
-  if (p.pack_rows > 0) return p.heads_kv * p.batch;
+  if (p.pack_rows > 0) return p.heads_kv * p.batch * (Cfg::SPLIT ? p.q_tiles : 1);
   return (p.causal && !p.causal_single ? (p.q_tiles + 1) / 2 : p.q_tiles) * p.heads_q * p.batch;
 }
 
@@ -565,7 +568,7 @@ struct TailSplit {
 };
 template <class Cfg>
 SAGE_DEV TailSplit tail_split(const SageAttnParams& p) {
-  const int units = persistent_units(p), G = int(gridDim.x);
+  const int units = persistent_units<Cfg>(p), G = int(gridDim.x);
   TailSplit t;
   t.tiles = p.k_tiles;
   const bool split = Cfg::SPLIT && p.split_o && p.split_ranges > 0;
@@ -580,17 +583,22 @@ SAGE_DEV TailSplit tail_split(const SageAttnParams& p) {
 // ends the list; mask_from: the first key tile that needs masking; part: what the consumers
 // do with the result (0 store it; 2 a partial piece of a split unit, the end of its keys: to
 // the workspace, slot G - 1 - blockIdx.x; 1 its owner piece, the start of its keys: merge the
-// partials of the ranges after this CTA's, then store). It is handed over in shared memory on
+// partials of the ranges after this CTA's, then store); j0: packed, the tile's first head within
+// its group (h - j0 is the group's first; persistent_split's alone). It is handed over in shared memory on
 // named barriers (consumers that computed the list themselves took 40 bytes of spills and the
 // wgmma descriptors out of the uniform registers).
 struct WorkItem {
-  int h, b, m0, t0, n_tiles, mask_from, part, pad_;
+  int h, b, m0, t0, n_tiles, mask_from, part, j0;
 };
 // Item i (0 or 1) of unit u; false when the unit has no such item.
 template <class Cfg>
 SAGE_DEV bool work_item(const SageAttnParams& p, int u, int i, WorkItem* w) {
   int qt, bh;
-  if (p.causal && p.causal_single) {  // one tile a unit, a head's longest first
+  if (Cfg::SPLIT && p.pack_rows > 0) {  // packed (a group over p.q_tiles tiles): one tile a unit
+    if (i == 1) return false;
+    qt = u % p.q_tiles;
+    bh = u / p.q_tiles;
+  } else if (p.causal && p.causal_single) {  // one tile a unit, a head's longest first
     if (i == 1) return false;
     qt = p.q_tiles - 1 - u % p.q_tiles;
     bh = u / p.q_tiles;
@@ -604,10 +612,21 @@ SAGE_DEV bool work_item(const SageAttnParams& p, int u, int i, WorkItem* w) {
     qt = u % p.q_tiles;
     bh = u / p.q_tiles;
   }
-  if (p.pack_rows > 0) {  // the group's first query head (q_tiles = 1: qt = 0, bh = u)
+  if constexpr (Cfg::SPLIT) {
+    if (p.pack_rows > 0) {  // the tile's first query head: head qt * (BM / pack_rows) of the group
+      w->j0 = qt * (Cfg::BM / p.pack_rows);
+      w->h = (bh % p.heads_kv) * (p.heads_q / p.heads_kv) + w->j0;
+      w->b = bh / p.heads_kv;
+      qt = 0;  // every tile's queries from row 0
+    } else {
+      w->j0 = 0;
+      w->h = bh % p.heads_q;
+      w->b = bh / p.heads_q;
+    }
+  } else if (p.pack_rows > 0) {  // the group's first query head (q_tiles = 1: qt = 0, bh = u)
     w->h = (bh % p.heads_kv) * (p.heads_q / p.heads_kv);
     w->b = bh / p.heads_kv;
-  } else {
+  } else {  // (j0 is persistent_split's alone)
     w->h = bh % p.heads_q;
     w->b = bh / p.heads_q;
   }
@@ -747,9 +766,10 @@ SAGE_DEV void merge_partials(const SageAttnParams& p, const MergePlan& mp, int w
 
 // Consumer warp w's rows of a unit's query tile from row m0: its first query row and its query
 // head past the unit's first. Packed GQA heads (p.pack_rows > 0, a power of two; m0 = 0): tile
-// row 16 w is row (16 w) % pack_rows of the group's head (16 w) / pack_rows. persistent_split
-// (FULL) also packs groups that do not fill the tile (7 heads at 16 rows of 128; launch.cpp:
-// tile_pack_rows): a warp past the group's last head gets row p.seq_q, past the queries, so
+// row 16 w is row (16 w) % pack_rows of the tile's head (16 w) / pack_rows, head j0 + that of
+// its group. persistent_split (FULL) also packs groups that do not fill the tile (7 heads at 16
+// rows of 128) or take several (48 heads at 16 rows: 6 tiles of 8; launch.cpp: pack_rows): a
+// warp past the group's last head gets row p.seq_q, past the queries, so
 // that it neither stores nor merges anything (launch.cpp: cluster_plan counts it so). The other
 // schedules pack only groups that fill the tile and keep the two-select form: the check
 // changed persistent_pingpong's code around its loop and cost it 3-7% (H100, D=128 1K-2K).
@@ -757,18 +777,18 @@ struct WarpRows {
   int row0, h_off;
 };
 template <bool FULL>
-SAGE_DEV WarpRows warp_rows(const SageAttnParams& p, int w, int m0) {
+SAGE_DEV WarpRows warp_rows(const SageAttnParams& p, int w, int m0, int j0 = 0) {
   const int row0 = p.pack_rows > 0 ? (w * 16) & (p.pack_rows - 1) : m0 + w * 16;
   const int h_off = p.pack_rows > 0 ? (w * 16) >> (__ffs(p.pack_rows) - 1) : 0;
   if constexpr (FULL) {
-    if (h_off * p.heads_kv >= p.heads_q) return {p.seq_q, h_off};  // h_off >= the group's heads
+    if ((j0 + h_off) * p.heads_kv >= p.heads_q) return {p.seq_q, h_off};  // past the group's heads
   }
   return {row0, h_off};
 }
 // Rows of queries among consumer warp w's 16 rows of a decoding unit's one query tile (cluster
-// mode: m0 = 0).
-SAGE_DEV int cluster_rows(const SageAttnParams& p, int w) {
-  return min_(max_(p.seq_q - warp_rows<true>(p, w, 0).row0, 0), 16);
+// mode: m0 = 0), the tile's first head j0 of its group.
+SAGE_DEV int cluster_rows(const SageAttnParams& p, int w, int j0) {
+  return min_(max_(p.seq_q - warp_rows<true>(p, w, 0, j0).row0, 0), 16);
 }
 // The cluster's merge (p.split_cluster = C > 1), run by every consumer warp once its key loop
 // is done. The launcher cuts every unit's keys into R = ranges / units ranges (no range holds
@@ -789,18 +809,19 @@ SAGE_DEV bool cluster_merge(const SageAttnParams& p, int range, int warp, int la
                             float (&of)[Cfg::D / 2], u32 ring, u32 ready_bar, u32 data_bar, int free_bar) {
   constexpr int D = Cfg::D, CW = Cfg::CONSUMERS / 32;
   constexpr u32 LANE_BYTES = 4 * (D / 4 + 4), ROW_BYTES = 4 * LANE_BYTES;
-  const int C = p.split_cluster, R = p.split_ranges / persistent_units(p);
+  const int C = p.split_cluster, R = p.split_ranges / persistent_units<Cfg>(p);
   const int u = range / R, rc0 = range - range % C;
+  const int j0 = p.pack_rows > 0 ? u % p.q_tiles * (Cfg::BM / p.pack_rows) : 0;  // work_item's
   const int lo = max_(rc0, u * R), hi = min_(rc0 + C, (u + 1) * R);
   const int j = range - lo, members = hi - lo - 1;  // j: 0 for the leader
   int before = 0, per_cta = 0;
 #pragma unroll
   for (int w = 0; w < CW; ++w) {
-    const int r = cluster_rows(p, w);
+    const int r = cluster_rows(p, w, j0);
     per_cta += r;
     if (w < warp) before += r;
   }
-  const int nr = cluster_rows(p, warp);
+  const int nr = cluster_rows(p, warp, j0);
   const int gid = lane / 4, q = lane % 4;
   if (members == 0 && j == 0) return true;  // a group of one
   cluster_wait_acquire();  // every CTA of the cluster has initialized its barriers
@@ -1029,7 +1050,7 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
   WorkItem w;
   while (true) {
     const int qb = k & 1;
-    int n, t0, m0, mask_from;
+    int n, t0, m0, mask_from, j0;
     if constexpr (Cfg::SPLIT) {
       named_bar_sync(kItemFull + qb * Cfg::WGS + wg, FULL_THREADS);
       // The item's fields, read from shared memory where they are used; those that set ring
@@ -1039,17 +1060,19 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
       if (n < 0) break;
       t0 = __shfl_sync(0xffffffffu, items[qb].t0, 0);
       m0 = items[qb].m0;
+      j0 = items[qb].j0;
       mask_from = __shfl_sync(0xffffffffu, items[qb].mask_from, 0);
     } else {
       if (!next_item<Cfg>(p, cur, &w)) break;
       n = w.n_tiles;
       t0 = 0;
       m0 = w.m0;
+      j0 = 0;  // one tile a group (warp_rows<false> does not read it)
       mask_from = w.mask_from;
     }
     const u32 sQw = sQ0 + qb * Cfg::SMEM_Q + wg * 64 * 128;
     // This warp's first query row, and its query head past the item's (warp_rows).
-    const WarpRows wr = warp_rows<Cfg::SPLIT>(p, warp, m0);
+    const WarpRows wr = warp_rows<Cfg::SPLIT>(p, warp, m0, j0);
     const int row0 = wr.row0, h_off = wr.h_off;
     float m[1][2], l[1][2], o[1][D / 8][4];
     wgmma_attn::init_state<D>(m, l, o);
