@@ -417,8 +417,8 @@ int AttnKernel::pack_rows(const AttnProblem& p) const {
   return rows == 0 && split ? tile_pack_rows_over_tiles(cfg_.block_m, p.seq_q) : rows;
 }
 
-// The native mma.sync kernel's query tiles: one a (batch, kv head) with packed heads, else
-// q_tiles a (batch, query head).
+// The native mma.sync kernel's query tiles: q_tiles a (batch, kv head) with packed heads (one,
+// but a large group's in the decode schedule), else q_tiles a (batch, query head).
 std::int64_t AttnKernel::mma_units(const AttnProblem& p) const {
   if (pack_rows(p) > 0) return std::int64_t(p.batch) * p.heads_kv * q_tiles(p);
   return std::int64_t(p.batch) * p.heads_q * q_tiles(p);

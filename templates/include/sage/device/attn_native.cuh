@@ -584,9 +584,9 @@ SAGE_DEV TailSplit tail_split(const SageAttnParams& p) {
 // do with the result (0 store it; 2 a partial piece of a split unit, the end of its keys: to
 // the workspace, slot G - 1 - blockIdx.x; 1 its owner piece, the start of its keys: merge the
 // partials of the ranges after this CTA's, then store); j0: packed, the tile's first head within
-// its group (h - j0 is the group's first; persistent_split's alone). It is handed over in shared memory on
-// named barriers (consumers that computed the list themselves took 40 bytes of spills and the
-// wgmma descriptors out of the uniform registers).
+// its group (h - j0 is the group's first; persistent_split's alone). It is handed over in
+// shared memory on named barriers (consumers that computed the list themselves took 40 bytes
+// of spills and the wgmma descriptors out of the uniform registers).
 struct WorkItem {
   int h, b, m0, t0, n_tiles, mask_from, part, j0;
 };
