@@ -420,8 +420,7 @@ int AttnKernel::pack_rows(const AttnProblem& p) const {
 // The native mma.sync kernel's query tiles: q_tiles a (batch, kv head) with packed heads (one,
 // but a large group's in the decode schedule), else q_tiles a (batch, query head).
 std::int64_t AttnKernel::mma_units(const AttnProblem& p) const {
-  if (pack_rows(p) > 0) return std::int64_t(p.batch) * p.heads_kv * q_tiles(p);
-  return std::int64_t(p.batch) * p.heads_q * q_tiles(p);
+  return std::int64_t(p.batch) * (pack_rows(p) > 0 ? p.heads_kv : p.heads_q) * q_tiles(p);
 }
 int AttnKernel::q_tiles(const AttnProblem& p) const {
   const int pack = pack_rows(p);
@@ -478,7 +477,9 @@ int AttnKernel::mma_split_ranges(const AttnProblem& p) const {
   if (decode())
     return decode_split_ranges(
         units, slots, p.seq_kv, decode_min_keys_,
-        decode_min_keys_ > 0 || (pack > 0 && q_tiles(p) > 1) ? 0 : decode_merge_cap(rows, cfg_.head_dim, cfg_.threads));
+        decode_min_keys_ > 0 || (pack > 0 && units > std::int64_t(p.batch) * p.heads_kv)
+            ? 0
+            : decode_merge_cap(rows, cfg_.head_dim, cfg_.threads));
   if (units * 2 > slots) return 0;
   const std::int64_t rows_per_warp = cdiv(rows, std::max(1, cfg_.warps));
   const std::int64_t merge_cap = std::max<std::int64_t>(2, kMmaMergeBatch * kMmaMergeTrips / rows_per_warp);
