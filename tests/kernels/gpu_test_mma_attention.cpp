@@ -599,8 +599,9 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
 // schedule's 16-row tiles, whose 128 tiles of 2K would not split on one CTA an SM); and packed
 // heads whose keys are too few to split. The decode schedule also packs groups that do not
 // divide its tile (7 heads a kv head at 2 rows each) and runs a 4:1 group's single queries in
-// one range (300 keys: too few to split) as well as over 40K keys, and 16 query heads of one kv
-// head over 20K keys in 64 ranges, whose merge the last several take a share each.
+// one range (300 keys: too few to split) as well as over 40K keys, 16 query heads of one kv
+// head over 20K keys in 64 ranges, whose merge the last several take a share each, and 5 or 8
+// draft tokens of a group over several tiles of 16 / queries heads.
 TEST_P(Fixture, NativeMmaSplitKeysMatchFp32Reference) {
   SAGE_REQUIRE_GPU();
   Loaded l;
@@ -658,7 +659,12 @@ TEST_P(Fixture, NativeMmaSplitKeysMatchFp32Reference) {
               // Groups past the tile's rows: StarCoder's 48 heads (3 tiles of 16) and Falcon 7B's
               // 71 (5 tiles, the last of 7 heads), each a unit of its own ranges.
               {{1, 48, 1, 1, 9000, false, Layout::HND, DType::fp16}, 1, true},
-              {{2, 71, 1, 1, 2500, true, Layout::NHD, DType::bf16}, 1, true}};
+              {{2, 71, 1, 1, 2500, true, Layout::NHD, DType::bf16}, 1, true},
+              // Draft tokens of few (sequence, head) pairs (sm_90a defaults since 2026-11-27
+              // (aa)): 8 causal queries of 16 heads over one kv head (Llama 3.1 405B on 8 GPUs: 8
+              // tiles of 2 heads), and 5 of 8 heads (3 tiles, the last of 2 heads) in 2 sequences.
+              {{1, 16, 1, 8, 9000, true, Layout::HND, DType::fp16}, 8, true},
+              {{2, 8, 1, 5, 3000, true, Layout::NHD, DType::bf16}, 5, true}};
   for (const auto& c : more) {
     const AttnProblem q = make_problem(c.sh, cfg.head_dim);
     const int ranges = l.k->plan(q).split_ranges;

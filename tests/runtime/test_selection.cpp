@@ -166,6 +166,22 @@ TEST_F(RuntimeSelection, RowsOffTheSectorsTakeTheirOwnDefaultAheadOfAWinnerTuned
   EXPECT_EQ(rows16_4k.variant, others_[1]);
 }
 
+// Without a winner, the default is the one of the call's whole bucket, batch x query heads
+// included: 8 draft tokens over 32K keys take the decode schedule for one sequence of 16 query
+// heads (Llama 3.1 405B on one GPU of 8) and persistent_split for 2 x 32 (configs/defaults.yaml).
+TEST_F(RuntimeSelection, DefaultsFollowTheCallsBatchTimesHeadsBucket) {
+  auto l = lookup();
+  tuner::WinnerKey k = key_;
+  k.problem = test::bucket(128, true, 32768, 16);
+  k.problem.seq_q_bucket = 8;
+  const Choice few = rt::jit::choose(*l, k, kArch, false);
+  EXPECT_EQ(few.source, Source::default_variant);
+  EXPECT_EQ(test::variant_named(kArch, few.variant).get_string("schedule"), "decode") << few.variant;
+  k.problem.bh_bucket = 128;
+  const Choice many = rt::jit::choose(*l, k, kArch, false);
+  EXPECT_EQ(test::variant_named(kArch, many.variant).get_string("schedule"), "persistent_split") << many.variant;
+}
+
 TEST_F(RuntimeSelection, PolicySelectsItsOwnDefault) {
   auto l = lookup();
   tuner::WinnerKey k = key_;

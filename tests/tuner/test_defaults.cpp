@@ -22,11 +22,12 @@ namespace sage {
 namespace {
 
 // The sm_90a default for a call (causal -1: the caller does not say; seq_q 0: nor its query
-// count; rows16: rows 16 but not 32 bytes long a multiple of), as a search-space variant.
+// count; rows16: rows 16 but not 32 bytes long a multiple of; bh 0: nor its batch x query
+// heads), as a search-space variant.
 gen::Variant hopper_default(int d, const std::string& policy, int seq_kv, int causal = -1, int seq_q = 0,
-                            bool rows16 = false) {
+                            bool rows16 = false, int bh = 0) {
   static const gen::SearchSpace space = gen::SearchSpace::builtin();
-  const std::string v = tuner::default_variant("sm_90a", d, policy, seq_kv, causal, seq_q, rows16);
+  const std::string v = tuner::default_variant("sm_90a", d, policy, seq_kv, causal, seq_q, rows16, bh);
   std::optional<gen::Variant> var = space.find(v);
   if (!var) throw std::runtime_error("the default " + v + " is not in the search space");
   return *var;
@@ -231,8 +232,9 @@ TEST(Defaults, HopperQuantizedDefaultsSumRowsOnTheTensorCores) {
 
 // Decoding and short query blocks (5-128 queries, one query tile a head) over any KV length,
 // under every policy and mask: the native persistent kernel that splits the keys of fewer
-// query tiles than CTAs over every CTA; one to four queries, the mma.sync decode schedule. From
-// 129 queries on, the defaults by key count.
+// query tiles than CTAs over every CTA (up to 16 queries of many (sequence, head) pairs, and
+// where the call does not say how many); one to four queries, the mma.sync decode schedule.
+// From 129 queries on, the defaults by key count.
 TEST(Defaults, HopperDecodingRunsTheNativeKernelWithSplitKeys) {
   for (int d : {64, 128})
     for (const char* policy : {"accurate", "balanced", "fast"})
@@ -244,12 +246,13 @@ TEST(Defaults, HopperDecodingRunsTheNativeKernelWithSplitKeys) {
             EXPECT_EQ(v.get_string("schedule"), "decode") << v.name << " " << q << " queries";
             EXPECT_EQ(v.get_string("qk"), "native") << v.name;
           }
-          for (int q : {5, 128}) {
-            const gen::Variant v = hopper_default(d, policy, n, causal, q);
-            EXPECT_EQ(v.get_string("qk"), "native") << d << " " << policy << " " << n << " " << causal << " " << q;
-            EXPECT_EQ(v.get_string("schedule"), "persistent_split") << v.name;
-            EXPECT_EQ(v.get_int("block_m"), 128) << v.name;  // one query tile a head
-          }
+          for (int q : {5, 16, 17, 128})
+            for (int bh : {0, 512}) {
+              const gen::Variant v = hopper_default(d, policy, n, causal, q, false, bh);
+              EXPECT_EQ(v.get_string("qk"), "native") << d << " " << policy << " " << n << " " << causal << " " << q;
+              EXPECT_EQ(v.get_string("schedule"), "persistent_split") << v.name << " " << q << " queries, bh " << bh;
+              EXPECT_EQ(v.get_int("block_m"), 128) << v.name;  // one query tile a head
+            }
           // Past 1K queries (and where the query count is not given) the key count decides.
           for (int q : {2048, 4096, 0})
             EXPECT_EQ(hopper_default(d, policy, n, causal, q).name, hopper_default(d, policy, n, causal).name)
@@ -369,6 +372,53 @@ TEST(Defaults, HopperRowsOffTheSectorsAtHeadDim64RunTheQuantizedKernelFrom2KKeys
   for (int n : {2048, 3072, 4096}) EXPECT_EQ(dflt("accurate", n, 0, true).name, dflt("accurate", n, 0, false).name) << n;
 }
 
+// Draft tokens of few (sequence, query head) pairs (2026-11-27 (aa)): 5-16 queries take the
+// mma.sync decode schedule where batch x query heads and the keys
+// are few enough that its tiles' reads of the keys (one per tile of 16 / queries heads) cost
+// less than persistent_split's fixed cost; otherwise persistent_split. The boundaries are the
+// H100's (configs/defaults.yaml). Head dim 128, 5-8 queries: up to 4K keys at bh <= 128, 8K
+// at bh <= 64, 16K at bh <= 32, 32K at bh <= 16, any at bh <= 8; 9-16 queries: up to 2K at
+// bh <= 128, 4K at bh <= 32, 8K at bh <= 16. Head dim 64, 5-8 queries: up to 8K keys at
+// bh <= 128, 32K at bh <= 32, any at bh <= 16; 9-16: up to 8K at bh <= 32, 32K at bh <= 16.
+// Head dim 256 (against its row-major mma.sync kernel): 5-8 queries up to 32K keys at
+// bh <= 64; 9-16 up to 8K at bh <= 32, 32K at bh <= 16.
+TEST(Defaults, HopperDraftTokensOfFewSequenceHeadPairsRunTheDecodeSchedule) {
+  struct Row {
+    int d, q, n, bh;
+    bool decode;
+  };
+  const Row rows[] = {
+      {128, 5, 2048, 128, true},   {128, 8, 2048, 512, false},   {128, 8, 4096, 128, true},
+      {128, 8, 6144, 64, true},    {128, 8, 8192, 64, true},     {128, 5, 8192, 128, false},
+      {128, 8, 16384, 32, true},   {128, 5, 16384, 64, false},
+      {128, 8, 32768, 16, true},   {128, 8, 32768, 32, false},   {128, 8, 65536, 8, true},
+      {128, 8, 131072, 8, true},   {128, 8, 65536, 16, false},   {128, 8, 131072, 16, false},
+      {128, 16, 2048, 128, true},  {128, 16, 4096, 128, false},  {128, 9, 4096, 32, true},
+      {128, 12, 8192, 16, true},   {128, 12, 8192, 32, false},   {128, 16, 16384, 8, false},
+      {128, 17, 1024, 8, false},   {64, 8, 8192, 128, true},
+      {64, 8, 8192, 512, false},   {64, 5, 32768, 32, true},     {64, 8, 32768, 128, false},
+      {64, 8, 131072, 16, true},   {64, 8, 131072, 32, false},   {64, 16, 8192, 32, true},
+      {64, 12, 8192, 128, false},  {64, 16, 32768, 16, true},    {64, 16, 32768, 32, false},
+      {64, 16, 65536, 8, false},   {64, 17, 1024, 8, false},     {256, 8, 32768, 64, true},
+      {256, 5, 1024, 128, false},  {256, 8, 65536, 8, false},    {256, 16, 8192, 32, true},
+      {256, 16, 16384, 32, false}, {256, 16, 32768, 16, true},   {256, 17, 1024, 8, false},
+  };
+  for (const Row& r : rows)
+    for (const char* policy : {"accurate", "balanced", "fast"})
+      for (int causal : {0, 1}) {
+        const gen::Variant v = hopper_default(r.d, policy, r.n, causal, r.q, false, r.bh);
+        // Otherwise: persistent_split, at head dim 256 the row-major mma.sync kernel.
+        const char* other = r.d == 256 ? "plain" : "persistent_split";
+        EXPECT_EQ(v.get_string("schedule"), r.decode ? "decode" : other)
+            << v.name << ": d" << r.d << " " << r.q << " queries over " << r.n << " keys, bh " << r.bh;
+        EXPECT_EQ(v.pipeline, r.decode || r.d == 256 ? "mma" : "wgmma") << v.name;
+        EXPECT_EQ(v.get_string("qk"), "native") << v.name;
+      }
+  // Up to four queries the decode schedule whatever the pairs.
+  for (int d : {64, 128, 256})
+    EXPECT_EQ(hopper_default(d, "balanced", 32768, 1, 4, false, 512).get_string("schedule"), "decode") << d;
+}
+
 // The runtime matches defaults.yaml's entries against the call's seq_kv (seq_q) bucket and
 // `sage-tune bench` against the call's seq_kv (seq_q) itself: the two agree only where every
 // max_seq_kv, max_seq_q and min_seq_q is a bucket boundary of problems.yaml (a call of 5000 keys is in the
@@ -388,9 +438,20 @@ TEST(Defaults, EveryMaxSeqKvIsASeqBucketBoundary) {
               << arch.first.as<std::string>() << " " << key << " " << mx.as<int>();
         }
   EXPECT_GT(entries, 0);
-  // The boundaries at which the sm_90a defaults change kernel (2026-11-26 (g), (h)).
-  for (int b : {128, 2048, 3072, 4096, 6144, 8192})
+  // The boundaries at which the sm_90a defaults change kernel (2026-11-26 (g), (h), 2026-11-27 (aa)).
+  for (int b : {128, 2048, 3072, 4096, 6144, 8192, 8, 16})
     EXPECT_NE(std::find(bounds.begin(), bounds.end(), b), bounds.end()) << b;
+  // Likewise every max_bh is a bh boundary (the call's batch x query heads bucket).
+  const std::vector<int> bh_bounds = tuner::ProblemsConfig::builtin().bh_buckets;
+  int bh_entries = 0;
+  for (const auto& arch : root["defaults"])
+    for (const YAML::Node& entry : arch.second)
+      if (YAML::Node mx = entry["max_bh"]) {
+        ++bh_entries;
+        EXPECT_NE(std::find(bh_bounds.begin(), bh_bounds.end(), mx.as<int>()), bh_bounds.end())
+            << arch.first.as<std::string>() << " max_bh " << mx.as<int>();
+      }
+  EXPECT_GT(bh_entries, 0);
 }
 
 // Head dim 256 has only the native (unquantized) kernels, so every policy, length and mask

@@ -101,7 +101,22 @@ TEST(ProblemsConfig, BuiltinBucketsGiveOneQueryAndDraftTokensBucketsOfTheirOwn) 
   EXPECT_EQ(cfg.seq_bucket(1), 1);
   EXPECT_EQ(cfg.seq_bucket(2), 4);  // draft tokens
   EXPECT_EQ(cfg.seq_bucket(4), 4);
-  EXPECT_EQ(cfg.seq_bucket(5), 128);
+  EXPECT_EQ(cfg.seq_bucket(5), 8);
+  EXPECT_EQ(cfg.seq_bucket(8), 8);
+  EXPECT_EQ(cfg.seq_bucket(9), 16);
+  EXPECT_EQ(cfg.seq_bucket(16), 16);
+  EXPECT_EQ(cfg.seq_bucket(17), 128);
+  // Keys past 32K: a bucket of their own up to 64K, and the largest boundary past it.
+  EXPECT_EQ(cfg.seq_bucket(32769), 65536);
+  EXPECT_EQ(cfg.seq_bucket(1 << 20), 65536);
+  // Few (sequence, query head) pairs: the draft-token defaults tell 8, 16 and 64 from 32 and 128.
+  EXPECT_EQ(cfg.bh_bucket(1), 8);
+  EXPECT_EQ(cfg.bh_bucket(8), 8);
+  EXPECT_EQ(cfg.bh_bucket(9), 16);
+  EXPECT_EQ(cfg.bh_bucket(16), 16);
+  EXPECT_EQ(cfg.bh_bucket(17), 32);
+  EXPECT_EQ(cfg.bh_bucket(33), 64);
+  EXPECT_EQ(cfg.bh_bucket(65), 128);
   AttnProblem p;
   p.batch = 1;
   p.heads_q = 32;
@@ -110,6 +125,12 @@ TEST(ProblemsConfig, BuiltinBucketsGiveOneQueryAndDraftTokensBucketsOfTheirOwn) 
   p.seq_kv = 8000;
   p.head_dim = 128;
   EXPECT_EQ(cfg.key_of(p, "balanced").str(), "d128_noncausal_fp16_HND_q1_kv8192_bh32_balanced");
+  // Llama 3.1 405B on one GPU of 8: 16 query heads over one kv head, 8 draft tokens over 20K keys.
+  p.heads_q = 16;
+  p.heads_kv = 1;
+  p.seq_q = 8;
+  p.seq_kv = 20000;
+  EXPECT_EQ(cfg.key_of(p, "balanced").str(), "d128_noncausal_fp16_HND_q8_kv32768_bh16_balanced");
 }
 
 }  // namespace

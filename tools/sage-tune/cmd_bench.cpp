@@ -161,15 +161,17 @@ int run_bench(const BenchArgs& a) {
     // As the runtime: rows 16 but not 32 bytes long a multiple of (BucketKey::rows16) take a
     // default entry of their own ahead of a winner tuned on aligned rows (jit::choose).
     const bool rows16 = d < kd && d % 16 == 8;
+    const int bh = p.batch * p.heads_q;
     const std::optional<std::string> own =
-        rows16 && names.empty() ? tuner::rows16_default(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q)
+        rows16 && names.empty() ? tuner::rows16_default(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q, bh)
                                 : std::nullopt;
     if (names.empty() && store && !own) {
       tuner::WinnerKey wk{fp, pcfg.key_of(kp, a.policy), tuner::generator_hash(), tuner::nvrtc_version()};
       if (auto w = store->winner(wk)) names.push_back(w->variant);
     }
     if (names.empty() && a.variants.empty())
-      names.push_back(own ? *own : tuner::default_variant(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q));
+      names.push_back(own ? *own
+                          : tuner::default_variant(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q, false, bh));
     for (const std::string& name : names) {
       auto k = kernel_for(name);
       if (!first && a.cooldown_s > 0) {

@@ -63,7 +63,7 @@ std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r) {
 }
 
 std::string default_variant(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
-                            int causal, int seq_q, bool rows16) {
+                            int causal, int seq_q, bool rows16, int bh) {
   const EmbeddedFile* f = embedded_configs::find("defaults.yaml");
   if (!f) throw Error(Errc::internal, "configs/defaults.yaml is not embedded in this build");
   YAML::Node root;
@@ -95,6 +95,8 @@ std::string default_variant(const std::string& arch, int head_dim, const std::st
       if (seq_q <= 0 || seq_q > mx.as<int>()) continue;
     if (YAML::Node mn = entry["min_seq_q"])
       if (seq_q <= mn.as<int>()) continue;
+    if (YAML::Node mx = entry["max_bh"])
+      if (bh <= 0 || bh > mx.as<int>()) continue;
     if (YAML::Node c = entry["causal"])
       if (causal < 0 || c.as<bool>() != (causal == 1)) continue;
     if (YAML::Node r = entry["rows16"])
@@ -129,10 +131,10 @@ std::string default_variant(const std::string& arch, int head_dim, const std::st
 }
 
 std::optional<std::string> rows16_default(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
-                                          int causal, int seq_q) {
+                                          int causal, int seq_q, int bh) {
   try {
-    std::string own = default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, true);
-    if (own != default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, false)) return own;
+    std::string own = default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, true, bh);
+    if (own != default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, false, bh)) return own;
   } catch (const Error& e) {
     if (e.code() != Errc::not_found) throw;
   }
@@ -249,7 +251,7 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
       std::string dflt;
       try {
         dflt = default_variant(arch, shape_key.head_dim, opts.policies.front(), shape_key.seq_kv_bucket,
-                               shape_key.causal ? 1 : 0, shape_key.seq_q_bucket);
+                               shape_key.causal ? 1 : 0, shape_key.seq_q_bucket, false, shape_key.bh_bucket);
       } catch (const Error& e) {
         std::lock_guard<std::mutex> lock(mu);
         rep.warnings.push_back(e.what());
@@ -415,7 +417,8 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
         pr.timed = timed;
         pr.resumed = resumed;
         try {
-          pr.default_variant = default_variant(arch, k.head_dim, pol, k.seq_kv_bucket, k.causal ? 1 : 0, k.seq_q_bucket);
+          pr.default_variant =
+              default_variant(arch, k.head_dim, pol, k.seq_kv_bucket, k.causal ? 1 : 0, k.seq_q_bucket, false, k.bh_bucket);
         } catch (const Error&) {
         }
         std::optional<Winner> w = store.decide_winner(WinnerKey{fp, k, gen_hash, nvrtc});

@@ -191,7 +191,7 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
     c.source = Source::default_variant;
     c.variant =
         tuner::default_variant(arch, key.head_dim, to_string(key.policy), key.seq_kv, key.causal ? 1 : 0, key.seq_q,
-                               key.rows16);
+                               key.rows16, key.bh);
     v = find_variant(*vs, c.variant);
     if (!v) throw Error(Errc::internal, cat("the default variant ", c.variant, " is not in the search space for ", arch));
   }

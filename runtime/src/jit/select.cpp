@@ -27,7 +27,8 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
   if (rows16) {
     const tuner::ProblemKey& p = key.problem;
     if (std::optional<std::string> own =
-            tuner::rows16_default(arch, p.head_dim, p.policy, p.seq_kv_bucket, p.causal ? 1 : 0, p.seq_q_bucket)) {
+            tuner::rows16_default(arch, p.head_dim, p.policy, p.seq_kv_bucket, p.causal ? 1 : 0, p.seq_q_bucket,
+                                  p.bh_bucket)) {
       c.source = Source::default_variant;
       c.variant = *own;
       c.miss = "rows 16 but not 32 bytes long a multiple of: configs/defaults.yaml's rows16 entry for this bucket "
@@ -51,7 +52,8 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
   c.miss = explain ? tuner::describe_miss(r) : r.message;
   try {
     c.variant = tuner::default_variant(arch, key.problem.head_dim, key.problem.policy, key.problem.seq_kv_bucket,
-                                       key.problem.causal ? 1 : 0, key.problem.seq_q_bucket, rows16);
+                                       key.problem.causal ? 1 : 0, key.problem.seq_q_bucket, rows16,
+                                       key.problem.bh_bucket);
   } catch (const Error& e) {
     if (e.code() != Errc::not_found) throw;
     throw Error(Errc::unsupported, cat("no tuned winner for ", key.problem.str(), " on ", key.device.name,

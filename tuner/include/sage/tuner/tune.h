@@ -75,13 +75,15 @@ std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r);
 // `min_seq_q` only where it is above that; 0 skips both.
 // `rows16`: the call is below head_dim and its rows are 16 but not 32 bytes long a multiple of
 // (d % 16 == 8); entries that name `rows16: true` match only such calls.
+// `bh` (the call's batch x query heads, or its bucket) lets entries with `max_bh` match; 0
+// skips them.
 std::string default_variant(const std::string& arch, int head_dim, const std::string& policy, int seq_kv = 0,
-                            int causal = -1, int seq_q = 0, bool rows16 = false);
+                            int causal = -1, int seq_q = 0, bool rows16 = false, int bh = 0);
 // A rows16 call's default where defaults.yaml has an entry of its own for it: one that differs
 // from the default of aligned rows in the same bucket. nullopt where it has none (or no default
 // at all). Such a default serves the call ahead of a tuned winner, which the tuner measured on
 // aligned rows (the runtime's jit::choose, `sage-tune bench --tuned`).
 std::optional<std::string> rows16_default(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
-                                          int causal, int seq_q);
+                                          int causal, int seq_q, int bh = 0);
 
 }  // namespace sage::tuner
