@@ -376,32 +376,37 @@ TEST(Defaults, HopperRowsOffTheSectorsAtHeadDim64RunTheQuantizedKernelFrom2KKeys
 // mma.sync decode schedule where batch x query heads and the keys
 // are few enough that its tiles' reads of the keys (one per tile of 16 / queries heads) cost
 // less than persistent_split's fixed cost; otherwise persistent_split. The boundaries are the
-// H100's (configs/defaults.yaml). Head dim 128, 5-8 queries: up to 4K keys at bh <= 128, 8K
-// at bh <= 64, 16K at bh <= 32, 32K at bh <= 16, any at bh <= 8; 9-16 queries: up to 2K at
+// H100's (configs/defaults.yaml). Head dim 128, 5-8 queries: up to 4K keys at bh <= 128,
+// 16K at bh <= 32, 32K at bh <= 16, any at bh <= 8; 9-16 queries: up to 2K at
 // bh <= 128, 4K at bh <= 32, 8K at bh <= 16. Head dim 64, 5-8 queries: up to 8K keys at
 // bh <= 128, 32K at bh <= 32, any at bh <= 16; 9-16: up to 8K at bh <= 32, 32K at bh <= 16.
 // Head dim 256 (against its row-major mma.sync kernel): 5-8 queries up to 32K keys at
-// bh <= 64; 9-16 up to 8K at bh <= 32, 32K at bh <= 16.
+// bh <= 32; 9-16 up to 8K at bh <= 32, 32K at bh <= 16.
 TEST(Defaults, HopperDraftTokensOfFewSequenceHeadPairsRunTheDecodeSchedule) {
   struct Row {
     int d, q, n, bh;
     bool decode;
   };
   const Row rows[] = {
+      // Head dim 128, 5-8 queries.
       {128, 5, 2048, 128, true},   {128, 8, 2048, 512, false},   {128, 8, 4096, 128, true},
-      {128, 8, 6144, 64, true},    {128, 8, 8192, 64, true},     {128, 5, 8192, 128, false},
-      {128, 8, 16384, 32, true},   {128, 5, 16384, 64, false},
-      {128, 8, 32768, 16, true},   {128, 8, 32768, 32, false},   {128, 8, 65536, 8, true},
-      {128, 8, 131072, 8, true},   {128, 8, 65536, 16, false},   {128, 8, 131072, 16, false},
+      {128, 8, 6144, 32, true},    {128, 8, 8192, 32, true},     {128, 5, 8192, 128, false},
+      {128, 8, 16384, 32, true},   {128, 5, 16384, 128, false},  {128, 8, 32768, 16, true},
+      {128, 8, 32768, 32, false},  {128, 8, 65536, 8, true},     {128, 8, 131072, 8, true},
+      {128, 8, 65536, 16, false},  {128, 8, 131072, 16, false},
+      // Head dim 128, 9-16 queries, and 17.
       {128, 16, 2048, 128, true},  {128, 16, 4096, 128, false},  {128, 9, 4096, 32, true},
       {128, 12, 8192, 16, true},   {128, 12, 8192, 32, false},   {128, 16, 16384, 8, false},
-      {128, 17, 1024, 8, false},   {64, 8, 8192, 128, true},
-      {64, 8, 8192, 512, false},   {64, 5, 32768, 32, true},     {64, 8, 32768, 128, false},
-      {64, 8, 131072, 16, true},   {64, 8, 131072, 32, false},   {64, 16, 8192, 32, true},
-      {64, 12, 8192, 128, false},  {64, 16, 32768, 16, true},    {64, 16, 32768, 32, false},
-      {64, 16, 65536, 8, false},   {64, 17, 1024, 8, false},     {256, 8, 32768, 64, true},
-      {256, 5, 1024, 128, false},  {256, 8, 65536, 8, false},    {256, 16, 8192, 32, true},
-      {256, 16, 16384, 32, false}, {256, 16, 32768, 16, true},   {256, 17, 1024, 8, false},
+      {128, 17, 1024, 8, false},
+      // Head dim 64.
+      {64, 8, 8192, 128, true},    {64, 8, 8192, 512, false},    {64, 5, 32768, 32, true},
+      {64, 8, 32768, 128, false},  {64, 8, 131072, 16, true},    {64, 8, 131072, 32, false},
+      {64, 16, 8192, 32, true},    {64, 12, 8192, 128, false},   {64, 16, 32768, 16, true},
+      {64, 16, 32768, 32, false},  {64, 16, 65536, 8, false},    {64, 17, 1024, 8, false},
+      // Head dim 256 (otherwise its row-major mma.sync kernel).
+      {256, 8, 32768, 32, true},   {256, 8, 32768, 128, false},  {256, 5, 1024, 128, false},
+      {256, 8, 65536, 8, false},   {256, 16, 8192, 32, true},    {256, 16, 16384, 32, false},
+      {256, 16, 32768, 16, true},  {256, 17, 1024, 8, false},
   };
   for (const Row& r : rows)
     for (const char* policy : {"accurate", "balanced", "fast"})
