@@ -98,25 +98,15 @@ TEST(ProblemsConfig, SeqQMustBeABucketBoundaryAndCausalAtMostTheKeys) {
 
 TEST(ProblemsConfig, BuiltinBucketsGiveOneQueryAndDraftTokensBucketsOfTheirOwn) {
   const ProblemsConfig cfg = ProblemsConfig::builtin();
-  EXPECT_EQ(cfg.seq_bucket(1), 1);
-  EXPECT_EQ(cfg.seq_bucket(2), 4);  // draft tokens
-  EXPECT_EQ(cfg.seq_bucket(4), 4);
-  EXPECT_EQ(cfg.seq_bucket(5), 8);
-  EXPECT_EQ(cfg.seq_bucket(8), 8);
-  EXPECT_EQ(cfg.seq_bucket(9), 16);
-  EXPECT_EQ(cfg.seq_bucket(16), 16);
-  EXPECT_EQ(cfg.seq_bucket(17), 128);
-  // Keys past 32K: a bucket of their own up to 64K, and the largest boundary past it.
-  EXPECT_EQ(cfg.seq_bucket(32769), 65536);
-  EXPECT_EQ(cfg.seq_bucket(1 << 20), 65536);
-  // Few (sequence, query head) pairs: the draft-token defaults tell 8 and 16 from 32.
-  EXPECT_EQ(cfg.bh_bucket(1), 8);
-  EXPECT_EQ(cfg.bh_bucket(8), 8);
-  EXPECT_EQ(cfg.bh_bucket(9), 16);
-  EXPECT_EQ(cfg.bh_bucket(16), 16);
-  EXPECT_EQ(cfg.bh_bucket(17), 32);
-  // None between 32 and 128: the default tuning set's winners (bh 128) serve 33-128.
-  EXPECT_EQ(cfg.bh_bucket(33), 128);
+  // {value, bucket}: one query; draft tokens (2-4, 5-8, 9-16); keys past 32K a bucket of
+  // their own up to 64K, and the largest boundary past it.
+  const int seq[][2] = {{1, 1},   {2, 4},    {4, 4},   {5, 8},          {8, 8},
+                        {9, 16},  {16, 16},  {17, 128}, {32769, 65536}, {1 << 20, 65536}};
+  for (const auto& v : seq) EXPECT_EQ(cfg.seq_bucket(v[0]), v[1]) << v[0];
+  // Few (sequence, query head) pairs: the draft-token defaults tell 8 and 16 from 32. None
+  // between 32 and 128: the default tuning set's winners (bh 128) serve 33-128.
+  const int bh[][2] = {{1, 8}, {8, 8}, {9, 16}, {16, 16}, {17, 32}, {33, 128}};
+  for (const auto& v : bh) EXPECT_EQ(cfg.bh_bucket(v[0]), v[1]) << v[0];
   AttnProblem p;
   p.batch = 1;
   p.heads_q = 32;
