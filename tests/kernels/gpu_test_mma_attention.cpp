@@ -672,7 +672,10 @@ TEST_P(Fixture, NativeMmaSplitKeysMatchFp32Reference) {
     const int tiles = decode_pack_tiles(cfg.block_m, q.heads_q / q.heads_kv, c.pack);
     EXPECT_EQ(l.k->mma_units(q), std::int64_t(q.batch) * q.heads_kv * tiles) << q.str();
     // A group over several tiles: its ranges fill the wave, with no merge cap (launch.cpp).
-    if (tiles > 1) EXPECT_EQ(ranges, decode_split_ranges(l.k->mma_units(q), full_grid(*l.k), q.seq_kv)) << q.str();
+    if (tiles > 1)
+      EXPECT_EQ(ranges, decode_split_ranges(l.k->mma_units(q), full_grid(*l.k), q.seq_kv,
+                                            decode_min_keys(cfg.head_dim, q.seq_kv, l.k->mma_units(q))))
+          << q.str();
     EXPECT_EQ(ranges > 0, c.split) << q.str() << ": " << ranges << " ranges";
     AttnBuffers b2(q);
     b2.fill(*ref.mod, InputKind::gaussian, run_seed() ^ (0xdec0deull + c.sh.nkv), st);

@@ -115,6 +115,26 @@ TEST(DecodePlan, RangesFillOneWaveAtTheShortestRangeAndTheMergeBound) {
   EXPECT_EQ(decode_split_ranges(0, 132, 4096), 0);
 }
 
+// The shortest range the launcher asks for (decode_min_keys): from 1K keys, 128 keys at head dim
+// 256 (two of its 64-key tiles), and at head dim 128 up to 2K keys over at most 4 units; else
+// 256 (head dim 64, more units, longer or shorter calls). One query of 16 heads over one kv head
+// (one unit) over 1K keys: 8 ranges instead of 4; over 4K, 16 of 256 keys at head dim 128 and
+// 32 of 128 at head dim 256.
+TEST(DecodePlan, ShortCallsOfFewUnitsAndHeadDim256TakeRangesOf128Keys) {
+  EXPECT_EQ(decode_min_keys(128, 1024, 1), 128);
+  EXPECT_EQ(decode_min_keys(128, 2048, 4), 128);
+  EXPECT_EQ(decode_min_keys(128, 2048, 8), 256);   // Llama 3 8B's 8 kv heads: level or behind
+  EXPECT_EQ(decode_min_keys(128, 2049, 1), 256);
+  EXPECT_EQ(decode_min_keys(128, 1023, 1), 256);
+  EXPECT_EQ(decode_min_keys(64, 1024, 1), 256);
+  EXPECT_EQ(decode_min_keys(256, 32768, 8), 128);
+  EXPECT_EQ(decode_min_keys(256, 1023, 1), 256);
+  EXPECT_EQ(decode_split_ranges(1, 132, 1024, decode_min_keys(128, 1024, 1)), 8);
+  EXPECT_EQ(decode_split_ranges(1, 132, 4096, decode_min_keys(128, 4096, 1)), 16);
+  EXPECT_EQ(decode_split_ranges(1, 132, 4096, decode_min_keys(256, 4096, 1)), 32);
+  EXPECT_EQ(decode_split_ranges(1, 132, 300, decode_min_keys(128, 300, 1)), 0);  // too few keys to split
+}
+
 TEST(DecodePlan, RangesStopWhereTheMergeTakesMoreThanTwoRoundTripsUnlessTooFewCtasWork) {
   // The merge's items are a tile's rows of queries x four columns; 256 threads (16x128, 8 warps).
   EXPECT_EQ(decode_merge_cap(7, 128, 256), 16);   // Qwen2.5 7B's 7 heads: 224 items, one part

@@ -319,7 +319,8 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
     if (per_sm < 1) throw Error(Errc::unsupported, cat(cfg_.name, ": no CTA of this variant fits an SM"));
     persistent_ctas_ = std::int64_t(num_sms_) * per_sm;
   }
-  // The decode schedule's shortest range in keys (diagnosis, A/B timing; default kDecodeSplitMinKeys).
+  // The decode schedule's shortest range in keys (diagnosis, A/B timing; default decode_min_keys;
+  // set, it also lifts the merge cap).
   if (decode()) decode_min_keys_ = std::atoi(env("SAGE_DECODE_MIN_KEYS").c_str());
   // SAGE_PACK_HEADS=0: no GQA heads packed into one tile; 1: wherever the tile holds the group,
   // however few the key tiles (diagnosis, A/B timing, tests of the packed paths).
@@ -456,6 +457,12 @@ std::int64_t decode_merge_cap(std::int64_t rows, int head_dim, int threads) {
   const std::int64_t parts = std::max<std::int64_t>(1, threads / items);
   return 2 * kMmaMergeBatch * parts;
 }
+std::int64_t decode_min_keys(int head_dim, int seq_kv, std::int64_t units) {
+  if (seq_kv < kDecodeShortKeysFrom) return kDecodeSplitMinKeys;
+  const bool shorter =
+      head_dim >= 256 || (head_dim == 128 && seq_kv <= kDecodeShortKeys && units <= kDecodeShortMaxUnits);
+  return shorter ? kDecodeShortMinKeys : kDecodeSplitMinKeys;
+}
 int decode_split_ranges(std::int64_t units, std::int64_t slots, int seq_kv, std::int64_t min_keys,
                         std::int64_t merge_cap) {
   if (units <= 0 || units * 2 > slots) return 0;
@@ -476,7 +483,8 @@ int AttnKernel::mma_split_ranges(const AttnProblem& p) const {
   // 71 / 1 at D=64 20 / 39 against 24 / 61; docs/kernels.md, 2026-11-27 (z)).
   if (decode())
     return decode_split_ranges(
-        units, slots, p.seq_kv, decode_min_keys_,
+        units, slots, p.seq_kv,
+        decode_min_keys_ > 0 ? decode_min_keys_ : decode_min_keys(cfg_.head_dim, p.seq_kv, units),
         decode_min_keys_ > 0 || (pack > 0 && units > std::int64_t(p.batch) * p.heads_kv)
             ? 0
             : decode_merge_cap(rows, cfg_.head_dim, cfg_.threads));

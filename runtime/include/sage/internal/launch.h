@@ -159,6 +159,21 @@ inline bool cluster_one_tile_ranges(std::int64_t units, std::int64_t tiles) {
 // kDecodeMinCtas CTAs at work (H100, one query over 32K keys, Qwen2.5 7B's 28 / 4 heads: 41-42
 // us in 16 ranges against 44 in 33; 64 / 4: 43 against 47; docs/kernels.md, 2026-11-27 (x)).
 constexpr std::int64_t kDecodeSplitMinKeys = 256, kDecodeMaxRanges = 64, kDecodeMinCtas = 64;
+// The shortest range a call's tiles take (decode_min_keys): kDecodeShortMinKeys keys for calls
+// of at least kDecodeShortKeysFrom keys at head dim 256 (16x64 tiles: two of them), and at
+// head dim 128 for calls of up to kDecodeShortKeys keys over at most kDecodeShortMaxUnits
+// units, where more ranges' parallelism outweighs their partials; else kDecodeSplitMinKeys.
+// H100, one query, e2e us, ranges of at least 128 / 256 keys, two runs: head dim 128 over 1K /
+// 2K keys, 16 / 1 12.6-13.2 / 13.9-14.0 and 12.8-13.4 / 14.4-14.6, 8 / 1 11.3-11.5 /
+// 12.6-12.7 and 12.4-13.2 / 12.8-13.3, 48 / 1 (3 units) 12.6-12.7 / 14.1-14.2 and 13.2-13.8 /
+// 13.9-14.2, 28 / 4 12.4 / 13.0-13.4 and 14.0-14.7 / 14.0, but 32 / 8 (8 units) 13.8-14.0 /
+// 13.4 and 15.7-16.3 / 14.7-15.4; head dim 256 over 1K / 4K / 8K, 8 / 1 14.3-14.4 / 16.7-17.1,
+// 16.2-17.0 / 18.0-18.3, 17.7-18.4 / 19.8, 32 / 8 17.3-17.6 / 18.5-18.6, 27.6 / 27.6-28.4,
+// 42.0-42.5 / 42.0. Head dim 64 keeps 256: level or behind (16 / 1 over 1.5K 11.4-11.5 /
+// 11.1-11.2). docs/kernels.md, 2026-11-27 (aa).
+constexpr std::int64_t kDecodeShortMinKeys = 128, kDecodeShortKeysFrom = 1024, kDecodeShortKeys = 2048,
+                       kDecodeShortMaxUnits = 4;
+std::int64_t decode_min_keys(int head_dim, int seq_kv, std::int64_t units);
 // The ranges whose merge takes at most two round trips to L2 on each thread: the merging CTA's
 // `threads` threads take the tile's rows of queries (`rows`) four columns of `head_dim` each,
 // parts of them a share of the ranges where those items are fewer than the threads, eight
