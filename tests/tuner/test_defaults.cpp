@@ -459,6 +459,29 @@ TEST(Defaults, EveryMaxSeqKvIsASeqBucketBoundary) {
   EXPECT_GT(bh_entries, 0);
 }
 
+// tuner::default_variant reads only the keys below; a mistyped one (max_bhh) would be ignored and
+// widen its entry to every call, so every entry names known keys only, and always head_dim and
+// params.
+TEST(Defaults, EveryEntryNamesKnownKeysOnly) {
+  const EmbeddedFile* f = embedded_configs::find("defaults.yaml");
+  ASSERT_NE(f, nullptr);
+  const YAML::Node root = YAML::Load(std::string(f->view()));
+  const std::vector<std::string> known = {"head_dim", "policies", "max_seq_kv", "max_seq_q", "min_seq_q",
+                                          "causal",   "rows16",   "max_bh",     "params"};
+  int entries = 0;
+  for (const auto& arch : root["defaults"])
+    for (const YAML::Node& entry : arch.second) {
+      ++entries;
+      EXPECT_TRUE(entry["head_dim"] && entry["params"]) << arch.first.as<std::string>() << " entry " << entries;
+      for (const auto& kv : entry) {
+        const std::string k = kv.first.as<std::string>();
+        EXPECT_NE(std::find(known.begin(), known.end(), k), known.end())
+            << arch.first.as<std::string>() << " entry " << entries << ": unknown key " << k;
+      }
+    }
+  EXPECT_GT(entries, 0);
+}
+
 // Head dim 256 has only the native (unquantized) kernels, so every policy, length and mask
 // runs one of them: on Hopper the wgmma kernel for prefill and the mma.sync kernel (keys split
 // over the CTAs) for decoding; elsewhere the mma.sync kernel.
