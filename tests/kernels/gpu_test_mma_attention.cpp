@@ -487,8 +487,13 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
     EXPECT_EQ(rows(3968), 0) << "4 queries of a 7:1 group over 3968 keys stay unpacked";
   }
   const ScopedEnv pack_env("SAGE_PACK_HEADS", "1");
-  for (const bool clusters : {true, false}) {
-    const ScopedEnv env("SAGE_SPLIT_CLUSTERS", clusters ? nullptr : "0");
+  // Three merges: the share merge (the default where each unit takes at least kShareMinRanges
+  // ranges), then with it off, in clusters and through L2 alone.
+  int shared_shapes = 0;
+  for (const int mode : {0, 1, 2}) {
+    const bool share = mode == 0, clusters = mode == 1;
+    const ScopedEnv share_env("SAGE_SPLIT_SHARE", share ? nullptr : "0");
+    const ScopedEnv env("SAGE_SPLIT_CLUSTERS", mode == 2 ? "0" : nullptr);
     Loaded l;
     load(GetParam(), &l);
     if (!l) return;
@@ -509,7 +514,8 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
                                  Shape{1, 20, 1, 16, 2500, true, Layout::NHD, DType::fp16},
                                  Shape{2, 2, 1, 128, 3000, true, Layout::NHD, DType::bf16},
                                  Shape{1, 4, 4, 1, 20000, false, Layout::NHD, DType::fp16},
-                                 Shape{2, 2, 1, 128, 700, true, Layout::NHD, DType::bf16}};
+                                 Shape{2, 2, 1, 128, 700, true, Layout::NHD, DType::bf16},
+                                 Shape{1, 2, 1, 128, 9000, true, Layout::NHD, DType::bf16}};
     // The first eleven pack their groups' heads: groups of 4 and 8 at 128 / group rows a head,
     // and groups that do not divide the tile at 16 or 32 rows a head (launch.h:
     // tile_pack_rows): 4 draft queries of a 7:1 group (Qwen2.5 7B, 112 of 128 rows), a causal
@@ -521,11 +527,12 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
     // cluster_one_tile_ranges); the merge through L2 leaves so few tiles in one CTA. With 128
     // causal queries the last tile's range has rows that see none of its keys (up to query 67).
     const auto clusters_only = [](const Shape& s) { return s.nkv < 1024; };
-    // compute-sanitizer runs: three short decoding shapes instead, of 1000 keys in clusters and
-    // of 3000 without (the merge through L2 splits from about 16 key tiles)
+    // compute-sanitizer runs: short decoding shapes instead, of 1000 keys in clusters, of 3000
+    // without (the merge through L2 splits from about 16 key tiles), and of 9000 for the share
+    // merge (from 64 key tiles)
     const bool small = env_flag("SAGE_TEST_SMALL");
     if (small) {
-      const int nkv = clusters ? 1000 : 3000;
+      const int nkv = share ? 9000 : clusters ? 1000 : 3000;
       shapes = {Shape{1, 8, 2, 1, nkv, false, Layout::HND, DType::fp16},
                 Shape{1, 12, 3, 24, nkv, false, Layout::HND, DType::bf16},
                 Shape{1, 28, 4, 4, nkv, true, Layout::NHD, DType::fp16},
@@ -537,7 +544,7 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
     // 128, the last from key 3968; query row i sees keys up to i + nkv - 100, so the first rows
     // see none of the last tile), and a head count whose ranges put a boundary on a unit's last tile.
     bool found = false;
-    for (int nkv = 4000; nkv < 4067 && !found && !clusters && !small; nkv += 7)
+    for (int nkv = 4000; nkv < 4067 && !found && mode == 2 && !small; nkv += 7)
       for (int h = 2; h <= 24 && !found; ++h) {
         const AttnProblem p = make_problem({1, h, h, 100, nkv, true, Layout::HND, DType::fp16}, cfg.head_dim);
         const int ranges = l.k->plan(p).split_ranges;
@@ -550,15 +557,27 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
             found = true;
           }
       }
-    EXPECT_TRUE(found || clusters || small) << "no causal shape with a one-tile partial piece of hidden rows";
+    EXPECT_TRUE(found || mode != 2 || small) << "no causal shape with a one-tile partial piece of hidden rows";
     for (std::size_t i = 0; i < shapes.size(); ++i) {
       if (!clusters && !small && clusters_only(shapes[i])) continue;
       const AttnProblem p = make_problem(shapes[i], cfg.head_dim);
       const std::int64_t units = l.k->persistent_units(p), grid = l.k->persistent_grid(p);
-      const int ranges = l.k->plan(p).split_ranges, cluster = l.k->plan(p).split_cluster;
+      const int ranges = l.k->plan(p).split_ranges, cluster = l.k->plan(p).split_cluster,
+                mergers = l.k->plan(p).split_share;
       ASSERT_GT(ranges, 0) << p.str() << ": " << units << " query tiles on " << grid << " CTAs, not split";
       ASSERT_GT(grid, units) << p.str() << ": the split takes every CTA";
-      if (clusters) {
+      if (share && mergers > 0) {
+        ++shared_shapes;
+        EXPECT_EQ(cluster, 0) << p.str();
+        EXPECT_EQ(ranges % units, 0) << p.str() << ": every unit the same number of ranges";
+        EXPECT_EQ(mergers, ranges / units) << p.str() << ": every range of a unit merges a share";
+        EXPECT_LE(ranges, grid) << p.str() << ": one wave";
+      } else if (share) {
+        const std::int64_t tiles = (p.seq_kv + cfg.block_n - 1) / cfg.block_n;
+        EXPECT_TRUE(tiles < kShareMinUnitTiles || tiles / kShareMinTiles < kShareMinRanges ||
+                    grid / units < kShareMinRanges)
+            << p.str() << ": a unit that could take enough ranges, not shared";
+      } else if (clusters) {
         ASSERT_GE(cluster, 2) << p.str() << ": not split in clusters";
         EXPECT_EQ(ranges % units, 0) << p.str() << ": every unit the same number of ranges";
         EXPECT_EQ(grid, (ranges + cluster - 1) / cluster * cluster) << p.str() << ": a CTA a range, whole clusters";
@@ -581,9 +600,11 @@ TEST_P(Fixture, SplitKeysOfFewQueryTilesMatchFp32Reference) {
       expect_native_accuracy(*l.k, p, buf, tuner::run_reference(ref.kernel, buf, st), st,
                              "split keys (" + std::to_string(units) + " query tiles, " + std::to_string(grid) +
                                  " CTAs, " + std::to_string(ranges) + " ranges, clusters of " +
-                                 std::to_string(cluster) + ", pack_rows " + std::to_string(pack) + ")");
+                                 std::to_string(cluster) + ", share mergers " + std::to_string(mergers) +
+                                 ", pack_rows " + std::to_string(pack) + ")");
     }
   }
+  EXPECT_GE(shared_shapes, 3) << "the share merge ran on too few shapes";
 }
 
 // The native mma.sync kernel with few query tiles (decoding): the launcher cuts each tile's

@@ -563,6 +563,9 @@ const GraphCase kGraphCases[] = {
     // the persistent split over every CTA, merged in clusters and through L2 (sm_90)
     {"Decode_D128_GQA4_Nkv20000_Lse", make(1, 8, 2, 1, 20000, 128, false, Layout::HND, DType::fp16, true), nullptr,
      false, nullptr},
+    // 32 draft tokens of an 8:1 group: the persistent split's share merge (sm_90), causal, LSE
+    {"Draft32_D128_GQA8_Nkv20000_Lse_Share", make(1, 8, 1, 32, 20000, 128, true, Layout::HND, DType::fp16, true),
+     nullptr, false, nullptr},
     // the same merged through L2 only, in two levels, from the library's pool
     {"Decode_D64_GQA4_Nkv5000_L2_Pooled", make(1, 8, 2, 1, 5000, 64), "0", true, nullptr},
     // prefill: on sm_90 the quantized default at 4K keys (the preparation's statistics counters

@@ -126,5 +126,44 @@ TEST(SplitClusters, ChoicesKeepTheKernelsInvariants) {
   EXPECT_GT(chosen, 1000);
 }
 
+// Decoding's share merge (launch.h: choose_share_ranges): units of at least 8K keys (64 tiles
+// of 128) cut into ranges of at least 4 tiles, as many as one wave holds, where that makes at
+// least 8 a unit.
+TEST(ShareMerge, FewUnitsOfManyKeysFillTheWave) {
+  EXPECT_EQ(choose_share_ranges(1, 1024, 132), 132);  // one unit over 128K keys: every CTA
+  EXPECT_EQ(choose_share_ranges(1, 256, 132), 64);    // 32K keys: ranges of 4 tiles
+  EXPECT_EQ(choose_share_ranges(2, 256, 132), 64);    // two units: 128 CTAs
+  EXPECT_EQ(choose_share_ranges(4, 64, 132), 16);     // 8K keys
+  EXPECT_EQ(choose_share_ranges(8, 256, 132), 16);    // 8 units: the wave's share
+  EXPECT_EQ(choose_share_ranges(1, 256, 132, 2), 128);  // SAGE_SPLIT_SHARE_TILES=2
+}
+
+TEST(ShareMerge, ShortKeysAndManyUnitsKeepTheOwnersMerge) {
+  EXPECT_EQ(choose_share_ranges(1, 63, 132), 0);  // under 8K keys
+  EXPECT_EQ(choose_share_ranges(1, 32, 132), 0);  // 4K keys (the owner's merge measured level or faster)
+  EXPECT_EQ(choose_share_ranges(1, 16, 132), 0);  // 2K keys
+  EXPECT_EQ(choose_share_ranges(32, 64, 132), 0);  // 32 units: 4 ranges each (measured slower)
+  EXPECT_EQ(choose_share_ranges(17, 256, 132), 0); // 7 ranges each
+  EXPECT_EQ(choose_share_ranges(16, 256, 132), 8);
+  EXPECT_EQ(choose_share_ranges(0, 256, 132), 0);
+}
+
+TEST(ShareMerge, ChoicesKeepTheKernelsInvariants) {
+  std::mt19937 rng(20261127);
+  int chosen = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const std::int64_t units = 1 + rng() % 80, tiles = 1 + rng() % 4000, slots = 1 + rng() % 300;
+    const int r = choose_share_ranges(units, tiles, slots);
+    if (r == 0) continue;
+    ++chosen;
+    SCOPED_TRACE(::testing::Message() << "units " << units << " tiles " << tiles << " slots " << slots << " ranges " << r);
+    EXPECT_LE(units * r, slots) << "every range resident at once: mergers wait for every range";
+    EXPECT_GE(r, kShareMinRanges);
+    EXPECT_LE(r * kShareMinTiles, tiles) << "every range at least kShareMinTiles tiles";
+    EXPECT_LT(units * tiles * units * r, std::int64_t(1) << 31) << "the kernel's range arithmetic is 32-bit";
+  }
+  EXPECT_GT(chosen, 1000);
+}
+
 }  // namespace
 }  // namespace sage

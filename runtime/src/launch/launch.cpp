@@ -331,6 +331,11 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   // through L2 (diagnosis, A/B timing).
   const std::string cap_env = env("SAGE_SPLIT_CLUSTERS");
   const int cap = cap_env.empty() ? 8 : std::atoi(cap_env.c_str());
+  cluster_span_ = std::atoi(env("SAGE_SPLIT_CLUSTER_SPAN").c_str());
+  // Decoding's share merge: SAGE_SPLIT_SHARE=0 keeps the owner's (diagnosis, A/B timing);
+  // SAGE_SPLIT_SHARE_TILES=N sets its shortest range in key tiles.
+  share_ = env("SAGE_SPLIT_SHARE") == "0" ? 0 : 1;
+  share_min_tiles_ = std::atoi(env("SAGE_SPLIT_SHARE_TILES").c_str());
   if (native() && cfg_.schedule == "persistent_split" && cap >= 2) {
     for (int i = 0; i < int(max_clusters_.size()); ++i) {
       const unsigned c = 2u << i;
@@ -553,7 +558,7 @@ SplitClusters choose_split_clusters(const SplitClusterInputs& in) {
   for (std::size_t i = 0; i < r.size(); ++i) {
     const int c = 2 << i;
     if (in.max_clusters[i] <= 0 || (c - 1) * in.row_bytes > in.ring_bytes) continue;
-    r[i] = std::min({r_max, std::int64_t(in.max_clusters[i]) * c / in.units, kClusterMaxSpan * c});
+    r[i] = std::min({r_max, std::int64_t(in.max_clusters[i]) * c / in.units, (in.max_span > 0 ? in.max_span : kClusterMaxSpan) * c});
   }
   // None where the merge through L2 alone would cut clearly more ranges than any size runs;
   // else the largest size within 7/8 of the most ranges.
@@ -564,8 +569,25 @@ SplitClusters choose_split_clusters(const SplitClusterInputs& in) {
   return {};
 }
 
+int choose_share_ranges(std::int64_t units, std::int64_t tiles, std::int64_t slots, std::int64_t min_tiles) {
+  if (units <= 0 || tiles < kShareMinUnitTiles) return 0;
+  const std::int64_t r = std::min(slots / units, tiles / (min_tiles > 0 ? min_tiles : kShareMinTiles));
+  if (r < kShareMinRanges) return 0;
+  if (units * tiles * units * r >= (std::int64_t(1) << 31)) return 0;  // the kernel's 32-bit range arithmetic
+  return int(r);
+}
+
+std::pair<int, int> AttnKernel::share_plan(const AttnProblem& p) const {
+  if (!native() || cfg_.schedule != "persistent_split" || share_ == 0) return {0, 0};
+  if (pack_rows(p) == 0 && p.seq_q > cfg_.block_m) return {0, 0};  // one query tile a unit
+  const int r = choose_share_ranges(persistent_units(p), cdiv(p.seq_kv, cfg_.block_n), persistent_ctas_,
+                                    share_min_tiles_);
+  return {r, r};  // every range merges a share
+}
+
 std::pair<int, int> AttnKernel::cluster_plan(const AttnProblem& p) const {
   if (!native() || cfg_.schedule != "persistent_split" || max_clusters_[0] <= 0) return {0, 0};
+  if (share_plan(p).first > 0) return {0, 0};
   const int pack = pack_rows(p);
   if (pack == 0 && p.seq_q > cfg_.block_m) return {0, 0};  // one query tile a unit
   SplitClusterInputs in;
@@ -582,6 +604,7 @@ std::pair<int, int> AttnKernel::cluster_plan(const AttnProblem& p) const {
   in.row_bytes = rows * 4 * (cfg_.head_dim + 16);
   in.ring_bytes = std::int64_t(cfg_.stages) * 2 * cfg_.block_n * cfg_.head_dim * 2;
   in.max_clusters = max_clusters_;
+  in.max_span = cluster_span_;
   in.l2_ranges = l2_split_ranges(p);
   const SplitClusters sc = choose_split_clusters(in);
   if (sc.cluster == 0) return {0, 0};
@@ -594,6 +617,7 @@ int AttnKernel::split_cluster(const AttnProblem& p) const { return cluster_plan(
 int AttnKernel::split_ranges(const AttnProblem& p) const {
   if (mma_native()) return mma_split_ranges(p);
   if (cfg_.schedule != "persistent_split") return 0;
+  if (const auto sp = share_plan(p); sp.first > 0) return int(persistent_units(p) * sp.first);
   if (const auto cp = cluster_plan(p); cp.first > 0) return cp.second;
   return l2_split_ranges(p);
 }
@@ -627,6 +651,7 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
       off = align_up(off + sizeof(std::uint64_t) * mma_units(p) * (decode() ? w.split_ranges : 1));
     } else if (w.split_ranges > 0) {  // split_o at 0, then the flags
       w.split_cluster = split_cluster(p);
+      w.split_share = split_share(p);
       const std::size_t consumers = std::size_t(c.threads) - 128;  // the producer warpgroup is the last
       off = align_up(sizeof(float) * std::size_t(w.split_ranges) * (c.head_dim / 2 + 4) * consumers);
       w.sync = off;
@@ -734,6 +759,7 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
     if (w.split_ranges > 0) {
       s.split_ranges = w.split_ranges;
       s.split_cluster = w.split_cluster;
+      s.split_share = w.split_share;
       s.split_o = reinterpret_cast<float*>(base + w.split_o);
       s.sync = reinterpret_cast<unsigned long long*>(base + w.sync);
       s.generation = next_generation();

@@ -23,8 +23,9 @@ typedef std::int64_t sage_i64;
 // causal_single (their causal query tiles not paired). 8: split_cluster (decoding's split
 // merged within thread block clusters). 9: head_dim may be below the variant's D (a multiple
 // of 8): the kernels read the caller's columns past it as zeros and do not write O's. 10: the
-// decode schedule packs a GQA group larger than a tile into q_tiles tiles a kv head.
-#define SAGE_KERNEL_ABI_VERSION 10
+// decode schedule packs a GQA group larger than a tile into q_tiles tiles a kv head. 11:
+// split_share (the persistent split kernel's partials merged by several ranges, a share each).
+#define SAGE_KERNEL_ABI_VERSION 11
 
 // Element types of the user's tensors.
 enum SageDType { SAGE_DTYPE_FP16 = 0, SAGE_DTYPE_BF16 = 1 };
@@ -106,6 +107,10 @@ struct SageAttnParams {
   // cluster's leader (its lowest range) through distributed shared memory, so that only the
   // leaders' merged partials go through split_o (attn_native.cuh: cluster_merge). 0: no clusters.
   sage_i32 split_cluster;
+  // The persistent split kernel, decoding: every unit's split_ranges / units ranges write their
+  // partials, and the first split_share of them (the CTAs started last) each merge a share of
+  // them and store O (attn_native.cuh: share_merge). 0: the owner merges (merge_plan).
+  sage_i32 split_share;
   // TMA variants (wgmma pipeline): tensor maps (CUtensorMap, opaque) of q_quant, k_quant and
   // v_prep in the tile boxes and swizzle the kernel reads, encoded by the launcher (zero
   // otherwise); the persistent native kernels also store O through tma_o. Kernels take the

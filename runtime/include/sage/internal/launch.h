@@ -93,6 +93,8 @@ struct WorkspacePlan {
   int split_ranges = 0;
   // Decoding's split in thread block clusters of this many CTAs (AttnKernel::split_cluster; 0: none).
   int split_cluster = 0;
+  // Decoding's share merge: the mergers a unit (AttnKernel::split_share; 0: none).
+  int split_share = 0;
   bool has_stats = false, has_q_mean = false, has_q_kmean = false, has_v_prep = false,
        has_v_scale = false, has_v_mean = false;
   int q_tiles = 0, k_tiles = 0, stat_splits = 1;
@@ -131,12 +133,28 @@ struct SplitClusterInputs {
   std::int64_t ring_bytes = 0;  // the leader's K/V ring
   std::array<int, 3> max_clusters = {};  // clusters of 2, 4 and 8 CTAs resident at once
   std::int64_t l2_ranges = 0;  // the ranges the merge through L2 alone would cut (all units)
+  std::int64_t max_span = 0;   // clusters a unit may span (0: kClusterMaxSpan)
 };
 struct SplitClusters {
   int cluster = 0;          // CTAs a cluster (0: none)
   int ranges_per_unit = 0;  // R
 };
 SplitClusters choose_split_clusters(const SplitClusterInputs& in);
+// Decoding's share merge (AttnKernel::share_plan; attn_native.cuh: share_merge): units of at
+// least kShareMinUnitTiles key tiles (8K keys) have their keys cut into R ranges of at least
+// kShareMinTiles tiles, as many as the wave holds, every range merging a share of the
+// partials, where that makes at least kShareMinRanges ranges a unit. Below those the merge's
+// fixed cost (every range's partial written and read back, 3-5 us) outweighs its ranges, and
+// the owner's merge (in clusters or through L2) stays. H100, causal, e2e us, share / owner's:
+// 8 / 1 (one unit) with 8 queries over 2K keys 18.0 / 15.8 (ranges of 2 tiles), 4K 20.6 /
+// 17.7, 8K 21.8 / 23.3, 32K 27.1 (ranges of 4 tiles; 30.5 of 2) / 42.3, 128K 52.7 / 74.0;
+// 28 / 4 with 8 queries over 2K 23.1 / 17.8, 4K 23.8 / 23.8, 8K 24.5 / 27.3; 4 x 32 / 8
+// (32 units, 4 ranges each) over 8K 70.9 / 66.7 (docs/kernels.md, 2026-11-27 (ab)).
+constexpr std::int64_t kShareMinUnitTiles = 64, kShareMinTiles = 4, kShareMinRanges = 8;
+// The share merge's ranges a unit for `units` units of `tiles` key tiles on `slots` CTAs
+// resident at once (min_tiles: the shortest range, 0 for kShareMinTiles), or 0 where it does
+// not apply.
+int choose_share_ranges(std::int64_t units, std::int64_t tiles, std::int64_t slots, std::int64_t min_tiles = 0);
 constexpr std::int64_t kClusterMinTiles = 4, kClusterShortRanges = 8, kClusterMaxSpan = 4;
 // Units of kClusterOneTileFrom to kClusterShortRanges key tiles take ranges of one tile where
 // that makes no more than kClusterOneTileCtas CTAs in all.
@@ -238,6 +256,9 @@ class AttnKernel {
   // (2, 4 or 8 CTAs) whose ranges merge through distributed shared memory, with split_ranges then a
   // whole number of clusters a unit; 0 where no cluster size fits (SageAttnParams::split_cluster).
   int split_cluster(const AttnProblem& p) const;
+  // persistent_split, decoding: the share merge's mergers a unit (SageAttnParams::split_share;
+  // share_plan), or 0 where the owner merges.
+  int split_share(const AttnProblem& p) const { return share_plan(p).second; }
   // The native mma.sync kernel's query tiles (where packed: decode_pack_tiles per (batch, kv
   // head), one but in the decode schedule).
   std::int64_t mma_units(const AttnProblem& p) const;
@@ -293,10 +314,15 @@ class AttnKernel {
   int pack_heads_ = 1;       // SAGE_PACK_HEADS: 0 never, 1 where pack_pays, 2 wherever the tile holds the group
   // persistent_split: decoding in clusters, {cluster size, ranges} or {0, 0}.
   std::pair<int, int> cluster_plan(const AttnProblem& p) const;
+  // persistent_split, decoding: {ranges a unit, mergers a unit} of the share merge, or {0, 0}.
+  std::pair<int, int> share_plan(const AttnProblem& p) const;
   // persistent_split without clusters: the ranges merged through L2 (0: no split).
   int l2_split_ranges(const AttnProblem& p) const;
   // persistent_split: how many clusters of 2, 4 and 8 CTAs can run at once (0: none).
   std::array<int, 3> max_clusters_ = {};
+  int cluster_span_ = 0;  // SAGE_SPLIT_CLUSTER_SPAN (0: the default)
+  int share_ = 1;         // SAGE_SPLIT_SHARE: 0 keeps the owner's merge
+  int share_min_tiles_ = 0;  // SAGE_SPLIT_SHARE_TILES (0: kShareMinTiles)
   mutable std::mutex tma_mu_;
   mutable TmaCache tma_cache_;
 };

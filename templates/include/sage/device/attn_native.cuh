@@ -881,6 +881,133 @@ SAGE_DEV bool cluster_merge(const SageAttnParams& p, int range, int warp, int la
   return false;
 }
 
+// The share merge (p.split_share = NM > 0, decoding: every unit split into R = split_ranges /
+// units ranges, none holding two units, and every CTA one range). Every range writes its
+// partial (write_partial, the owner's too) and goes on to no store of its own; the unit's
+// ranges 0 .. NM - 1 (the CTAs started last: range r is CTA G - 1 - r) then merge every
+// range's partial, each a share of the items, and store O and the LSE themselves. An item is a
+// pair of O's fragment elements (2c, 2c + 1: the same row, columns 8 (c / 2) + 2 tig and next)
+// of one consumer thread t, t fastest. With fewer items than threads, PT parts of the threads
+// take every PT-th range each (a part's loads of MB ranges in flight together: one round trip
+// to L2) and meet in shared memory (`scratch`: the K/V ring, free once the key loop is done).
+// So the merge's cost no longer grows with the ranges, as the owner's fold of every partial
+// (merge_plan) does: the ranges can fill the GPU where few units have many keys. Each merger,
+// once it has seen every flag, adds one to its unit's first; the one that brings it to
+// generation + NM - 1 has seen every other merger past its waits and puts the unit's flags
+// back to 0 (a CUDA graph's replays share one generation). Every range is one CTA of one wave
+// (the launcher's grid), so no CTA waits for one that cannot start. Run by all consumer
+// threads (ctid < Cfg::CONSUMERS) of the range's CTA; `bar`: a named barrier of theirs.
+template <class Cfg>
+SAGE_DEV void share_merge(const SageAttnParams& p, int range, int b, int h, int j0, int ctid, u32 scratch, int bar) {
+  static_assert(!Cfg::V8 && !Cfg::SMOOTH_V, "the native kernels' O needs no V scale or mean");
+  constexpr int D = Cfg::D, E = D / 2, CW = Cfg::CONSUMERS / 32, NT = Cfg::CONSUMERS, MB = 8;
+  const int units = persistent_units<Cfg>(p), R = p.split_ranges / units, NM = p.split_share;
+  const int u = range / R, mj = range - u * R, s0 = u * R;
+  if (mj >= NM) return;
+  const unsigned long long gen = p.generation;
+  unsigned long long* flags = p.sync + i64(s0) * CW;  // [R][CW]
+  for (int f = ctid; f < R * CW; f += NT) {
+    if (warp_rows<true>(p, f % CW, 0, j0).row0 >= p.seq_q) continue;  // a warp without rows: no partial
+    while (ld_acquire(flags + f) - gen >= unsigned(NM)) __nanosleep(32);  // gen .. gen + NM - 1
+  }
+  named_bar_sync(bar, NT);
+  if (ctid == 0) {  // warp 0 always has rows, so its flag of range s0 was written
+    const unsigned long long seen = NM == 1 ? gen : atomicAdd(flags, 1ull);
+    if (seen == gen + NM - 1)
+      for (int f = 0; f < R * CW; ++f) flags[f] = 0ull;
+  }
+  __threadfence();
+  constexpr int NI = (E / 2) * NT;  // items (c, t)
+  const int I0 = (NI / 32 * mj / NM) * 32, I1 = (NI / 32 * (mj + 1) / NM) * 32, NS = I1 - I0;
+  const int PT = max_(1, min_(NT / max_(NS, 1), (R + MB - 1) / MB));
+  const float shift = p_log2_scale(Cfg::P_SCALE);
+  // Item it's merged pair (a0, a1), maximum and this lane's sum: stored, with the LSE, by all 32
+  // lanes of a warp together (the row's sum over its quad; NS and I0 are multiples of 32).
+  auto finish = [&](int it, float a0, float a1, float mx, float sum) {
+    const int c = it / NT, t = it % NT, w = t / 32, lane = t % 32, hh = c & 1;
+    const float lt = Cfg::ROW_SUMS_COMPLETE ? sum : quad_sum(sum);
+    const WarpRows wr = warp_rows<true>(p, w, 0, j0);
+    const int row = wr.row0 + lane / 4 + 8 * hh, col = 8 * (c >> 1) + 2 * (lane % 4), hq = h + wr.h_off;
+    if (wr.row0 >= p.seq_q || row >= p.seq_q) return;
+    const float inv = lt > 0.f ? 1.0f / lt : 0.f;
+    if (col < p.head_dim)
+      *reinterpret_cast<u32*>(static_cast<u8*>(p.o) +
+                              (b * p.o_stride_b + hq * p.o_stride_h + i64(row) * p.o_stride_n + col) * 2) =
+          pack_x2(a0 * inv, a1 * inv, p.dtype);
+    if (p.lse && c < 2 && lane % 4 == 0) {
+      const i64 idx = (i64(b) * p.heads_q + hq) * p.seq_q + row;
+      float lse = neg_inf();
+      if (lt > 0.f) {
+        lse = (mx + lg2(lt) - shift) * kLn2;
+        if (p.q_kmean) lse += p.q_kmean[idx];
+      }
+      p.lse[idx] = lse;
+    }
+  };
+  for (int x = ctid; x < NS * PT; x += NT) {
+    const int part = PT == 1 ? 0 : x / NS, it = I0 + x - part * NS;
+    const int c = it / NT, t = it % NT, hh = c & 1;
+    const bool rows = warp_rows<true>(p, t / 32, 0, j0).row0 < p.seq_q;
+    // An online merge over batches of ranges, each batch's loads in flight together.
+    float mx = neg_inf(), sum = 0.f, a0 = 0.f, a1 = 0.f;
+    for (int r0 = part; rows && r0 < R; r0 += MB * PT) {
+      float xm[MB], xl[MB], v0[MB], v1[MB];
+#pragma unroll
+      for (int jb = 0; jb < MB; ++jb) {
+        const int ri = r0 + jb * PT;
+        if (ri < R) {
+          xm[jb] = __ldcg(partial_at<Cfg>(p, s0 + ri, E + hh, t));
+          xl[jb] = __ldcg(partial_at<Cfg>(p, s0 + ri, E + 2 + hh, t));
+          v0[jb] = __ldcg(partial_at<Cfg>(p, s0 + ri, 2 * c, t));
+          v1[jb] = __ldcg(partial_at<Cfg>(p, s0 + ri, 2 * c + 1, t));
+        } else {
+          xm[jb] = neg_inf();
+          xl[jb] = v0[jb] = v1[jb] = 0.f;
+        }
+      }
+      float bm = mx;
+#pragma unroll
+      for (int jb = 0; jb < MB; ++jb) bm = fmaxf(bm, xm[jb]);
+      const float base = bm == neg_inf() ? 0.f : bm;
+      const float sc = ex2(mx - base);
+      sum *= sc;
+      a0 *= sc;
+      a1 *= sc;
+#pragma unroll
+      for (int jb = 0; jb < MB; ++jb) {
+        const float wt = ex2(xm[jb] - base);  // 0 for a range whose keys this row does not see
+        sum = fmaf(wt, xl[jb], sum);
+        a0 = fmaf(wt, v0[jb], a0);
+        a1 = fmaf(wt, v1[jb], a1);
+      }
+      mx = bm;
+    }
+    if (PT == 1) finish(it, a0, a1, mx, sum);
+    else sts_v4(scratch + u32(x) * 16u, a0, a1, mx, sum);
+  }
+  if (PT == 1) return;
+  named_bar_sync(bar, NT);
+  for (int i = ctid; i < NS; i += NT) {
+    float mx = neg_inf();
+    for (int q = 0; q < PT; ++q) {
+      float v[4];
+      lds_v4(scratch + u32(q * NS + i) * 16u, v);
+      mx = fmaxf(mx, v[2]);
+    }
+    const float base = mx == neg_inf() ? 0.f : mx;
+    float sum = 0.f, a0 = 0.f, a1 = 0.f;
+    for (int q = 0; q < PT; ++q) {
+      float v[4];
+      lds_v4(scratch + u32(q * NS + i) * 16u, v);
+      const float wt = ex2(v[2] - base);  // 0 for a part without visible keys
+      sum = fmaf(wt, v[3], sum);
+      a0 = fmaf(wt, v[0], a0);
+      a1 = fmaf(wt, v[1], a1);
+    }
+    finish(I0 + i, a0, a1, mx, sum);
+  }
+}
+
 // grid (min(units, SMs x CTAs per SM)), Cfg::THREADS threads (the consumer warpgroups, then
 // the producer warpgroup: setmaxnreg moves registers from it, Cfg::PRODUCER_REGS a thread, to
 // the consumers, Cfg::CONSUMER_REGS: ptxas sizes a wgmma kernel's registers for whole warpgroups), Cfg::SMEM_BYTES dynamic shared memory; the tensor maps as for the plain
@@ -1190,7 +1317,10 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
       const bool go_on = p.split_cluster > 1 ? cluster_merge<Cfg>(p, range, warp, lane, m[0], l[0], of, sK0,
                                                                   smem_addr(&cbars[0]), smem_addr(&cbars[1]), kClusterFree)
                                              : true;
-      if (row0 < p.seq_q && go_on) {
+      if (p.split_share > 0) {  // every range's partial; the mergers store O (share_merge, below)
+        if (row0 < p.seq_q) write_partial<Cfg>(p, range, warp, lane, m[0], l[0], of);
+        part = 2;
+      } else if (row0 < p.seq_q && go_on) {
         const TailSplit ts = tail_split<Cfg>(p);
         if (part == 2) {
           merge_partials<Cfg>(p, merge_plan(ts, range, false, p.split_cluster), warp, lane, m[0], l[0], of);
@@ -1222,6 +1352,16 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
   release_q();
   if (lane == 0) tma_store_wait<0, false>();
   if (Cfg::PINGPONG && wg == 0) named_bar_sync(1, 256);
+  if constexpr (Cfg::SPLIT) {
+    // The share merge: this CTA's one item is done (its unit is recomputed here rather than kept
+    // live across the loop, which spilled), so the ring is free, a scratch of 4 KiB.
+    const int range = int(gridDim.x - 1 - blockIdx.x);
+    if (p.split_share > 0 && range < p.split_ranges) {
+      WorkItem wi;
+      work_item<Cfg>(p, range / (p.split_ranges / persistent_units<Cfg>(p)), 0, &wi);
+      share_merge<Cfg>(p, range, wi.b, wi.h, wi.j0, int(threadIdx.x), sK0, kClusterFree);
+    }
+  }
 }
 
 // QN: the quarters of the head dim every call of this entry computes. 4: all of them (the

@@ -64,6 +64,10 @@ SAGE_DEV void mbar_wait_cluster(u32 bar, u32 phase) {
 SAGE_DEV void lds_v4(u32 addr, float (&v)[4]) {
   asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3]) : "r"(addr) : "memory");
 }
+// Stores 16 bytes into this CTA's shared memory.
+SAGE_DEV void sts_v4(u32 addr, float a, float b, float c, float d) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
 // Stores 16 bytes into another CTA's shared memory (shared::cluster address); their arrival
 // counts as transaction bytes on that CTA's mbarrier `cluster_bar`.
 SAGE_DEV void st_async_v4(u32 cluster_addr, float a, float b, float c, float d, u32 cluster_bar) {
