@@ -94,6 +94,14 @@ MODELS = {
     "llama3-70b-tp8-spec": ("Llama 3 70B, one GPU of 8 (8 query heads over 1 KV head), 8 draft tokens over 32K (causal)",
                             1, 8, 1, 8, 32768, 128, True),
     "spec-decode-8k": ("Llama 3 8B, 8 draft tokens verified over 8K (causal)", 1, 32, 8, 8, 8192, 128, True),
+    # Few (sequence, kv head) pairs with 16-128 queries over a long cache: persistent_split, its
+    # keys cut over every CTA and the partials merged by all of them, a share each (2026-11-27 (ab)).
+    "llama3-405b-tp8-spec16": ("Llama 3.1 405B, one GPU of 8, 16 draft tokens verified over 32K (causal)", 1, 16, 1,
+                               16, 32768, 128, True),
+    "llama3-70b-tp8-draft64": ("Llama 3 70B, one GPU of 8, 64 draft tokens verified over 32K (causal)", 1, 8, 1, 64,
+                               32768, 128, True),
+    "llama3-70b-tp8-chunk128": ("Llama 3 70B, one GPU of 8, a 128-token chunk over 128K cached keys (causal)", 1, 8,
+                                1, 128, 131072, 128, True),
     "llama3-405b-tp8-decode": ("Llama 3.1 405B, one GPU of 8, 16 sequences of 8K decoding", 16, 16, 1, 1, 8192, 128,
                                False),
     # Multi-query attention with more query heads than the decode tile's 16 rows: the group over

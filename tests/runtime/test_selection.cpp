@@ -167,19 +167,23 @@ TEST_F(RuntimeSelection, RowsOffTheSectorsTakeTheirOwnDefaultAheadOfAWinnerTuned
 }
 
 // Without a winner, the default is the one of the call's whole bucket, batch x query heads
-// included: 8 draft tokens over 32K keys take the decode schedule for one sequence of 16 query
-// heads (Llama 3.1 405B on one GPU of 8) and persistent_split for 2 x 32 (configs/defaults.yaml).
+// included: 8 draft tokens over 32K keys take the decode schedule for one sequence of 8 query
+// heads (Llama 3 70B on one GPU of 8), persistent_split for 16 (Llama 3.1 405B on one GPU of 8:
+// its share merge leads there since 2026-11-27 (ab)) and for 2 x 32 (configs/defaults.yaml).
 TEST_F(RuntimeSelection, DefaultsFollowTheCallsBatchTimesHeadsBucket) {
   auto l = lookup();
   tuner::WinnerKey k = key_;
-  k.problem = test::bucket(128, true, 32768, 16);
+  k.problem = test::bucket(128, true, 32768, 8);
   k.problem.seq_q_bucket = 8;
   const Choice few = rt::jit::choose(*l, k, kArch, false);
   EXPECT_EQ(few.source, Source::default_variant);
   EXPECT_EQ(test::variant_named(kArch, few.variant).get_string("schedule"), "decode") << few.variant;
-  k.problem.bh_bucket = 128;
-  const Choice many = rt::jit::choose(*l, k, kArch, false);
-  EXPECT_EQ(test::variant_named(kArch, many.variant).get_string("schedule"), "persistent_split") << many.variant;
+  for (const int bh : {16, 128}) {
+    k.problem.bh_bucket = bh;
+    const Choice more = rt::jit::choose(*l, k, kArch, false);
+    EXPECT_EQ(test::variant_named(kArch, more.variant).get_string("schedule"), "persistent_split")
+        << "bh " << bh << ": " << more.variant;
+  }
 }
 
 TEST_F(RuntimeSelection, PolicySelectsItsOwnDefault) {
