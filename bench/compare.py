@@ -87,8 +87,9 @@ MODELS = {
     "qwen2.5-7b-spec": ("Qwen2.5 7B, 4 draft tokens verified over 32K (causal)", 1, 28, 4, 4, 32768, 128, True),
     "qwen2.5-7b-spec-4k": ("Qwen2.5 7B, 4 draft tokens verified over 4K (causal)", 1, 28, 4, 4, 4096, 128, True),
     # Llama 3.1 405B on 8 GPUs (tensor parallel): 16 query heads over one KV head a GPU (8 draft
-    # tokens of one sequence: on the H100 the decode schedule, 8 tiles of 2 heads, since
-    # 2026-11-27 (aa); persistent_split before, the group over two tiles of 8 heads).
+    # tokens of one sequence: on the H100 persistent_split, the group over two tiles of 8 heads,
+    # its keys over the whole GPU with the share merge since 2026-11-27 (ab); the decode schedule
+    # in 2026-11-27 (aa)).
     "llama3-405b-tp8-spec": ("Llama 3.1 405B, one GPU of 8, 8 draft tokens verified over 32K (causal)", 1, 16, 1, 8,
                              32768, 128, True),
     "llama3-70b-tp8-spec": ("Llama 3 70B, one GPU of 8 (8 query heads over 1 KV head), 8 draft tokens over 32K (causal)",
