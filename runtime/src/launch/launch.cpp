@@ -415,9 +415,11 @@ int AttnKernel::pack_rows(const AttnProblem& p) const {
     return 0;
   // Of the persistent schedules only persistent_split's kernel idles the warps past a group
   // that does not fill the tile (attn_native.cuh: warp_rows); the others pack a group only
-  // where it fills the tile (a 192-row tile takes 3 heads at 64 rows, not 2 at 64).
+  // where it fills the tile (a 192-row tile takes 3 heads at 64 rows, not 2 at 64). The native
+  // mma.sync kernel idles them too (7 heads at 16 rows of a 128-row tile of 8 warps).
   const bool split = !mma_native() && cfg_.schedule == "persistent_split";
-  const int rows = tile_pack_rows(cfg_.block_m, g, p.seq_q, mma_native() ? cfg_.block_m / cfg_.warps : 0, !split);
+  const int rows = tile_pack_rows(cfg_.block_m, g, p.seq_q, mma_native() ? cfg_.block_m / cfg_.warps : 0,
+                                  !split && !mma_native());
   // persistent_split also packs a group of more heads than a tile holds over several tiles
   // (q_tiles), where a tile holds two heads or more.
   return rows == 0 && split ? tile_pack_rows_over_tiles(cfg_.block_m, p.seq_q) : rows;
