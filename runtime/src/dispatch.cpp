@@ -331,7 +331,9 @@ void run(const AttnProblem& p, Policy policy, const AttnArgs& a, void* workspace
     }
     SAGE_CU(cuMemFreeAsync(ws, stream));
   }
-  if (built && log_enabled()) log_selection(e.selection, p, policy, std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  if (built && log_enabled())
+    log_selection(e.selection, p, policy, std::chrono::duration<double, std::milli>(Clock::now() - t0).count(),
+                  launch_text(k, kp));
 }
 
 std::size_t workspace_size(const AttnProblem& p, Policy policy) {
@@ -340,7 +342,7 @@ std::size_t workspace_size(const AttnProblem& p, Policy policy) {
   bool built = false;
   const AttnProblem kp = kernel_problem(with_lse);
   const Entry& e = entry_for(kp, policy, &built, p.head_dim);
-  if (built && log_enabled()) log_selection(e.selection, with_lse, policy, -1);
+  if (built && log_enabled()) log_selection(e.selection, with_lse, policy, -1, launch_text(*e.kernel, kp));
   return padding_for(with_lse, kp, *e.kernel).bytes();
 }
 

@@ -24,7 +24,23 @@ void log_lines(const std::string& text) {
   }
 }
 
-void log_selection(const Selection& s, const AttnProblem& p, Policy policy, double first_call_ms) {
+std::string launch_text(const AttnKernel& k, const AttnProblem& kp) {
+  const WorkspacePlan w = k.plan(kp);
+  std::string t;
+  if (k.persistent()) t = cat(k.persistent_grid(kp), " CTAs (persistent, ", k.persistent_units(kp), " work units)");
+  else t = cat(w.q_tiles, " query tiles of ", w.k_tiles, " key tiles");
+  if (w.split_ranges > 0) {
+    t += cat("; keys split into ", w.split_ranges, " ranges");
+    if (w.split_share > 0) t += cat(", each merging a share of its unit's partials (share merge)");
+    else if (w.split_cluster > 1) t += cat(", merged in thread block clusters of ", w.split_cluster);
+    else if (k.native() && !k.mma_native()) t += ", merged through L2";
+  }
+  if (const int pack = k.pack_rows(kp); pack > 0) t += cat("; GQA heads packed, ", pack, " rows a head");
+  return t;
+}
+
+void log_selection(const Selection& s, const AttnProblem& p, Policy policy, double first_call_ms,
+                   const std::string& launch) {
   std::string t = cat(s.bucket, " on ", s.device, " (", s.arch, ")\n");
   t += cat("  call: ", p.str(), ", policy ", to_string(policy), "\n");
   const int kd = s.config.head_dim;
@@ -54,6 +70,7 @@ void log_selection(const Selection& s, const AttnProblem& p, Policy policy, doub
   if (!s.kernel_hash.empty()) t += cat(" ", s.kernel_hash.substr(0, 16));
   if (s.compile_ms > 0) t += cat(", compiled in ", human_duration(s.compile_ms / 1e3));
   t += cat(", module loaded in ", human_duration(s.load_ms / 1e3), "\n");
+  if (!launch.empty()) t += cat("  launch: ", launch, "\n");
   if (first_call_ms >= 0)
     t += cat("  first call: ", human_duration(first_call_ms / 1e3), " (selection ", human_duration(s.select_ms / 1e3),
              ")\n");

@@ -1030,6 +1030,38 @@ TEST_F(RuntimeGpu, SageLogShowsTheCallsHeadDimAndTheEntryServingIt) {
     EXPECT_NE(text.find(want), std::string::npos) << "missing: " << want << "\nlog:\n" << text;
 }
 
+// A decoding call's block says how it is launched: on sm_90a 32 causal draft tokens of an 8:1
+// group over 20000 keys run persistent_split with the share merge (every range merging a share
+// of the partials), and a prefill call names its tiles without a split.
+TEST_F(RuntimeGpu, SageLogShowsHowTheCallIsLaunched) {
+  env_.emplace_back("SAGE_LOG", "1");
+  const AttnProblem dec = make(1, 8, 1, 32, 20000, 128, true);
+  const AttnProblem pre = make(1, 4, 4, 1000, 1000, 128);
+  Tensors td(dec, 4), tp(pre, 5);
+  const std::string log = dir_.file("stderr.txt");
+  sage_status sd, sp;
+  std::string text;
+  {
+    const StderrTo redirect(log);
+    ASSERT_TRUE(redirect.ok()) << log;
+    sd = td.call(stream_);
+    sp = tp.call(stream_);
+    text = read_file(log);
+  }
+  ASSERT_EQ(sd, SAGE_OK) << sage_last_error();
+  ASSERT_EQ(sp, SAGE_OK) << sage_last_error();
+  sync();
+  const std::size_t first = text.find("[sage]   launch: "), second = text.find("[sage]   launch: ", first + 1);
+  ASSERT_NE(first, std::string::npos) << text;
+  ASSERT_NE(second, std::string::npos) << "one launch line a selection\n" << text;
+  const std::string dline = text.substr(first, text.find('\n', first) - first);
+  const std::string pline = text.substr(second, text.find('\n', second) - second);
+  EXPECT_EQ(pline.find("split"), std::string::npos) << pline;
+  if (arch_ != "sm_90a") GTEST_SKIP() << "the share merge is persistent_split's (sm_90a); " << dline;
+  for (const char* want : {"CTAs (persistent, ", "keys split into ", "(share merge)", "GQA heads packed"})
+    EXPECT_NE(dline.find(want), std::string::npos) << "missing: " << want << "\n" << dline;
+}
+
 TEST_F(RuntimeGpu, CheckPointersRejectsHostMemoryAndShortBuffers) {
   env_.emplace_back("SAGE_CHECK_POINTERS", "1");
   rt::reset();  // the variable is read at the first call after a reset
