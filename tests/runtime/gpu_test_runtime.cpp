@@ -1056,6 +1056,7 @@ TEST_F(RuntimeGpu, SageLogShowsHowTheCallIsLaunched) {
   ASSERT_NE(second, std::string::npos) << "one launch line a selection\n" << text;
   const std::string dline = text.substr(first, text.find('\n', first) - first);
   const std::string pline = text.substr(second, text.find('\n', second) - second);
+  std::printf("[ sage ] %s\n[ sage ] %s\n", dline.c_str(), pline.c_str());
   EXPECT_EQ(pline.find("split"), std::string::npos) << pline;
   if (arch_ != "sm_90a") GTEST_SKIP() << "the share merge is persistent_split's (sm_90a); " << dline;
   for (const char* want : {"CTAs (persistent, ", "keys split into ", "(share merge)", "GQA heads packed"})
