@@ -154,5 +154,63 @@ TEST(DecodePlan, RangesStopWhereTheMergeTakesMoreThanTwoRoundTripsUnlessTooFewCt
   EXPECT_EQ(decode_split_ranges(4, 132, 2048, 0, 16), 8);
 }
 
+// Which kernels pack a call's GQA group, and at how many rows a head (launch.h: pack_rows_for).
+KernelConfig native_config(const std::string& pipeline, const std::string& schedule, int block_m, int warps) {
+  KernelConfig c;
+  c.pipeline = pipeline;
+  c.head_dim = 128;
+  c.block_m = block_m;
+  c.block_n = pipeline == "mma" && schedule != "decode" ? 64 : 128;
+  c.warps = warps;
+  c.qk = c.pv = "native";
+  c.schedule = schedule;
+  return c;
+}
+AttnProblem gqa_call(int hq, int hkv, int nq, int nkv) {
+  AttnProblem p;
+  p.batch = 1;
+  p.heads_q = hq;
+  p.heads_kv = hkv;
+  p.seq_q = nq;
+  p.seq_kv = nkv;
+  p.head_dim = 128;
+  p.causal = true;
+  return p;
+}
+
+TEST(PackRows, GroupsThatDoNotFillTheTilePackWhereTheKernelIdlesTheWarpsPastThem) {
+  // 4 draft tokens of Qwen2.5 7B's 7:1 group: 7 heads at 16 rows of a 128-row tile. The native
+  // mma.sync kernel of 8 warps (16 rows each) and persistent_split idle the last warp; the other
+  // persistent schedules pack only groups that fill the tile. (Commit 02d7f5f had the mma.sync
+  // kernel ask for a full tile, and it stopped packing these.)
+  const AttnProblem qwen = gqa_call(28, 4, 4, 5000);
+  EXPECT_EQ(pack_rows_for(native_config("mma", "plain", 128, 8), qwen), 16);
+  EXPECT_EQ(pack_rows_for(native_config("wgmma", "persistent_split", 128, 0), qwen), 16);
+  EXPECT_EQ(pack_rows_for(native_config("wgmma", "persistent_pingpong", 128, 0), qwen), 0);
+  // A 4:1 group fills the tile at 32 rows a head: every one of them packs.
+  const AttnProblem llama = gqa_call(32, 8, 4, 5000);
+  EXPECT_EQ(pack_rows_for(native_config("mma", "plain", 128, 8), llama), 32);
+  EXPECT_EQ(pack_rows_for(native_config("wgmma", "persistent_pingpong", 128, 0), llama), 32);
+  // The mma.sync kernel of 4 warps (32 rows each) needs whole warps a head: 16 rows do not.
+  EXPECT_EQ(pack_rows_for(native_config("mma", "plain", 128, 4), qwen), 0);
+  // The decode schedule's own rule (7 heads of 4 queries: 4 heads a 16-row tile).
+  EXPECT_EQ(pack_rows_for(native_config("mma", "decode", 16, 8), qwen), 4);
+}
+
+TEST(PackRows, NothingPacksForMhaQuantizedKernelsOrWhenTurnedOff) {
+  const AttnProblem qwen = gqa_call(28, 4, 4, 5000);
+  EXPECT_EQ(pack_rows_for(native_config("mma", "plain", 128, 8), gqa_call(32, 32, 4, 5000)), 0);  // MHA
+  KernelConfig quantized = native_config("wgmma", "persistent_split", 128, 0);
+  quantized.qk = "int8";
+  quantized.pv = "fp8";
+  EXPECT_EQ(pack_rows_for(quantized, qwen), 0);
+  EXPECT_EQ(pack_rows_for(native_config("mma", "plain", 128, 8), qwen, 0), 0);  // SAGE_PACK_HEADS=0
+  // The persistent kernels pack where the call has at least 8 (batch, kv head) pairs or 128 of
+  // their key tiles (pack_pays): 4 kv heads over 2K keys (64 tiles) do not, unless forced.
+  const AttnProblem short_call = gqa_call(28, 4, 4, 2048);
+  EXPECT_EQ(pack_rows_for(native_config("wgmma", "persistent_split", 128, 0), short_call), 0);
+  EXPECT_EQ(pack_rows_for(native_config("wgmma", "persistent_split", 128, 0), short_call, 2), 16);
+}
+
 }  // namespace
 }  // namespace sage

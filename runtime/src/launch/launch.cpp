@@ -405,21 +405,24 @@ int tile_pack_rows(int block_m, int group, int seq_q, int warp_rows, bool fill) 
   if (warp_rows > 0 && rows % warp_rows != 0) return 0;
   return rows;
 }
-int AttnKernel::pack_rows(const AttnProblem& p) const {
-  if (pack_heads_ == 0 || !native() || !(persistent() || mma_native()) || p.heads_kv <= 0 || p.heads_q <= p.heads_kv)
+int AttnKernel::pack_rows(const AttnProblem& p) const { return pack_rows_for(cfg_, p, pack_heads_); }
+int pack_rows_for(const KernelConfig& cfg_, const AttnProblem& p, int pack_heads) {
+  const bool native = cfg_.qk == "native", mma_native = native && cfg_.pipeline == "mma";
+  const bool persistent = cfg_.schedule.rfind("persistent", 0) == 0;
+  if (pack_heads == 0 || !native || !(persistent || mma_native) || p.heads_kv <= 0 || p.heads_q <= p.heads_kv)
     return 0;
   const int g = p.heads_q / p.heads_kv;
-  if (decode()) return decode_pack_rows(cfg_.block_m, g, p.seq_q);
-  if (mma_native() && cfg_.warps <= 0) return 0;
-  if (persistent() && pack_heads_ == 1 && !pack_pays(std::int64_t(p.batch) * p.heads_kv, cdiv(p.seq_kv, cfg_.block_n)))
+  if (mma_native && cfg_.schedule == "decode") return decode_pack_rows(cfg_.block_m, g, p.seq_q);
+  if (mma_native && cfg_.warps <= 0) return 0;
+  if (persistent && pack_heads == 1 && !pack_pays(std::int64_t(p.batch) * p.heads_kv, cdiv(p.seq_kv, cfg_.block_n)))
     return 0;
   // Of the persistent schedules only persistent_split's kernel idles the warps past a group
   // that does not fill the tile (attn_native.cuh: warp_rows); the others pack a group only
   // where it fills the tile (a 192-row tile takes 3 heads at 64 rows, not 2 at 64). The native
   // mma.sync kernel idles them too (7 heads at 16 rows of a 128-row tile of 8 warps).
-  const bool split = !mma_native() && cfg_.schedule == "persistent_split";
-  const int rows = tile_pack_rows(cfg_.block_m, g, p.seq_q, mma_native() ? cfg_.block_m / cfg_.warps : 0,
-                                  !split && !mma_native());
+  const bool split = !mma_native && cfg_.schedule == "persistent_split";
+  const int rows = tile_pack_rows(cfg_.block_m, g, p.seq_q, mma_native ? cfg_.block_m / cfg_.warps : 0,
+                                  !split && !mma_native);
   // persistent_split also packs a group of more heads than a tile holds over several tiles
   // (q_tiles), where a tile holds two heads or more.
   return rows == 0 && split ? tile_pack_rows_over_tiles(cfg_.block_m, p.seq_q) : rows;

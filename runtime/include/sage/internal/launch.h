@@ -227,6 +227,10 @@ constexpr std::int64_t kPackMinUnits = 8, kPackMinTiles = 128;
 bool pack_pays(std::int64_t kv_heads, std::int64_t key_tiles);
 int decode_split_ranges(std::int64_t units, std::int64_t slots, int seq_kv, std::int64_t min_keys = 0,
                         std::int64_t merge_cap = 0);
+// The rows a head of a call's packed GQA group on variant c (AttnKernel::pack_rows;
+// SageAttnParams::pack_rows), or 0: the native persistent and mma.sync kernels only. pack_heads
+// (SAGE_PACK_HEADS): 0 never, 1 where pack_pays, 2 wherever the tile holds the group.
+int pack_rows_for(const KernelConfig& c, const AttnProblem& p, int pack_heads = 1);
 
 // A loaded quantized-attention variant (pipelines "mma" and "wgmma": same kernels' interface).
 class AttnKernel {
