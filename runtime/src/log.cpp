@@ -24,21 +24,6 @@ void log_lines(const std::string& text) {
   }
 }
 
-std::string launch_text(const AttnKernel& k, const AttnProblem& kp) {
-  const WorkspacePlan w = k.plan(kp);
-  std::string t;
-  if (k.persistent()) t = cat(k.persistent_grid(kp), " CTAs (persistent, ", k.persistent_units(kp), " work units)");
-  else t = cat(w.q_tiles, " query tiles of ", w.k_tiles, " key tiles");
-  if (w.split_ranges > 0) {
-    t += cat("; keys split into ", w.split_ranges, " ranges");
-    if (w.split_share > 0) t += cat(", each merging a share of its unit's partials (share merge)");
-    else if (w.split_cluster > 1) t += cat(", merged in thread block clusters of ", w.split_cluster);
-    else if (k.native() && !k.mma_native()) t += ", merged through L2";
-  }
-  if (const int pack = k.pack_rows(kp); pack > 0) t += cat("; GQA heads packed, ", pack, " rows a head");
-  return t;
-}
-
 void log_selection(const Selection& s, const AttnProblem& p, Policy policy, double first_call_ms,
                    const std::string& launch) {
   std::string t = cat(s.bucket, " on ", s.device, " (", s.arch, ")\n");

@@ -15,11 +15,9 @@ void log_lines(const std::string& text);
 // differing key fields on a miss), where the cubin came from, timings, notes, and the command
 // that reproduces the call. first_call_ms < 0: the selection was made without a launch
 // (sage_workspace_size, sage_variant_name).
-// `launch`: launch_text's line for the call (empty: none).
+// `launch`: launch_text's line for the call (launch.h; empty: none).
 void log_selection(const Selection& s, const AttnProblem& p, Policy policy, double first_call_ms,
                    const std::string& launch = {});
-// How kernel k launches the problem kp (as the kernel sees it): the persistent grid, the keys'
-// split over CTAs and how its partials merge, the GQA heads packed into one tile.
-std::string launch_text(const AttnKernel& k, const AttnProblem& kp);
+
 
 }  // namespace sage::rt

@@ -206,7 +206,7 @@ int run_bench(const BenchArgs& a) {
                      {"variant", name}, {"e2e_ms", e2e.median_ms}, {"tops", tops}, {"prep_ms", prep.median_ms},
                      {"prep_tbps", prep_tbs}, {"attn_ms", attn.median_ms}, {"attn_tops", attn_tops},
                      {"spread", e2e.spread()}, {"seq_kv", p.seq_kv}, {"heads_kv", p.heads_kv},
-                     {"layout", to_string(p.layout)}, {"dtype", to_string(p.dtype)}});
+                     {"layout", to_string(p.layout)}, {"dtype", to_string(p.dtype)}, {"launch", launch_text(*k, p)}});
       if (!a.json) {
         std::fprintf(stderr, "\r\033[K  d%d %s N=%d %s: %.0f TOPS", d, causal ? "causal" : "", n, name.c_str(), tops);
         std::fflush(stderr);

@@ -640,6 +640,21 @@ int AttnKernel::l2_split_ranges(const AttnProblem& p) const {
   return int(ranges);
 }
 
+std::string launch_text(const AttnKernel& k, const AttnProblem& kp) {
+  const WorkspacePlan w = k.plan(kp);
+  std::string t;
+  if (k.persistent()) t = cat(k.persistent_grid(kp), " CTAs (persistent, ", k.persistent_units(kp), " work units)");
+  else t = cat(w.q_tiles, " query tiles of ", w.k_tiles, " key tiles");
+  if (w.split_ranges > 0) {
+    t += cat("; keys split into ", w.split_ranges, " ranges");
+    if (w.split_share > 0) t += cat(", each merging a share of its unit's partials (share merge)");
+    else if (w.split_cluster > 1) t += cat(", merged in thread block clusters of ", w.split_cluster);
+    else if (k.native() && !k.mma_native()) t += ", merged through L2";
+  }
+  if (const int pack = k.pack_rows(kp); pack > 0) t += cat("; GQA heads packed, ", pack, " rows a head");
+  return t;
+}
+
 WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   const KernelConfig& c = cfg_;
   WorkspacePlan w;

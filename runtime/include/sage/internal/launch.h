@@ -346,4 +346,10 @@ class ReferenceKernel {
 // process) and returns it.
 CUcontext use_device(int device = 0);
 
+// How kernel k launches the problem kp (as the kernel sees it), in words: the persistent grid
+// and its work units (else the query and key tiles), the keys' split over CTAs and how its
+// partials merge (share merge, clusters, through L2), the GQA heads packed into one tile
+// (SAGE_LOG's launch line, `sage-tune bench --json`'s "launch").
+std::string launch_text(const AttnKernel& k, const AttnProblem& kp);
+
 }  // namespace sage
