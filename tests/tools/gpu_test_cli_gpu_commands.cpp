@@ -62,6 +62,10 @@ TEST(CliGpu, BenchPrintsTopsAndPrepBandwidth) {
   int quantized = 0;
   for (const auto& r : doc["results"]) {
     EXPECT_GT(r["tops"].get<double>(), 1.0) << r.dump();
+    // How the variant ran the call (launch_text): its tiles, or its persistent grid.
+    const std::string launch = r["launch"].get<std::string>();
+    EXPECT_TRUE(launch.find(" key tiles") != std::string::npos || launch.find(" CTAs (persistent, ") != std::string::npos)
+        << r.dump();
     if (r["variant"].get<std::string>().find("qk-native") != std::string::npos) {
       EXPECT_EQ(r["prep_ms"].get<double>(), 0.0) << r.dump();
       EXPECT_EQ(r["prep_tbps"].get<double>(), 0.0) << r.dump();
