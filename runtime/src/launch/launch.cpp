@@ -331,6 +331,8 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   // through L2 (diagnosis, A/B timing).
   const std::string cap_env = env("SAGE_SPLIT_CLUSTERS");
   const int cap = cap_env.empty() ? 8 : std::atoi(cap_env.c_str());
+  // SAGE_SPLIT_CLUSTER_SPAN=N: a unit's ranges over at most N clusters (default kClusterMaxSpan;
+  // diagnosis, A/B timing).
   cluster_span_ = std::atoi(env("SAGE_SPLIT_CLUSTER_SPAN").c_str());
   // Decoding's share merge: SAGE_SPLIT_SHARE=0 keeps the owner's (diagnosis, A/B timing);
   // SAGE_SPLIT_SHARE_TILES=N sets its shortest range in key tiles.
@@ -647,7 +649,7 @@ std::string launch_text(const AttnKernel& k, const AttnProblem& kp) {
   else t = cat(w.q_tiles, " query tiles of ", w.k_tiles, " key tiles");
   if (w.split_ranges > 0) {
     t += cat("; keys split into ", w.split_ranges, " ranges");
-    if (w.split_share > 0) t += cat(", each merging a share of its unit's partials (share merge)");
+    if (w.split_share > 0) t += ", each merging a share of its unit's partials (share merge)";
     else if (w.split_cluster > 1) t += cat(", merged in thread block clusters of ", w.split_cluster);
     else if (k.native() && !k.mma_native()) t += ", merged through L2";
   }
