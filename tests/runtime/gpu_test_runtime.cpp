@@ -230,7 +230,10 @@ TEST_P(RuntimeGpuBitwise, SameBitsAsTheLauncherForTheSameVariant) {
   const AttnProblem& p = GetParam().p;
   Tensors t(p, 42);
   const std::string variant = variant_of(p);
-  EXPECT_EQ(variant, tuner::default_variant(arch_, p.head_dim, "balanced", p.seq_kv, p.causal ? 1 : 0, p.seq_q));  // no DB
+  // No DB: the default of the call's bucket, batch x query heads included (every max_bh of
+  // defaults.yaml is a bh bucket boundary, so the call's own count matches as its bucket does).
+  EXPECT_EQ(variant, tuner::default_variant(arch_, p.head_dim, "balanced", p.seq_kv, p.causal ? 1 : 0, p.seq_q, false,
+                                            p.batch * p.heads_q));
 
   std::vector<float> lse_l;
   const std::vector<std::uint16_t> want = launcher_out(variant, t, &lse_l);
@@ -279,7 +282,7 @@ const Case kPaddedCases[] = {
     {"D80_NHD_BF16", make(2, 4, 4, 257, 257, 80, false, Layout::NHD, DType::bf16)},
     {"D40_HND_FP16_Scale_Lse", make(1, 4, 4, 1000, 1000, 40, false, Layout::HND, DType::fp16, true, 0.2f)},
     {"D72_HND_FP16_Decode_GQA4_Lse", make(1, 32, 8, 1, 4096, 72, false, Layout::HND, DType::fp16, true)},
-    {"D112_NHD_FP16_Prefill4K", make(1, 8, 8, 4096, 4096, 112, false, Layout::NHD, DType::fp16)},
+    {"D112_NHD_FP16_Prefill4K", make(2, 8, 8, 4096, 4096, 112, false, Layout::NHD, DType::fp16)},
     // Rows 16 but not 32 bytes long a multiple of, 2K keys: the quantized kernel (rows16).
     {"D72_HND_FP16_RowsOffTheSectors_Prefill2K_Lse", make(1, 8, 2, 2048, 2048, 72, false, Layout::HND, DType::fp16, true)},
     // ... a block of 512 queries over 3K such keys (min_seq_q: the native kernel), and head dim
@@ -287,7 +290,7 @@ const Case kPaddedCases[] = {
     {"D72_HND_FP16_RowsOffTheSectors_Chunk512Over3K", make(1, 8, 2, 512, 3072, 72, false, Layout::HND, DType::fp16)},
     {"D40_NHD_BF16_RowsOffTheSectors_Prefill3K_Lse", make(1, 4, 2, 3072, 3072, 40, false, Layout::NHD, DType::bf16, true)},
     {"D56_HND_BF16_Prefill8K_Causal_Lse", make(1, 4, 2, 8192, 8192, 56, true, Layout::HND, DType::bf16, true)},
-    {"D96_NHD_FP16_Prefill16K", make(1, 4, 4, 16384, 16384, 96, false, Layout::NHD, DType::fp16)},
+    {"D96_NHD_FP16_Prefill16K", make(1, 32, 32, 16384, 16384, 96, false, Layout::NHD, DType::fp16)},
     {"D100_HND_FP16_Copies_Lse", make(1, 8, 2, 1000, 3000, 100, false, Layout::HND, DType::fp16, true)},
     {"D36_NHD_BF16_Copies_Decode", make(2, 16, 4, 1, 5000, 36, false, Layout::NHD, DType::bf16)},
     // Above 128: the head-dim-256 kernels, in place and through copies (past 2K keys on sm_90a
@@ -313,7 +316,8 @@ TEST_P(RuntimeGpuPadded, SameBitsAsTheLauncherOnHostPaddedInputs) {
   // The padded bucket's variant, but for rows 16 and not 32 bytes long a multiple of (d % 16 ==
   // 8), whose defaults may differ (BucketKey::rows16; no DB here).
   if (d % 16 == 8)
-    EXPECT_EQ(variant, tuner::default_variant(arch_, dp, "balanced", p.seq_kv, p.causal ? 1 : 0, p.seq_q, true));
+    EXPECT_EQ(variant,
+              tuner::default_variant(arch_, dp, "balanced", p.seq_kv, p.causal ? 1 : 0, p.seq_q, true, p.batch * p.heads_q));
   else
     EXPECT_EQ(variant, variant_of(kp)) << "the padded call is the padded bucket's";
 
@@ -569,8 +573,9 @@ const GraphCase kGraphCases[] = {
     // the same merged through L2 only, in two levels, from the library's pool
     {"Decode_D64_GQA4_Nkv5000_L2_Pooled", make(1, 8, 2, 1, 5000, 64), "0", true, nullptr},
     // prefill: on sm_90 the quantized default at 4K keys (the preparation's statistics counters
-    // and V flags), and a native kernel with the library's pool
-    {"Prefill_D128_Nkv4096", make(1, 4, 4, 4096, 4096, 128), nullptr, false, nullptr},
+    // and V flags; 16 (sequence, head) pairs: up to 8 take the native kernel), and a native
+    // kernel with the library's pool
+    {"Prefill_D128_Nkv4096", make(2, 8, 8, 4096, 4096, 128), nullptr, false, nullptr},
     {"Prefill_D64_NHD_BF16_Nkv8192_Pooled", make(1, 4, 2, 1024, 8192, 64, false, Layout::NHD, DType::bf16), nullptr,
      true, nullptr},
     // the mma.sync native kernel's split over CTAs (the sm_80-89 decoding default)

@@ -427,6 +427,61 @@ TEST(Defaults, HopperDraftTokensOfFewSequenceHeadPairsRunTheDecodeSchedule) {
     EXPECT_EQ(hopper_default(d, "balanced", 32768, 1, 4, false, 512).get_string("schedule"), "decode") << d;
 }
 
+// Prefill calls of few (sequence, query head) pairs (batch x query heads, bh) on sm_90a
+// (2026-11-28): head dim 64 up to 2K keys takes 64-row native CTAs (twice the CTAs of the
+// 128-row kernels, in one wave) where they fit one wave; head dim 128 takes the native kernel
+// up to 4K keys for up to 8 pairs, and the one-warpgroup quantized kernel instead of the
+// three-warpgroup one up to 8K keys for up to 16 pairs and 16K for up to 8. Bucket edges on
+// both sides of each entry.
+TEST(Defaults, HopperPrefillOfFewSequenceHeadPairsFillsTheGpu) {
+  struct Row {
+    int d, n, causal, bh;
+    const char* policy;
+    int block_m, warpgroups;
+    const char* qk;
+  };
+  const Row rows[] = {
+      // Head dim 64: 64-row native CTAs of one warpgroup, 128-key tiles.
+      {64, 2048, 0, 8, "balanced", 64, 1, "native"},
+      {64, 2048, 1, 8, "accurate", 64, 1, "native"},
+      {64, 2048, 0, 16, "balanced", 128, 2, "native"},  // B=1 H=16 would take 512 CTAs
+      {64, 3072, 0, 8, "balanced", 128, 2, "native"},
+      {64, 1024, 0, 16, "balanced", 64, 1, "native"},
+      {64, 1024, 1, 16, "fast", 64, 1, "native"},
+      {64, 1024, 0, 32, "balanced", 128, 2, "native"},  // B=2 H=16: 512 CTAs
+      {64, 1024, 1, 32, "balanced", 64, 1, "native"},
+      {64, 1024, 0, 128, "balanced", 128, 2, "native"},
+      {64, 1024, 1, 128, "balanced", 64, 1, "native"},  // the 64x64 causal kernel
+      {64, 512, 0, 32, "accurate", 64, 1, "native"},
+      {64, 512, 0, 128, "balanced", 128, 2, "native"},
+      // Head dim 128, no mask up to 4K keys: the native persistent kernel for up to 8 pairs.
+      {128, 4096, 0, 8, "balanced", 128, 2, "native"},
+      {128, 4096, 0, 16, "balanced", 64, 1, "int8"},
+      {128, 6144, 0, 8, "balanced", 64, 1, "int8"},
+      // Head dim 128, the one-warpgroup quantized kernel past 6K keys for few pairs.
+      {128, 8192, 0, 16, "balanced", 64, 1, "int8"},
+      {128, 8192, 1, 16, "fast", 64, 1, "int8"},
+      {128, 8192, 0, 32, "balanced", 192, 3, "int8"},
+      {128, 16384, 0, 16, "balanced", 192, 3, "int8"},
+      {128, 16384, 0, 8, "balanced", 64, 1, "int8"},
+      {128, 16384, 1, 8, "balanced", 64, 1, "int8"},
+      {128, 32768, 0, 8, "balanced", 192, 3, "int8"},
+      {128, 16384, 0, 8, "accurate", 128, 2, "native"},  // the accurate policy keeps the native kernel
+  };
+  for (const Row& r : rows) {
+    const gen::Variant v = hopper_default(r.d, r.policy, r.n, r.causal, r.n, false, r.bh);
+    const std::string what = v.name + ": d" + std::to_string(r.d) + " " + std::to_string(r.n) + " keys, causal " +
+                             std::to_string(r.causal) + ", bh " + std::to_string(r.bh) + ", " + r.policy;
+    EXPECT_EQ(v.get_int("block_m"), r.block_m) << what;
+    EXPECT_EQ(v.get_int("warpgroups"), r.warpgroups) << what;
+    EXPECT_EQ(v.get_string("qk"), r.qk) << what;
+    EXPECT_EQ(v.pipeline, "wgmma") << what;
+    if (r.d == 64 && r.block_m == 64 && !(r.causal && r.bh > 32)) {
+      EXPECT_EQ(v.get_int("block_n"), 128) << what;
+    }
+  }
+}
+
 // The runtime matches defaults.yaml's entries against the call's seq_kv (seq_q) bucket and
 // `sage-tune bench` against the call's seq_kv (seq_q) itself: the two agree only where every
 // max_seq_kv, max_seq_q and min_seq_q is a bucket boundary of problems.yaml (a call of 5000 keys is in the
