@@ -428,45 +428,55 @@ TEST(Defaults, HopperDraftTokensOfFewSequenceHeadPairsRunTheDecodeSchedule) {
 }
 
 // Prefill calls of few (sequence, query head) pairs (batch x query heads, bh) on sm_90a
-// (2026-11-28): head dim 64 up to 2K keys takes 64-row native CTAs (twice the CTAs of the
-// 128-row kernels, in one wave) where they fit one wave; head dim 128 takes the native kernel
-// up to 4K keys for up to 8 pairs, and the one-warpgroup quantized kernel instead of the
-// three-warpgroup one up to 8K keys for up to 16 pairs and 16K for up to 8. Bucket edges on
-// both sides of each entry.
+// (2026-11-28): head dim 64 takes 64-row native CTAs (twice the CTAs of the 128-row kernels)
+// where they fit one wave, and for up to 8 pairs the native kernels up to 4K keys; head dim
+// 128 takes 64-row native CTAs up to 512 keys and the native kernel up to 4K keys for up to 8
+// pairs, and the one-warpgroup quantized kernel instead of the three-warpgroup one up to 8K
+// keys for up to 16 pairs and 16K for up to 8. Bucket edges on both sides of each entry.
 TEST(Defaults, HopperPrefillOfFewSequenceHeadPairsFillsTheGpu) {
   struct Row {
     int d, n, causal, bh;
     const char* policy;
     int block_m, warpgroups;
     const char* qk;
+    const char* schedule;  // nullptr: not checked
   };
   const Row rows[] = {
       // Head dim 64: 64-row native CTAs of one warpgroup, 128-key tiles.
-      {64, 2048, 0, 8, "balanced", 64, 1, "native"},
-      {64, 2048, 1, 8, "accurate", 64, 1, "native"},
-      {64, 2048, 0, 16, "balanced", 128, 2, "native"},  // B=1 H=16 would take 512 CTAs
-      {64, 3072, 0, 8, "balanced", 128, 2, "native"},
-      {64, 1024, 0, 16, "balanced", 64, 1, "native"},
-      {64, 1024, 1, 16, "fast", 64, 1, "native"},
-      {64, 1024, 0, 32, "balanced", 128, 2, "native"},  // B=2 H=16: 512 CTAs
-      {64, 1024, 1, 32, "balanced", 64, 1, "native"},
-      {64, 1024, 0, 128, "balanced", 128, 2, "native"},
-      {64, 1024, 1, 128, "balanced", 64, 1, "native"},  // the 64x64 causal kernel
-      {64, 512, 0, 32, "accurate", 64, 1, "native"},
-      {64, 512, 0, 128, "balanced", 128, 2, "native"},
+      {64, 3072, 0, 8, "balanced", 64, 1, "native", "plain"},
+      {64, 3072, 1, 8, "accurate", 64, 1, "native", "plain"},
+      {64, 2048, 0, 16, "balanced", 128, 2, "native", "plain"},  // B=1 H=16 would take 512 CTAs
+      {64, 1024, 0, 16, "balanced", 64, 1, "native", "plain"},
+      {64, 1024, 1, 16, "fast", 64, 1, "native", "plain"},
+      {64, 1024, 0, 32, "balanced", 128, 2, "native", "plain"},  // B=2 H=16: 512 CTAs
+      {64, 1024, 1, 32, "balanced", 64, 1, "native", "plain"},
+      {64, 1024, 0, 128, "balanced", 128, 2, "native", "plain"},
+      {64, 1024, 1, 128, "balanced", 64, 1, "native", "plain"},  // the 64x64 causal kernel
+      {64, 512, 0, 32, "accurate", 64, 1, "native", "plain"},
+      {64, 512, 0, 128, "balanced", 128, 2, "native", "plain"},
+      // Head dim 64, up to 8 pairs over 4K keys: the 128-row native kernels.
+      {64, 4096, 0, 8, "balanced", 128, 2, "native", "plain"},
+      {64, 4096, 1, 8, "balanced", 128, 2, "native", "persistent_pingpong"},
+      {64, 4096, 0, 16, "balanced", 64, 1, "int8", "plain"},
+      {64, 6144, 0, 8, "balanced", 64, 1, "int8", "plain"},
+      // Head dim 128 up to 512 keys: 64-row native CTAs for up to 8 pairs.
+      {128, 512, 0, 8, "balanced", 64, 1, "native", "plain"},
+      {128, 512, 1, 8, "accurate", 64, 1, "native", "plain"},
+      {128, 512, 0, 16, "balanced", 128, 2, "native", "persistent_pingpong"},
+      {128, 1024, 0, 8, "balanced", 128, 2, "native", "persistent_pingpong"},
       // Head dim 128, no mask up to 4K keys: the native persistent kernel for up to 8 pairs.
-      {128, 4096, 0, 8, "balanced", 128, 2, "native"},
-      {128, 4096, 0, 16, "balanced", 64, 1, "int8"},
-      {128, 6144, 0, 8, "balanced", 64, 1, "int8"},
+      {128, 4096, 0, 8, "balanced", 128, 2, "native", "persistent_pingpong"},
+      {128, 4096, 0, 16, "balanced", 64, 1, "int8", "plain"},
+      {128, 6144, 0, 8, "balanced", 64, 1, "int8", "plain"},
       // Head dim 128, the one-warpgroup quantized kernel past 6K keys for few pairs.
-      {128, 8192, 0, 16, "balanced", 64, 1, "int8"},
-      {128, 8192, 1, 16, "fast", 64, 1, "int8"},
-      {128, 8192, 0, 32, "balanced", 192, 3, "int8"},
-      {128, 16384, 0, 16, "balanced", 192, 3, "int8"},
-      {128, 16384, 0, 8, "balanced", 64, 1, "int8"},
-      {128, 16384, 1, 8, "balanced", 64, 1, "int8"},
-      {128, 32768, 0, 8, "balanced", 192, 3, "int8"},
-      {128, 16384, 0, 8, "accurate", 128, 2, "native"},  // the accurate policy keeps the native kernel
+      {128, 8192, 0, 16, "balanced", 64, 1, "int8", "plain"},
+      {128, 8192, 1, 16, "fast", 64, 1, "int8", "plain"},
+      {128, 8192, 0, 32, "balanced", 192, 3, "int8", "plain"},
+      {128, 16384, 0, 16, "balanced", 192, 3, "int8", "plain"},
+      {128, 16384, 0, 8, "balanced", 64, 1, "int8", "plain"},
+      {128, 16384, 1, 8, "balanced", 64, 1, "int8", "plain"},
+      {128, 32768, 0, 8, "balanced", 192, 3, "int8", "plain"},
+      {128, 16384, 0, 8, "accurate", 128, 2, "native", nullptr},  // the accurate policy keeps the native kernel
   };
   for (const Row& r : rows) {
     const gen::Variant v = hopper_default(r.d, r.policy, r.n, r.causal, r.n, false, r.bh);
@@ -476,10 +486,16 @@ TEST(Defaults, HopperPrefillOfFewSequenceHeadPairsFillsTheGpu) {
     EXPECT_EQ(v.get_int("warpgroups"), r.warpgroups) << what;
     EXPECT_EQ(v.get_string("qk"), r.qk) << what;
     EXPECT_EQ(v.pipeline, "wgmma") << what;
-    if (r.d == 64 && r.block_m == 64 && !(r.causal && r.bh > 32)) {
+    if (r.schedule) {
+      EXPECT_EQ(v.get_string("schedule"), r.schedule) << what;
+    }
+    if (r.block_m == 64 && r.qk == std::string("native") && !(r.causal && r.bh > 32)) {
       EXPECT_EQ(v.get_int("block_n"), 128) << what;
     }
   }
+  // Rows off the 32-byte sectors keep their quantized default at 3K keys and queries whatever
+  // the pairs: the entries above were measured on aligned rows.
+  EXPECT_EQ(hopper_default(64, "balanced", 3072, 0, 3072, true, 8).get_string("qk"), "int8");
 }
 
 // The runtime matches defaults.yaml's entries against the call's seq_kv (seq_q) bucket and
