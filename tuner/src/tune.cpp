@@ -64,6 +64,11 @@ std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r) {
 
 std::string default_variant(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
                             int causal, int seq_q, bool rows16, int bh) {
+  return default_match(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, bh).variant;
+}
+
+DefaultMatch default_match(const std::string& arch, int head_dim, const std::string& policy, int seq_kv, int causal,
+                           int seq_q, bool rows16, int bh) {
   const EmbeddedFile* f = embedded_configs::find("defaults.yaml");
   if (!f) throw Error(Errc::internal, "configs/defaults.yaml is not embedded in this build");
   YAML::Node root;
@@ -87,7 +92,9 @@ std::string default_variant(const std::string& arch, int head_dim, const std::st
   }
   const gen::Enumeration& e = cached->second;
   lock.unlock();
+  int index = -1;
   for (const YAML::Node& entry : list) {
+    ++index;
     if (entry["head_dim"].as<int>() != head_dim) continue;
     if (YAML::Node mx = entry["max_seq_kv"])
       if (seq_kv <= 0 || seq_kv > mx.as<int>()) continue;
@@ -121,7 +128,24 @@ std::string default_variant(const std::string& arch, int head_dim, const std::st
           break;
         }
       }
-      if (all) return v.name;
+      if (all) {
+        DefaultMatch m;
+        m.variant = v.name;
+        m.index = index;
+        m.line = entry.Mark().is_null() ? 0 : entry.Mark().line + 1;
+        for (const auto& kv : entry) {
+          const std::string k = kv.first.as<std::string>();
+          if (k == "params") continue;
+          std::string val;
+          if (kv.second.IsSequence()) {
+            for (const YAML::Node& x : kv.second) val += (val.empty() ? "" : ",") + x.as<std::string>();
+          } else {
+            val = kv.second.as<std::string>();
+          }
+          m.conditions += cat(m.conditions.empty() ? "" : ", ", k, " ", val);
+        }
+        return m;
+      }
     }
     throw Error(Errc::not_found, cat("configs/defaults.yaml: the ", arch, " default for head_dim ", head_dim,
                                      " is not a variant of the search space (or was pruned)"));

@@ -79,6 +79,17 @@ std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r);
 // skips them.
 std::string default_variant(const std::string& arch, int head_dim, const std::string& policy, int seq_kv = 0,
                             int causal = -1, int seq_q = 0, bool rows16 = false, int bh = 0);
+// default_variant's answer with the configs/defaults.yaml entry that gave it: its position in
+// the architecture's list (from 0), its line in the file (from 1; 0 where unknown), and its
+// conditions in words, as the file names them ("head_dim 128, max_seq_kv 4096, max_bh 8").
+struct DefaultMatch {
+  std::string variant;
+  int index = -1;
+  int line = 0;
+  std::string conditions;
+};
+DefaultMatch default_match(const std::string& arch, int head_dim, const std::string& policy, int seq_kv = 0,
+                           int causal = -1, int seq_q = 0, bool rows16 = false, int bh = 0);
 // A rows16 call's default where defaults.yaml has an entry of its own for it: one that differs
 // from the default of aligned rows in the same bucket. nullopt where it has none (or no default
 // at all). Such a default serves the call ahead of a tuned winner, which the tuner measured on

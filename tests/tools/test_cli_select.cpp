@@ -1,0 +1,130 @@
+// sage-tune select: the variant that serves a call and why (docs/cli.md). With --arch it needs no
+// GPU: the call's bucket as the runtime keys it, the architecture's default for that bucket
+// (batch x query heads included) and the configs/defaults.yaml entry that matched, which is
+// where the file says.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sage/tuner/tune.h"
+#include "support/cli.h"
+#include "support/gpu.h"
+
+namespace sage {
+namespace {
+using test::CliRun;
+using test::CliSandbox;
+
+std::vector<std::string> defaults_lines() {
+  std::ifstream in(std::string(SAGE_SOURCE_DIR) + "/configs/defaults.yaml");
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+nlohmann::json select_json(const CliSandbox& s, const std::string& args) {
+  CliRun r = s.run("select --arch sm_90a --json " + args);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
+TEST(CliSelect, NamesTheDefaultOfTheCallsBucketAndTheEntryThatGaveIt) {
+  CliSandbox s;
+  const std::vector<std::string> lines = defaults_lines();
+  ASSERT_GT(lines.size(), 100u);
+  struct Case {
+    std::string args;
+    int d, n, n_kv, causal, bh_bucket;
+    std::string bucket;
+  };
+  const Case cases[] = {
+      // Few (sequence, head) pairs: the entries by batch x query heads (2026-11-28).
+      {"-d 128 -n 4096 --batch 1 --heads 8 --heads-kv 1", 128, 4096, 4096, 0, 8,
+       "d128_noncausal_fp16_HND_q4096_kv4096_bh8_balanced"},
+      {"-d 64 -n 1000 --batch 1 --heads 12 --causal yes", 64, 1024, 1024, 1, 16,
+       "d64_causal_fp16_HND_q1024_kv1024_bh16_balanced"},
+      // The grid shape, and decoding.
+      {"-d 128 -n 16384", 128, 16384, 16384, 0, 128, "d128_noncausal_fp16_HND_q16384_kv16384_bh128_balanced"},
+      {"-d 128 -n 1 --seq-kv 32768 --batch 1 --heads 32 --heads-kv 8", 128, 1, 32768, 0, 32,
+       "d128_noncausal_fp16_HND_q1_kv32768_bh32_balanced"},
+  };
+  for (const Case& c : cases) {
+    const nlohmann::json j = select_json(s, c.args);
+    EXPECT_EQ(j["bucket"], c.bucket) << c.args;
+    EXPECT_EQ(j["source"], "default") << c.args;
+    EXPECT_EQ(j["variant"], tuner::default_variant("sm_90a", c.d, "balanced", c.n_kv, c.causal, c.n, false,
+                                                   c.bh_bucket))
+        << c.args;
+    // The entry: a line of configs/defaults.yaml that opens an entry of the call's head dim, and
+    // conditions that name it.
+    const int line = j["defaults_entry"]["line"].get<int>();
+    ASSERT_GT(line, 0) << c.args;
+    ASSERT_LE(line, int(lines.size())) << c.args;
+    EXPECT_NE(lines[line - 1].find("- head_dim: " + std::to_string(c.d)), std::string::npos)
+        << c.args << ": line " << line << ": " << lines[line - 1];
+    const std::string cond = j["defaults_entry"]["conditions"].get<std::string>();
+    EXPECT_EQ(cond.rfind("head_dim " + std::to_string(c.d), 0), 0u) << cond;
+  }
+  // The entry by batch x heads named as such: B=1 with 8 heads over 4K keys.
+  EXPECT_EQ(select_json(s, cases[0].args)["defaults_entry"]["conditions"], "head_dim 128, max_seq_kv 4096, max_bh 8");
+}
+
+TEST(CliSelect, RowsOffTheSectorsTakeTheirOwnEntry) {
+  CliSandbox s;
+  // d=72 (144-byte rows) over 3K keys and queries: the head dim 128 kernels, and the rows16
+  // entry ahead of any winner.
+  const nlohmann::json j = select_json(s, "-d 72 -n 3072 --batch 1 --heads 8 --heads-kv 2");
+  EXPECT_EQ(j["kernel_head_dim"], 128);
+  EXPECT_EQ(j["rows16"], true);
+  EXPECT_EQ(j["source"], "rows16 default");
+  EXPECT_EQ(j["variant"], *tuner::rows16_default("sm_90a", 128, "balanced", 3072, 0, 3072, 8));
+  EXPECT_NE(j["defaults_entry"]["conditions"].get<std::string>().find("rows16 true"), std::string::npos) << j.dump();
+  // d=80 (160-byte rows) is aligned: the bucket's ordinary default.
+  const nlohmann::json k = select_json(s, "-d 80 -n 3072 --batch 1 --heads 8 --heads-kv 2");
+  EXPECT_EQ(k["rows16"], false);
+  EXPECT_EQ(k["source"], "default");
+  EXPECT_EQ(k["variant"], tuner::default_variant("sm_90a", 128, "balanced", 3072, 0, 3072, false, 8));
+}
+
+TEST(CliSelect, TextNamesTheBucketTheEntryAndHowToTimeIt) {
+  CliSandbox s;
+  CliRun r = s.run("select --arch sm_90a -d 128 -n 4096 --batch 1 --heads 8 --heads-kv 1");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("bucket:  d128_noncausal_fp16_HND_q4096_kv4096_bh8_balanced"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("entry:   configs/defaults.yaml line "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("time it: sage-tune bench --variant attn_sm90a_"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--batch 1 --heads 8 --heads-kv 1 --causal no"), std::string::npos) << r.out;
+}
+
+TEST(CliSelect, BadInputIsAClearError) {
+  CliSandbox s;
+  CliRun r = s.run("select --arch sm_75 -d 64 -n 1024");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("unknown --arch 'sm_75'"), std::string::npos) << r.err;
+  r = s.run("select --arch sm_90a -d 300 -n 1024");
+  EXPECT_EQ(r.rc, 9) << r.err;
+  r = s.run("select --arch sm_90a -d 64 -n 2000 --seq-kv 1000 --causal yes");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("causal needs -n <= --seq-kv"), std::string::npos) << r.err;
+  r = s.run("select --arch sm_90a -d 64 -n 1024 --policy reckless");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("unknown policy 'reckless'"), std::string::npos) << r.err;
+  r = s.run("select --arch sm_90a -d 64");
+  EXPECT_EQ(r.rc, 2) << r.err;  // -n is required
+}
+
+TEST(CliSelect, WithoutAGpuItAsksForTheArchitecture) {
+  if (test::gpu_unavailable_reason().empty()) GTEST_SKIP() << "a GPU is present: select consults its databases";
+  CliSandbox s;
+  CliRun r = s.run("select -d 64 -n 1024");
+  EXPECT_EQ(r.rc, 5) << r.err;
+  EXPECT_NE(r.err.find("name the architecture with --arch"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace sage

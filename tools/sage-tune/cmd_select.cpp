@@ -1,0 +1,197 @@
+// sage-tune select: which kernel variant serves a call, and why. The call's problem bucket (as
+// the runtime keys its cache and the tune databases), then, in the runtime's order
+// (runtime/src/jit/select.cpp: choose): a rows16 call's own defaults.yaml entry, this GPU's
+// winner in the user DB, then in the system DB, then the architecture's default with the
+// configs/defaults.yaml entry that matched. With --arch, or without a GPU, the databases (whose
+// winners belong to a device) are not consulted and the default is the answer.
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "sage/common/cuda_driver.h"
+#include "sage/common/strings.h"
+#include "sage/tuner/compiler.h"
+#include "sage/tuner/problems.h"
+#include "sage/tuner/store.h"
+#include "sage/tuner/tune.h"
+#include "sage/tuner/variants.h"
+
+namespace sage::cli {
+namespace {
+
+struct SelectArgs {
+  int head_dim = 0, seq = 0, seq_kv = 0, batch = 4, heads = 32, heads_kv = 0;
+  std::string causal = "no", layout = "HND", dtype = "fp16", policy = "balanced", arch, db;
+  bool json = false;
+};
+
+// The smallest kernel head dim at or above d (configs/search_space.yaml: 64, 128 and 256 on
+// every pipeline; runtime/src/keys.cpp: kernel_head_dim).
+int kernel_head_dim(int d) {
+  for (int x : {64, 128, 256})
+    if (x >= d) return x;
+  return 0;
+}
+
+int bucket_of(const std::vector<int>& bounds, int v) {
+  for (int b : bounds)
+    if (v <= b) return b;
+  return bounds.empty() ? v : bounds.back();
+}
+
+int run_select(const SelectArgs& a) {
+  AttnProblem p;
+  p.batch = a.batch;
+  p.heads_q = a.heads;
+  p.heads_kv = a.heads_kv > 0 ? a.heads_kv : a.heads;
+  p.seq_q = a.seq;
+  p.seq_kv = a.seq_kv > 0 ? a.seq_kv : a.seq;
+  p.head_dim = a.head_dim;
+  if (a.causal != "yes" && a.causal != "no") throw Error(Errc::invalid_argument, "--causal must be yes or no");
+  p.causal = a.causal == "yes";
+  p.layout = parse_layout(a.layout);
+  p.dtype = parse_dtype(a.dtype);
+  p.validate();
+  if (p.causal && p.seq_q > p.seq_kv)
+    throw Error(Errc::invalid_argument, cat("causal needs -n <= --seq-kv (bottom-right aligned mask), got ", p.seq_q,
+                                            " > ", p.seq_kv));
+  const int kd = kernel_head_dim(p.head_dim);
+  if (kd == 0) throw Error(Errc::unsupported, cat("head_dim ", p.head_dim, ": the kernels go up to 256"));
+  // Rows 16 but not 32 bytes long a multiple of: defaults.yaml may have entries of their own.
+  const bool rows16 = kd > p.head_dim && p.head_dim % 16 == 8;
+
+  const tuner::ProblemsConfig cfg = tuner::ProblemsConfig::builtin();
+  if (!cfg.policies.count(a.policy))
+    throw Error(Errc::invalid_argument, cat("unknown policy '", a.policy, "' (accurate, balanced or fast)"));
+  tuner::ProblemKey key;
+  key.head_dim = kd;
+  key.causal = p.causal;
+  key.dtype = a.dtype;
+  key.layout = a.layout;
+  key.seq_q_bucket = bucket_of(cfg.seq_buckets, p.seq_q);
+  key.seq_kv_bucket = bucket_of(cfg.seq_buckets, p.seq_kv);
+  key.bh_bucket = bucket_of(cfg.bh_buckets, p.batch * p.heads_q);
+  key.policy = a.policy;
+
+  // The architecture: --arch, else this GPU's (whose databases are then consulted).
+  std::string arch = a.arch, gpu_why;
+  if (!arch.empty() && arch != "sm_80" && arch != "sm_86" && arch != "sm_89" && arch != "sm_90a")
+    throw Error(Errc::invalid_argument, "unknown --arch '" + arch + "' (sm_80, sm_86, sm_89 or sm_90a)");
+  std::optional<tuner::DeviceFingerprint> fp;
+  if (arch.empty()) {
+    if (!cu::have_device(&gpu_why))
+      throw Error(Errc::no_device, "no GPU here (" + gpu_why + "): name the architecture with --arch (sm_80, sm_86, "
+                                   "sm_89 or sm_90a) to see its default");
+    use_device(0);
+    fp = tuner::fingerprint_device(0);
+    arch = tuner::arch_for_cc(fp->cc);
+    if (arch.empty()) throw Error(Errc::unsupported, cat("compute capability ", fp->cc, ": sage-tune needs sm_80 or newer"));
+  }
+
+  std::string variant, source, db, why;
+  tuner::DefaultMatch entry;
+  const auto own = rows16 ? tuner::rows16_default(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0,
+                                                  key.seq_q_bucket, key.bh_bucket)
+                          : std::nullopt;
+  if (own) {
+    source = "rows16 default";
+    why = "rows 16 but not 32 bytes long a multiple of: configs/defaults.yaml's rows16 entry for this bucket serves "
+          "them ahead of a winner tuned on aligned rows";
+  } else if (fp) {
+    tuner::LookupOptions o;
+    o.user_db = a.db;
+    o.quick_check = false;
+    tuner::WinnerLookup lookup(o);
+    const tuner::WinnerKey wk{*fp, key, tuner::generator_hash(), tuner::nvrtc_version()};
+    const tuner::LookupResult r = lookup.find(wk, true);
+    if (r.status != tuner::LookupResult::Status::miss) {
+      variant = r.winner->variant;
+      db = r.db;
+      const tuner::Store* user = lookup.user();
+      source = user && user->path() == r.db ? "user DB" : "system DB";
+      why = cat("the winner tuned for this bucket on this GPU (", db, ")");
+    } else {
+      why = "no tuned winner: " + tuner::describe_miss(r);
+    }
+  } else {
+    why = "--arch: the databases' winners belong to a device and were not consulted";
+  }
+  if (variant.empty()) {
+    entry = tuner::default_match(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0, key.seq_q_bucket, rows16,
+                                 key.bh_bucket);
+    variant = entry.variant;
+    if (source.empty()) source = "default";
+  }
+
+  if (a.json) {
+    nlohmann::json j = {{"head_dim", p.head_dim},
+                        {"kernel_head_dim", kd},
+                        {"rows16", rows16},
+                        {"batch", p.batch},
+                        {"heads", p.heads_q},
+                        {"heads_kv", p.heads_kv},
+                        {"seq", p.seq_q},
+                        {"seq_kv", p.seq_kv},
+                        {"causal", p.causal},
+                        {"layout", a.layout},
+                        {"dtype", a.dtype},
+                        {"policy", a.policy},
+                        {"bucket", key.str()},
+                        {"arch", arch},
+                        {"device", fp ? fp->name : ""},
+                        {"variant", variant},
+                        {"source", source},
+                        {"db", db},
+                        {"why", why}};
+    if (entry.index >= 0)
+      j["defaults_entry"] = {{"index", entry.index}, {"line", entry.line}, {"conditions", entry.conditions}};
+    std::cout << j.dump(2) << "\n";
+    return kOk;
+  }
+  std::cout << "call:    d=" << p.head_dim;
+  if (kd != p.head_dim) std::cout << " (on the head dim " << kd << " kernels, rows read as zero-padded)";
+  std::cout << ", B=" << p.batch << ", Hq=" << p.heads_q << ", Hkv=" << p.heads_kv << ", " << p.seq_q << " queries over "
+            << p.seq_kv << " keys, " << (p.causal ? "causal" : "no mask") << ", " << a.dtype << ", " << a.layout
+            << ", policy " << a.policy << "\n";
+  std::cout << "bucket:  " << key.str() << "\n";
+  std::cout << "arch:    " << arch << (fp ? " (this GPU: " + fp->name + ")" : std::string(" (--arch)")) << "\n";
+  std::cout << "serves:  " << variant << "\n";
+  std::cout << "source:  " << source << ": " << why << "\n";
+  if (entry.index >= 0)
+    std::cout << "entry:   configs/defaults.yaml" << (entry.line > 0 ? cat(" line ", entry.line) : std::string())
+              << ", the " << arch << " list's entry " << entry.index + 1 << ": " << entry.conditions << "\n";
+  std::cout << "time it: "
+            << cat("sage-tune bench --variant ", variant, " -d ", p.head_dim, " -n ", p.seq_q,
+                   p.seq_kv != p.seq_q ? cat(" --seq-kv ", p.seq_kv) : std::string(), " --batch ", p.batch, " --heads ",
+                   p.heads_q, p.heads_kv != p.heads_q ? cat(" --heads-kv ", p.heads_kv) : std::string(), " --causal ",
+                   a.causal, a.layout != "HND" ? " --layout " + a.layout : std::string(),
+                   a.dtype != "fp16" ? " --dtype " + a.dtype : std::string())
+            << "\n";
+  return kOk;
+}
+
+Registrar reg_select(
+    "select", "Show which kernel variant serves a call and why: its bucket, a tuned winner or the default's entry",
+    [](CLI::App& sub) -> Action {
+      auto a = std::make_shared<SelectArgs>();
+      sub.add_option("-d,--head-dim", a->head_dim, "the call's head dim (1-256)")->required();
+      sub.add_option("-n,--seq", a->seq, "queries (and keys unless --seq-kv)")->required();
+      sub.add_option("--seq-kv", a->seq_kv, "keys (default: -n)");
+      sub.add_option("-b,--batch", a->batch, "batch size")->capture_default_str();
+      sub.add_option("--heads", a->heads, "query heads (and kv heads unless --heads-kv)")->capture_default_str();
+      sub.add_option("--heads-kv", a->heads_kv, "kv heads (grouped-query attention; default: --heads)");
+      sub.add_option("--causal", a->causal, "yes or no")->capture_default_str();
+      sub.add_option("--layout", a->layout, "HND or NHD")->capture_default_str();
+      sub.add_option("--dtype", a->dtype, "fp16 or bf16")->capture_default_str();
+      sub.add_option("--policy", a->policy, "accuracy policy: accurate, balanced or fast")->capture_default_str();
+      sub.add_option("--arch", a->arch,
+                     "architecture whose default to show (sm_80, sm_86, sm_89, sm_90a); default: this GPU's, with its "
+                     "tuned winners");
+      sub.add_option("--db", a->db, "user tune database (default: $SAGE_DB or ~/.cache/sage-tune/tune.db)");
+      sub.add_flag("--json", a->json, "print JSON");
+      return [a]() { return run_select(*a); };
+    },
+    52);
+
+}  // namespace
+}  // namespace sage::cli
