@@ -2,8 +2,12 @@
 // verify re-checks them, tune --resume skips what is stored, bench and devices report.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
+#include "sage/tuner/problems.h"
+#include "sage/tuner/tune.h"
 #include "support/cli.h"
 #include "support/gpu.h"
 
@@ -84,6 +88,24 @@ TEST(CliGpu, BenchPrintsTopsAndPrepBandwidth) {
   EXPECT_EQ(shape.rc, 2) << shape.err;
   EXPECT_NE(shape.err.find("causal needs seq <= --seq-kv"), std::string::npos) << shape.err;
   EXPECT_EQ(shape.out.find("TOPS"), std::string::npos) << shape.out;
+}
+
+// select without --arch: this GPU's architecture and its databases. The sandbox's user DB
+// does not exist (and a lookup never creates it), so the answer is the default of the call's
+// bucket, batch x query heads included, with the reason the winner lookup gave.
+TEST(CliGpu, SelectConsultsThisGpusDatabasesThenTheDefault) {
+  SAGE_REQUIRE_CC(80);
+  CliSandbox s;
+  CliRun r = s.run("select -d 128 -n 4096 --batch 1 --heads 8 --heads-kv 1 --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const std::string arch = tuner::arch_for_cc(test::device_cc());
+  EXPECT_EQ(j["arch"], arch);
+  EXPECT_FALSE(j["device"].get<std::string>().empty()) << r.out;
+  EXPECT_EQ(j["source"], "default") << r.out;
+  EXPECT_EQ(j["variant"], tuner::default_variant(arch, 128, "balanced", 4096, 0, 4096, false, 8)) << r.out;
+  EXPECT_NE(j["why"].get<std::string>().find("no tuned winner"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(s.path("tune.db")));
 }
 
 TEST(CliGpu, DevicesListsTheGpu) {
