@@ -149,7 +149,9 @@ int run_select(const SelectArgs& a) {
     return kOk;
   }
   std::cout << "call:    d=" << p.head_dim;
-  if (kd != p.head_dim) std::cout << " (on the head dim " << kd << " kernels, rows read as zero-padded)";
+  if (kd != p.head_dim)
+    std::cout << " (on the head dim " << kd << " kernels, "
+              << (p.head_dim % 8 == 0 ? "rows read as zero-padded in place" : "through zero-padded copies") << ")";
   std::cout << ", B=" << p.batch << ", Hq=" << p.heads_q << ", Hkv=" << p.heads_kv << ", " << p.seq_q << " queries over "
             << p.seq_kv << " keys, " << (p.causal ? "causal" : "no mask") << ", " << a.dtype << ", " << a.layout
             << ", policy " << a.policy << "\n";
@@ -160,8 +162,11 @@ int run_select(const SelectArgs& a) {
   if (entry.index >= 0)
     std::cout << "entry:   configs/defaults.yaml" << (entry.line > 0 ? cat(" line ", entry.line) : std::string())
               << ", the " << arch << " list's entry " << entry.index + 1 << ": " << entry.conditions << "\n";
+  // bench runs head dims below the kernels' that are multiples of 8 in place, as the runtime
+  // does; others (copies in the runtime) it times at the kernels' head dim.
+  const int bench_d = p.head_dim % 8 == 0 ? p.head_dim : kd;
   std::cout << "time it: "
-            << cat("sage-tune bench --variant ", variant, " -d ", p.head_dim, " -n ", p.seq_q,
+            << cat("sage-tune bench --variant ", variant, " -d ", bench_d, " -n ", p.seq_q,
                    p.seq_kv != p.seq_q ? cat(" --seq-kv ", p.seq_kv) : std::string(), " --batch ", p.batch, " --heads ",
                    p.heads_q, p.heads_kv != p.heads_q ? cat(" --heads-kv ", p.heads_kv) : std::string(), " --causal ",
                    a.causal, a.layout != "HND" ? " --layout " + a.layout : std::string(),
