@@ -51,6 +51,11 @@ MODELS = {
     "llama3-8b-8k": ("Llama 3 8B prefill, 8K context", 1, 32, 8, 8192, 8192, 128, True),
     "llama3-8b-2.9k": ("Llama 3 8B prefill, a 2900-token prompt", 1, 32, 8, 2900, 2900, 128, True),
     "llama3-70b-2k": ("Llama 3 70B prefill, 4 x 2K prompts", 4, 64, 8, 2048, 2048, 128, True),
+    # Few (sequence, query head) pairs: a prompt on one GPU of a tensor-parallel group, a small
+    # model's 12 heads (the defaults by batch x query heads, 2026-11-28).
+    "llama3-70b-tp8-16k": ("Llama 3 70B, one GPU of 8 (8 query heads over 1 KV head), a 16K prompt", 1, 8, 1, 16384,
+                           16384, 128, True),
+    "gpt2-1k": ("GPT-2 (12 heads of 64), a 1K prompt", 1, 12, 12, 1024, 1024, 64, True),
     "chunked-prefill": ("Llama 3 8B, a 2K chunk over 16K cached keys", 1, 32, 8, 2048, 16384, 128, True),
     "chunked-prefill-512": ("Llama 3 8B, a 512-token chunk over 16K cached keys", 1, 32, 8, 512, 16384, 128, True),
     "flux-1024": ("FLUX.1 at 1024x1024 (4096 image + 512 text tokens)", 1, 24, 24, 4608, 4608, 128, False),
