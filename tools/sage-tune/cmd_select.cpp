@@ -33,12 +33,6 @@ int kernel_head_dim(int d) {
   return 0;
 }
 
-int bucket_of(const std::vector<int>& bounds, int v) {
-  for (int b : bounds)
-    if (v <= b) return b;
-  return bounds.empty() ? v : bounds.back();
-}
-
 int run_select(const SelectArgs& a) {
   AttnProblem p;
   p.batch = a.batch;
@@ -63,15 +57,10 @@ int run_select(const SelectArgs& a) {
   const tuner::ProblemsConfig cfg = tuner::ProblemsConfig::builtin();
   if (!cfg.policies.count(a.policy))
     throw Error(Errc::invalid_argument, cat("unknown policy '", a.policy, "' (accurate, balanced or fast)"));
-  tuner::ProblemKey key;
-  key.head_dim = kd;
-  key.causal = p.causal;
-  key.dtype = a.dtype;
-  key.layout = a.layout;
-  key.seq_q_bucket = bucket_of(cfg.seq_buckets, p.seq_q);
-  key.seq_kv_bucket = bucket_of(cfg.seq_buckets, p.seq_kv);
-  key.bh_bucket = bucket_of(cfg.bh_buckets, p.batch * p.heads_q);
-  key.policy = a.policy;
+  // The bucket of the call as run: at the kernels' head dim (the tuner's and runtime's key).
+  AttnProblem kp = p;
+  kp.head_dim = kd;
+  const tuner::ProblemKey key = cfg.key_of(kp, a.policy);
 
   // The architecture: --arch, else this GPU's (whose databases are then consulted).
   std::string arch = a.arch, gpu_why;
