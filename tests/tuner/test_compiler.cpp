@@ -350,6 +350,39 @@ TEST(Compiler, Sm90a_HeadDim128DefaultsHaveAThreeQuarterEntry) {
   EXPECT_EQ(seen.size(), cases.size()) << "four different defaults";
 }
 
+// INT8 P.V on wgmma (the search space's pv_int8 sets): P.V is u8 P x INT8 V (s32.u8.s8, P from
+// registers) with no FP8 MMA left in either attention entry; P's row sums are an m64n8 of the
+// same type against the ones block, one per P.V k-step; the tile's int32 sums become floats by
+// cvt.rn.f32.s32, one per accumulator element; calls with an LSE have
+// their own entry (sums of P before rounding), which replaces the three-quarter one; and the
+// preparation has no exact FP8 V pass (INT8 V takes statistics over every row).
+TEST(Compiler, Sm90a_Int8PVMultipliesU8PByInt8V) {
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  std::size_t n = 0;
+  for (const gen::Variant& v : space.enumerate({{"sm_90a"}, "pv-int8", {"wgmma"}}).variants) {
+    if (v.get_string("pv") != "int8") continue;
+    ++n;
+    const CompileResult r = compile_with_ptx(v, "sm_90a");
+    ASSERT_TRUE(r.ok) << v.name << r.log;
+    const int d = int(v.get_int("head_dim"));
+    for (const char* entry : {"sage_attn", "sage_attn_lse"}) {
+      const std::string pv = "m64n" + std::to_string(d) + "k32.s32.u8.s8";
+      const std::size_t pv_steps = count_in_entry(r.ptx, entry, pv);
+      EXPECT_GT(pv_steps, 0u) << v.name << " " << entry;
+      EXPECT_EQ(pv_steps % 4, 0u) << v.name << " " << entry << ": 128-key tiles are 4 k-steps of 32";
+      EXPECT_EQ(count_in_entry(r.ptx, entry, "m64n8k32.s32.u8.s8"), pv_steps) << v.name << " " << entry;
+      EXPECT_EQ(count_in_entry(r.ptx, entry, "e4m3"), 0u) << v.name << " " << entry;
+      // one conversion per P.V accumulator element (d / 2 a thread) and tile path at least
+      EXPECT_GE(count_in_entry(r.ptx, entry, "cvt.rn.f32.s32"), std::size_t(d / 2)) << v.name << " " << entry;
+      EXPECT_GT(count_in_entry(r.ptx, entry, "m64n128k32.s32.s8.s8"), 0u) << v.name << " " << entry << ": Q.K^T";
+    }
+    EXPECT_EQ(r.ptx.find(".entry sage_attn_q3("), std::string::npos) << v.name;
+    EXPECT_EQ(r.ptx.find(".entry sage_prep_v("), std::string::npos) << v.name;
+    expect_kernels_without_spills(r, {"sage_attn", "sage_attn_lse", "sage_prep"}, true, v.name);
+  }
+  EXPECT_GE(n, 4u) << "the pv_int8 sets: D=64 and D=128 one warpgroup, D=128 three, D=64 four CTAs an SM";
+}
+
 // Off Hopper the head-dim-256 defaults are mma.sync kernels; the unquantized one and INT8
 // Q.K^T with FP16 P.V (sm_80's) have an entry of their own for calls of up to 192 columns,
 // sage_attn_q3, which issues three quarters of every MMA of a tile: Q.K^T's k-steps (INT8 or

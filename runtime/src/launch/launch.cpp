@@ -279,14 +279,15 @@ CUcontext use_device(int device) {
 // head dim, sage_attn_q3 (the templates' rule). Head dim 256 (calls of up to 192 columns):
 // every wgmma one, and on the mma.sync pipeline the unquantized ones and those of FP16 P.V.
 // Head dim 128 (up to 96 columns): the persistent native wgmma kernels, the quantized wgmma
-// kernels of the TMA loader and the plain or turns schedule; on the mma.sync pipeline the
+// kernels of the TMA loader and the plain or turns schedule but those of INT8 P.V (which have
+// an LSE entry, sage_attn_lse, instead); on the mma.sync pipeline the
 // unquantized ones and INT8 Q.K^T with FP16, FP16-accumulator or FP8 P.V.
 bool has_q3_entry(const KernelConfig& c) {
   if (c.head_dim == 256) return c.pipeline == "wgmma" || c.qk == "native" || c.pv == "fp16";
   if (c.head_dim != 128) return false;
   if (c.pipeline == "mma") return c.qk == "native" || (c.qk == "int8" && (c.pv == "fp16" || c.pv == "fp16acc" || c.pv == "fp8"));
   if (c.qk == "native") return c.schedule.rfind("persistent", 0) == 0;
-  return c.tma && (c.schedule == "plain" || c.schedule == "turns");
+  return c.tma && (c.schedule == "plain" || c.schedule == "turns") && c.pv != "int8";
 }
 
 bool runs_q3_entry(const KernelConfig& c, int head_dim) { return has_q3_entry(c) && 4 * head_dim <= 3 * c.head_dim; }
@@ -911,8 +912,8 @@ void AttnKernel::native_tensor_maps(const AttnProblem& p, SageAttnParams& s) con
 
 void AttnKernel::tensor_maps(const WorkspacePlan& w, const AttnProblem& p, SageAttnParams& s) const {
   const KernelConfig& c = cfg_;
-  if (c.pv != "fp8" || !s.v_prep)
-    throw Error(Errc::unsupported, cat(c.name, ": the TMA loader reads prepared FP8 V"));
+  if (!v_8bit(c) || !s.v_prep)
+    throw Error(Errc::unsupported, cat(c.name, ": the TMA loader reads prepared 8-bit V (FP8 or INT8)"));
   const std::int64_t qrow = qrow_bytes(c);
   // Rows longer than 128 bytes (INT8 head_dim 256) are read as boxes of 128 bytes (the 128B
   // swizzle's most), which the kernel loads side by side (WgmmaAttnConfig::QK_BOX).

@@ -3,7 +3,9 @@
 //   softmax          softmax.cuh, on the accumulators (same per-lane layout as mma.sync)
 //   O += P V         wgmma m64nDk32 e4m3 with P from registers (the FP8 A fragment takes
 //                    P in the order the preparation permuted V's tokens for) and V^T from
-//                    shared memory, into a fresh FP32 accumulator added into O (two-level)
+//                    shared memory, into a fresh FP32 accumulator added into O (two-level);
+//                    or (pv int8) u8 P x INT8 V^T into a fresh int32 accumulator, exact over
+//                    the tile, converted and added into O
 // K/V tiles stream through a cp.async ring whose XOR layout (swz<>) is wgmma's 128-byte /
 // 64-byte swizzle, so the same tiles serve as wgmma operands through descriptors.
 #pragma once
@@ -17,13 +19,22 @@ namespace sage {
 // mma-style config with 16 query rows per warp, which is the wgmma accumulator's layout.
 template <int HEAD_DIM, int BLOCK_N, int WARPGROUPS, int STAGES_, Gran GRAN_, bool SMOOTH_K_, bool SMOOTH_V_,
           Schedule SCHED_ = Schedule::plain, int MIN_CTAS_ = 1, bool HALF_EXP_ = false, bool TMA_ = false,
-          bool SUM_MMA_ = false, bool FUSE_Q_ = false>
+          bool SUM_MMA_ = false, bool FUSE_Q_ = false, bool PV_INT8_ = false>
 struct WgmmaAttnConfig
-    : MmaAttnConfig<HEAD_DIM, 64 * WARPGROUPS, BLOCK_N, 4 * WARPGROUPS, STAGES_, QkType::int8, PvType::fp8, GRAN_,
-                    SMOOTH_K_, /*smooth_q=*/false, SMOOTH_V_, SCHED_, MIN_CTAS_, HALF_EXP_> {
-  using Base = MmaAttnConfig<HEAD_DIM, 64 * WARPGROUPS, BLOCK_N, 4 * WARPGROUPS, STAGES_, QkType::int8, PvType::fp8,
-                             GRAN_, SMOOTH_K_, false, SMOOTH_V_, SCHED_, MIN_CTAS_, HALF_EXP_>;
+    : MmaAttnConfig<HEAD_DIM, 64 * WARPGROUPS, BLOCK_N, 4 * WARPGROUPS, STAGES_, QkType::int8,
+                    PV_INT8_ ? PvType::int8 : PvType::fp8, GRAN_, SMOOTH_K_, /*smooth_q=*/false, SMOOTH_V_, SCHED_,
+                    MIN_CTAS_, HALF_EXP_> {
+  using Base = MmaAttnConfig<HEAD_DIM, 64 * WARPGROUPS, BLOCK_N, 4 * WARPGROUPS, STAGES_, QkType::int8,
+                             PV_INT8_ ? PvType::int8 : PvType::fp8, GRAN_, SMOOTH_K_, false, SMOOTH_V_, SCHED_,
+                             MIN_CTAS_, HALF_EXP_>;
   static constexpr int WGS = WARPGROUPS;
+  // P V in INT8 (pv int8): P rounded to u8 (x255), V INT8 per channel (the preparation's int8
+  // V^T, tokens permuted as for FP8), wgmma m64nNk32 s32.u8.s8 into a fresh int32 accumulator
+  // per tile: the tile's sum is exact (|x| <= BN * 255 * 127 < 2^22) and is converted once
+  // (I2FP) and added into O. Its row sums are those of the rounded P, on the tensor cores
+  // (sum_mma, against INT8 ones), so O's normalizer matches what was multiplied; the LSE takes
+  // FP32 sums of P before rounding (the entry sage_attn_lse).
+  static constexpr bool PV_INT8 = PV_INT8_;
   // K/V (and Q) tiles arrive by TMA into an mbarrier-tracked ring instead of per-thread cp.async.
   static constexpr bool TMA = TMA_;
   // Warp-specialized (pingpong): a producer warpgroup issues the TMA loads and gives its
@@ -61,6 +72,7 @@ struct WgmmaAttnConfig
   static constexpr int SMEM_MAIN = Base::SMEM_MAIN + ONES_BYTES + RAW_Q_BYTES;
   static_assert(!SUM_MMA || (TMA && !WS), "sum_mma: the TMA kernel of the plain and turns schedules");
   static_assert(!SUM_MMA || !HALF_EXP_, "sum_mma takes the FP32 exponentials");
+  static_assert(!PV_INT8 || (SUM_MMA && HEAD_DIM <= 128), "pv int8: the sum_mma kernels (row sums of the rounded P), head dim 64 or 128");
   static_assert(!ws_intra(SCHED_) || !HALF_EXP_, "the overlapped warp-specialized softmax takes the FP32 exponentials");
   static_assert(!TMA || SCHED_ != Schedule::overlap, "the TMA loader serves the plain and pingpong schedules");
   static_assert(SCHED_ != Schedule::turns || (TMA && WARPGROUPS >= 2),
@@ -101,6 +113,23 @@ SAGE_DEV void pv_mma(float (&d)[N / 2], const u32 (&a)[4], u64 db, int acc) {
   else if constexpr (N == 96) wgmma_e4m3_m64n96k32(d, a, db, acc);
   else wgmma_e4m3_m64n128k32(d, a, db, acc);
 }
+template <int N>
+SAGE_DEV void pv_mma(i32 (&d)[N / 2], const u32 (&a)[4], u64 db, int acc) {
+  if constexpr (N == 64) wgmma_u8s8_m64n64k32_rs(d, a, db, acc);
+  else if constexpr (N == 96) wgmma_u8s8_m64n96k32_rs(d, a, db, acc);
+  else wgmma_u8s8_m64n128k32_rs(d, a, db, acc);
+}
+// P's row sums against the ones block (sum_mma): FP8, or exact int32 for u8 P.
+SAGE_DEV void sum_mma(float (&d)[4], const u32 (&a)[4], u64 db, int acc) { wgmma_e4m3_m64n8k32(d, a, db, acc); }
+SAGE_DEV void sum_mma(i32 (&d)[4], const u32 (&a)[4], u64 db, int acc) { wgmma_u8s8_m64n8k32_rs(d, a, db, acc); }
+// A P V accumulator element as a float: FP32 as is; the int32 tile sum (|x| < 2^22: exact) by
+// cvt.rn.f32.s32 (one I2FP on sm_90; the magic-number form, an integer add and a float
+// subtraction, measured 1-3% slower on the H100: two instructions where the kernel is bound by
+// its instruction issue, docs/kernels.md 2026-11-28 (ad)).
+SAGE_DEV float acc_f(float x) { return x; }
+SAGE_DEV float acc_f(i32 x) { return float(x); }
+// P V's accumulator type: FP32 (FP8 P V) or int32 (u8 P x INT8 V).
+template <class Cfg> using PvAcc = typename mma_attn::P8Acc<Cfg::PV_INT8>::type;
 
 template <int N>
 SAGE_DEV void qk_mma_rs(i32 (&d)[N / 2], const u32 (&a)[4], u64 db, int acc) {
@@ -164,20 +193,21 @@ SAGE_DEV void qk_issue(i32 (&s)[1][Cfg::BN / 8][4], u32 sQw, u32 sK) {
   qk_issue_d<Cfg>(s, desc_lo(sQw), desc_lo(sK));
 }
 
-// P (FP32, accumulator layout, scaled to FP8's range) as the FP8 A fragments of P V, in the
-// token order the preparation permuted V for.
+// P (FP32, accumulator layout, scaled to its 8-bit type's range) as the FP8 (or, pv int8, u8)
+// A fragments of P V, in the token order the preparation permuted V for.
 template <class Cfg>
 SAGE_DEV void pack_p8(const float (&pf)[1][Cfg::BN / 8][4], u32 (&pa)[Cfg::BN / 32][4]) {
+  constexpr bool U8 = Cfg::PV_INT8;
 #pragma unroll
   for (int k = 0; k < Cfg::BN / 32; ++k) {
-    pa[k][0] = pack_e4m3x4(pf[0][4 * k][0], pf[0][4 * k][1], pf[0][4 * k + 1][0], pf[0][4 * k + 1][1]);
-    pa[k][1] = pack_e4m3x4(pf[0][4 * k][2], pf[0][4 * k][3], pf[0][4 * k + 1][2], pf[0][4 * k + 1][3]);
-    pa[k][2] = pack_e4m3x4(pf[0][4 * k + 2][0], pf[0][4 * k + 2][1], pf[0][4 * k + 3][0], pf[0][4 * k + 3][1]);
-    pa[k][3] = pack_e4m3x4(pf[0][4 * k + 2][2], pf[0][4 * k + 2][3], pf[0][4 * k + 3][2], pf[0][4 * k + 3][3]);
+    pa[k][0] = mma_attn::pack_p8<U8>(pf[0][4 * k][0], pf[0][4 * k][1], pf[0][4 * k + 1][0], pf[0][4 * k + 1][1]);
+    pa[k][1] = mma_attn::pack_p8<U8>(pf[0][4 * k][2], pf[0][4 * k][3], pf[0][4 * k + 1][2], pf[0][4 * k + 1][3]);
+    pa[k][2] = mma_attn::pack_p8<U8>(pf[0][4 * k + 2][0], pf[0][4 * k + 2][1], pf[0][4 * k + 3][0], pf[0][4 * k + 3][1]);
+    pa[k][3] = mma_attn::pack_p8<U8>(pf[0][4 * k + 2][2], pf[0][4 * k + 2][3], pf[0][4 * k + 3][2], pf[0][4 * k + 3][3]);
   }
 }
 
-// Softmax of a tile's scores into FP32 probabilities `pf` (FP8's range) and the factors O
+// Softmax of a tile's scores into FP32 probabilities `pf` (the 8-bit P's range) and the factors O
 // must be rescaled by. `pf` may be `s` itself (reinterpreted): online() reads each score
 // before it writes that element's probability and never reads it again.
 template <class Cfg, bool MASK>
@@ -185,15 +215,19 @@ SAGE_DEV void softmax_f(const SageAttnParams& p, float (&m)[1][2], float (&l)[1]
                         float dq, int tile, int row0, float (&pf)[1][Cfg::BN / 8][4], float (&alpha)[1][2]) {
   const i32 no_ds[1][4] = {{0, 0, 0, 0}};
   // The warp-specialized kernel runs one softmax warp per scheduler: split its chains.
-  softmax::online<1, Cfg::BN / 8, false, MASK, PScale::e4m3, Cfg::WS ? 4 : 1, !Cfg::SUM_MMA>(
+  softmax::online<1, Cfg::BN / 8, false, MASK, Cfg::P_SCALE, Cfg::WS ? 4 : 1, !Cfg::SUM_MMA>(
       p, m, l, s, no_ds, dq, 0.f, tile * Cfg::BN, row0, pf, alpha);
 }
 
-// Softmax of a tile's scores into the FP8 A fragments of P V (`pa`) and the factors O must
-// be rescaled by.
-template <class Cfg, bool MASK>
+// Softmax of a tile's scores into the 8-bit A fragments of P V (`pa`) and the factors O must
+// be rescaled by. LSE (pv int8, sage_attn_lse): lx also adds up this lane's P before its
+// rounding to u8 (the LSE's sums: P below 1/510 of the row maximum rounds to 0, which would
+// bias it low for peaked rows; O is normalized by the rounded P's sums either way).
+template <class Cfg, bool MASK, bool LSE = false>
 SAGE_DEV void softmax_p(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], i32 (&s)[1][Cfg::BN / 8][4],
-                        float dq, int tile, int row0, u32 (&pa)[Cfg::BN / 32][4], float (&alpha)[1][2]) {
+                        float dq, int tile, int row0, u32 (&pa)[Cfg::BN / 32][4], float (&alpha)[1][2],
+                        float (*lx)[2] = nullptr) {
+  static_assert(!LSE || Cfg::PV_INT8, "separate LSE sums are the int8 P V path's");
   constexpr int BN = Cfg::BN, NT = BN / 8, KK = BN / 32;
   if constexpr (Cfg::HALF_EXP) {
     const i32 no_ds[1][4] = {{0, 0, 0, 0}};
@@ -209,6 +243,15 @@ SAGE_DEV void softmax_p(const SageAttnParams& p, float (&m)[1][2], float (&l)[1]
   } else {
     float pf[1][NT][4];
     softmax_f<Cfg, MASK>(p, m, l, s, dq, tile, row0, pf, alpha);
+    if constexpr (LSE) {
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        float r = 0.f;
+#pragma unroll
+        for (int n = 0; n < NT; ++n) r += pf[0][n][2 * hh] + pf[0][n][2 * hh + 1];
+        lx[0][hh] = lx[0][hh] * alpha[0][hh] + r;
+      }
+    }
     pack_p8<Cfg>(pf, pa);
   }
 }
@@ -223,13 +266,14 @@ SAGE_DEV u64 ones_desc(u32 addr) {
 // Issues acc = P V for one tile into a fresh accumulator (asynchronous: the caller commits),
 // from V^T's descriptor; with SUM_MMA also rs = the row sums of P (dOnes: the ones block).
 // N: V^T's rows (O's columns) multiplied, PV_N, or 96 in the three-quarter entry of head dim 128.
-template <class Cfg, int N = Cfg::PV_N>
-SAGE_DEV void pv_issue_d(float (&acc)[N / 2], float (&rs)[4], const u32 (&pa)[Cfg::BN / 32][4], u32 dV, u64 dOnes) {
+// A: the accumulators' type, PvAcc<Cfg> (FP32, or int32 for pv int8).
+template <class Cfg, int N = Cfg::PV_N, class A>
+SAGE_DEV void pv_issue_d(A (&acc)[N / 2], A (&rs)[4], const u32 (&pa)[Cfg::BN / 32][4], u32 dV, u64 dOnes) {
   wgmma_fence();
 #pragma unroll
   for (int k = 0; k < Cfg::BN / 32; ++k) {
     pv_mma<N>(acc, pa[k], v_desc<Cfg>(dV + 2 * k), k > 0);  // 32 bytes per k-step
-    if constexpr (Cfg::SUM_MMA) wgmma_e4m3_m64n8k32(rs, pa[k], dOnes, k > 0);
+    if constexpr (Cfg::SUM_MMA) sum_mma(rs, pa[k], dOnes, k > 0);
   }
 }
 template <class Cfg>
@@ -239,19 +283,21 @@ SAGE_DEV void pv_issue(float (&acc)[Cfg::PV_N / 2], const u32 (&pa)[Cfg::BN / 32
   pv_issue_d<Cfg>(acc, rs, pa, desc_lo(sV), 0);
 }
 
-// The second accumulation level: O = O * alpha + acc, one FFMA per element; with SUM_MMA also
-// l = l * alpha + the tile's row sums (rs[0]: row gid, rs[2]: row gid + 8 of this lane).
-template <class Cfg, int C = 0, int N = Cfg::PV_N>
-SAGE_DEV void fold(float (&o)[1][Cfg::D / 8][4], float (&l)[1][2], const float (&acc)[N / 2], const float (&rs)[4],
+// The second accumulation level: O = O * alpha + acc, one FFMA per element (pv int8: and the
+// int32 sum's conversion, I2FP); with SUM_MMA also l = l * alpha + the tile's row sums (rs[0]:
+// row gid, rs[2]: row gid + 8 of this lane).
+template <class Cfg, int C = 0, int N = Cfg::PV_N, class A>
+SAGE_DEV void fold(float (&o)[1][Cfg::D / 8][4], float (&l)[1][2], const A (&acc)[N / 2], const A (&rs)[4],
                    const float (&alpha)[1][2]) {
   // acc: O's columns C * N .. + N - 1 (N = 96: O's last quarter stays 0).
 #pragma unroll
   for (int j = 0; j < N / 8; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) o[0][C * N / 8 + j][e] = fmaf(o[0][C * N / 8 + j][e], alpha[0][e / 2], acc[4 * j + e]);
+    for (int e = 0; e < 4; ++e)
+      o[0][C * N / 8 + j][e] = fmaf(o[0][C * N / 8 + j][e], alpha[0][e / 2], acc_f(acc[4 * j + e]));
   if constexpr (Cfg::SUM_MMA) {
-    l[0][0] = fmaf(l[0][0], alpha[0][0], rs[0]);
-    l[0][1] = fmaf(l[0][1], alpha[0][1], rs[2]);
+    l[0][0] = fmaf(l[0][0], alpha[0][0], acc_f(rs[0]));
+    l[0][1] = fmaf(l[0][1], alpha[0][1], acc_f(rs[2]));
   }
 }
 
@@ -296,18 +342,19 @@ SAGE_DEV void pv_chunks(float (&o)[1][Cfg::D / 8][4], float (&l)[1][2], const u3
 }
 
 // Softmax of a tile's scores and O += P V, waiting for the P V (head dim 256: over QN
-// quarters of O's columns, see plain_tile).
-template <class Cfg, bool MASK, int QN = 4>
+// quarters of O's columns, see plain_tile). LSE, lx: softmax_p.
+template <class Cfg, bool MASK, int QN = 4, bool LSE = false>
 SAGE_DEV void softmax_pv(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], float (&o)[1][Cfg::D / 8][4],
-                         i32 (&s)[1][Cfg::BN / 8][4], u32 dV, u64 dOnes, float dq, int tile, int row0) {
+                         i32 (&s)[1][Cfg::BN / 8][4], u32 dV, u64 dOnes, float dq, int tile, int row0,
+                         float (*lx)[2] = nullptr) {
   float alpha[1][2];
   u32 pa[Cfg::BN / 32][4];
-  softmax_p<Cfg, MASK>(p, m, l, s, dq, tile, row0, pa, alpha);
+  softmax_p<Cfg, MASK, LSE>(p, m, l, s, dq, tile, row0, pa, alpha, lx);
   if constexpr (Cfg::PV_N < Cfg::D) {
     pv_chunks<Cfg, QN>(o, l, pa, dV, alpha);
   } else {
     constexpr int N = QN * Cfg::D / 4;  // head dim 128: 96 columns in the three-quarter entry
-    float acc[N / 2], rs[4];
+    PvAcc<Cfg> acc[N / 2], rs[4];
     pv_issue_d<Cfg, N>(acc, rs, pa, dV, dOnes);
     wgmma_commit();
     wgmma_wait<0>();
@@ -323,17 +370,18 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, float (&m)[1][2], float (&l)[1
 // of O) that hold the call's columns, 4 or 3 (head dims up to 3/4 of D: at D=256 up to 192, at
 // D=128 up to 96; Q's and K's last quarter of bytes and V^T's last quarter of rows are not
 // read, O's last quarter stays 0).
-template <class Cfg, int QN = 4>
+template <class Cfg, int QN = 4, bool LSE = false>
 SAGE_DEV void plain_tile(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], float (&o)[1][Cfg::D / 8][4],
-                         u32 dQ, u32 dK, u32 dV, u64 dOnes, float dq, int tile, bool masked, int row0) {
+                         u32 dQ, u32 dK, u32 dV, u64 dOnes, float dq, int tile, bool masked, int row0,
+                         float (*lx)[2] = nullptr) {
   static_assert(QN == 4 || (QN == 3 && (Cfg::D == 256 || Cfg::D == 128)), "three quarters: head dim 128 or 256");
   i32 s[1][Cfg::BN / 8][4];
   qk_issue_d<Cfg, QN * Cfg::QK_KSTEPS / 4>(s, dQ, dK);
   wgmma_commit();
   wgmma_wait<0>();
   fence_regs(reinterpret_cast<i32(&)[Cfg::BN / 2]>(s));
-  if (masked) softmax_pv<Cfg, true, QN>(p, m, l, o, s, dV, dOnes, dq, tile, row0);
-  else softmax_pv<Cfg, false, QN>(p, m, l, o, s, dV, dOnes, dq, tile, row0);
+  if (masked) softmax_pv<Cfg, true, QN, LSE>(p, m, l, o, s, dV, dOnes, dq, tile, row0, lx);
+  else softmax_pv<Cfg, false, QN, LSE>(p, m, l, o, s, dV, dOnes, dq, tile, row0, lx);
 }
 
 // Where a CTA works (mma_attn::cta_coords: the grid (q_tiles, Hq, B), or a causal grid's
@@ -466,7 +514,8 @@ SAGE_DEV float quantize_q(const SageAttnParams& p, const u8* raw, u8* q, int war
 // P V, and so on (named barrier w is warpgroup w's turn: it syncs there, its predecessor
 // arrives), so one warpgroup's softmax runs while the others' GEMMs do, instead of all of them
 // running their softmax (and then their GEMMs) at the same time.
-template <class Cfg, int QN = 4>
+// LSE (pv int8, sage_attn_lse): the LSE from FP32 sums of P before rounding (softmax_p).
+template <class Cfg, int QN = 4, bool LSE = false>
 SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
   using L = Layout<Cfg>;
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES, WGS = Cfg::WGS;
@@ -502,12 +551,13 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
     tma_load_2d(sV0 + slot * Cfg::SMEM_V_STAGE, &p.tma_v, tile * BN, v_row0, full(slot));
   };
   if (SHARED && threadIdx.x < ST) released[threadIdx.x] = 0u;
-  // sum_mma: the ones block after the ring (E4M3 1.0 = 0x38), for the tensor cores' async proxy.
+  // sum_mma: the ones block after the ring (E4M3 1.0 = 0x38; INT8 1 for pv int8), for the
+  // tensor cores' async proxy.
   const u32 sOnes = smem_addr(smem + Cfg::ONES_OFF);
   if constexpr (Cfg::SUM_MMA) {
+    constexpr u32 kOne4 = Cfg::PV_INT8 ? 0x01010101u : 0x38383838u;
     if (threadIdx.x < Cfg::ONES_BYTES / 16)
-      *reinterpret_cast<u32x4*>(smem + Cfg::ONES_OFF + 16 * threadIdx.x) =
-          u32x4{0x38383838u, 0x38383838u, 0x38383838u, 0x38383838u};
+      *reinterpret_cast<u32x4*>(smem + Cfg::ONES_OFF + 16 * threadIdx.x) = u32x4{kOne4, kOne4, kOne4, kOne4};
     fence_proxy_async();
   }
   tma_barriers_init(p, bar0, 1 + ST);
@@ -573,6 +623,7 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
 
   float m[1][2], l[1][2], o[1][D / 8][4];
   init_state<D>(m, l, o);
+  float lx[1][2] = {{0.f, 0.f}};  // LSE: this lane's sums of P before rounding
 
   if constexpr (!Cfg::FUSE_Q) mbar_wait(bar0, 0);
   // Tile t's K scale is loaded during tile t-1.
@@ -584,7 +635,7 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
     mbar_wait(full(slot), (t / ST) & 1);
     const u32 dK = dK0 + slot * (Cfg::SMEM_K_STAGE / 16), dV = dV0 + slot * (Cfg::SMEM_V_STAGE / 16);
     if constexpr (!TURNS) {
-      plain_tile<Cfg, QN>(p, m, l, o, dQ, dK, dV, dOnes, dq, t, t >= mask_from, row0);
+      plain_tile<Cfg, QN, LSE>(p, m, l, o, dQ, dK, dV, dOnes, dq, t, t >= mask_from, row0, lx);
     } else {
       // The tile of plain_tile with the turn barriers around its two GEMMs, written out: the
       // same steps routed through plain_tile with turn hooks put the barriers in both the
@@ -598,10 +649,10 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
       fence_regs(reinterpret_cast<i32(&)[BN / 2]>(s));
       float alpha[1][2];
       u32 pa[BN / 32][4];
-      if (t >= mask_from) softmax_p<Cfg, true>(p, m, l, s, dq, t, row0, pa, alpha);
-      else softmax_p<Cfg, false>(p, m, l, s, dq, t, row0, pa, alpha);
+      if (t >= mask_from) softmax_p<Cfg, true, LSE>(p, m, l, s, dq, t, row0, pa, alpha, lx);
+      else softmax_p<Cfg, false, LSE>(p, m, l, s, dq, t, row0, pa, alpha, lx);
       constexpr int N = QN * Cfg::D / 4;
-      float acc[N / 2], rs[4];
+      PvAcc<Cfg> acc[N / 2], rs[4];
       turn_begin();
       pv_issue_d<Cfg, N>(acc, rs, pa, dV, dOnes);
       wgmma_commit();
@@ -629,7 +680,7 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
   if constexpr (SHARED) __syncthreads();
   // The CTA's coordinates again (cheaper than keeping them live through the mainloop).
   const CtaTile<Cfg> ce(p, threadIdx.x);
-  epilogue::store<Cfg, 1>(p, m, l, o, ce.b, ce.h, ce.kv_bh, ce.warp, ce.row0, smem);
+  epilogue::store<Cfg, 1>(p, m, l, o, ce.b, ce.h, ce.kv_bh, ce.warp, ce.row0, smem, LSE ? lx : nullptr);
 }
 
 // The warp-specialized pingpong kernel: warpgroup 0 is the producer, whose one elected thread
@@ -946,13 +997,15 @@ SAGE_DEV void attn_kernel_cp(const SageAttnParams& p) {
 // grid (q_tiles, Hq, B) (causal: mma_attn::cta_coords), Cfg::THREADS threads,
 // Cfg::SMEM_BYTES dynamic shared memory. Launched as a programmatic dependent of the
 // preparation (griddep_wait in common.cuh).
-template <class Cfg, int QN = 4>
+// LSE: the pv int8 entry for calls that return the LSE (sage_attn_lse).
+template <class Cfg, int QN = 4, bool LSE = false>
 SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   static_assert(QN == 4 || (QN == 3 && (Cfg::D == 128 || Cfg::D == 256) && Cfg::TMA && !Cfg::WS),
                 "three quarters (sage_attn_q3): head dim 128 or 256, the TMA kernel of the plain and turns schedules");
+  static_assert(!LSE || (Cfg::PV_INT8 && QN == 4), "sage_attn_lse: the pv int8 kernels' whole-row entry");
   griddep_wait();
   if constexpr (Cfg::WS) attn_kernel_ws<Cfg, ws_turns(Cfg::SCHED), ws_intra(Cfg::SCHED)>(p);
-  else if constexpr (Cfg::TMA) attn_kernel_tma<Cfg, QN>(p);
+  else if constexpr (Cfg::TMA) attn_kernel_tma<Cfg, QN, LSE>(p);
   else attn_kernel_cp<Cfg>(p);
 }
 
