@@ -56,5 +56,37 @@ TEST(VariantRecord, OtherRecordsHaveNoStoredConfig) {
   }
 }
 
+// The launcher looks its entries up by name when it loads a module (AttnKernel: sage_prep for
+// the quantized variants, sage_prep_v for FP8 P.V, sage_attn_lse for INT8 P.V, sage_attn_q3 where
+// has_q3_entry says so), and a missing one fails the call. So every rendered module defines
+// exactly the entries the launcher's rules name for its config.
+TEST(VariantRecord, EveryModuleDefinesTheEntriesTheLauncherLoads) {
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  const tuner::VariantBuilder builder(tuner::CompileOptions{});
+  auto defines = [](const std::string& src, const char* entry) {
+    return src.find(std::string("\n") + entry + "(const __grid_constant__") != std::string::npos;
+  };
+  int n = 0, q3 = 0, lse = 0, prep_v = 0;
+  for (const gen::Variant& v : space.enumerate().variants) {
+    if (v.pipeline == "reference") continue;
+    const KernelConfig c = tuner::kernel_config(v);
+    const std::string src = builder.render(v);
+    const bool native = c.qk == "native";
+    EXPECT_TRUE(defines(src, "sage_attn")) << v.name;
+    EXPECT_EQ(defines(src, "sage_prep"), !native) << v.name;
+    EXPECT_EQ(defines(src, "sage_prep_v"), c.pv == "fp8") << v.name;
+    EXPECT_EQ(defines(src, "sage_attn_lse"), c.pv == "int8") << v.name;
+    EXPECT_EQ(defines(src, "sage_attn_q3"), has_q3_entry(c)) << v.name;
+    ++n;
+    q3 += has_q3_entry(c);
+    lse += c.pv == "int8";
+    prep_v += c.pv == "fp8";
+  }
+  EXPECT_GT(n, 400);
+  EXPECT_GT(q3, 0);
+  EXPECT_GT(lse, 0);
+  EXPECT_GT(prep_v, 0);
+}
+
 }  // namespace
 }  // namespace sage
