@@ -6,6 +6,7 @@
 #include <regex>
 #include <set>
 
+#include "sage/common/embedded.h"
 #include "sage/common/error.h"
 #include "sage/common/sha256.h"
 #include "sage/common/strings.h"
@@ -626,6 +627,62 @@ TEST(SearchSpaceBuiltin, ArchitectureRules) {
   EXPECT_EQ(smem->reason, "smem 112 KiB > 99 KiB on sm_86");
   EXPECT_TRUE(s.find("attn_sm90a_mma_d128_m128_n64_w8_s2_qk-int8-thread_pv-fp8_smk_sch-plain_occ1").has_value());
   EXPECT_TRUE(s.find("attn_sm80_mma_d128_m128_n64_w8_s2_qk-int4-block_pv-fp16_smk_smq_smv_sch-plain_occ1").has_value());
+}
+
+// INT8 P·V on wgmma divides O by the row sums of the rounded u8 P, which only the sum_mma
+// kernels take (on the tensor cores), and has no head-dim-256 kernel: rule pv_int8_kernel
+// prunes the rest with its reason, and the built-in sets keep the four variants they name.
+TEST(SearchSpaceBuiltin, WgmmaInt8PVNeedsSumMmaAndHeadDimUpTo128) {
+  const EmbeddedFile* f = embedded_configs::find("search_space.yaml");
+  ASSERT_NE(f, nullptr);
+  std::string yaml(f->view());
+  // the wgmma pipeline's set pv_int8 (the one right before pv_int8_shared_kv; mma has one too)
+  const std::size_t shared = yaml.find("      - name: pv_int8_shared_kv\n");
+  ASSERT_NE(shared, std::string::npos);
+  const std::size_t pos = yaml.rfind("      - name: pv_int8\n", shared);
+  ASSERT_NE(pos, std::string::npos);
+  yaml.insert(pos, R"(      - name: pv_int8_probe
+        tiles:
+          - [64, 128, 1, 2]
+        axes:
+          head_dim: [128, 256]
+          qk: [int8]
+          pv: [int8]
+          granularity: [per_thread]
+          smooth_k: [true]
+          smooth_v: [false]
+          half_exp: [false]
+          sum_mma: [false, true]
+          fuse_q: [false]
+          tma: [true]
+          schedule: [plain]
+          min_ctas: [1]
+)");
+  const SearchSpace space = SearchSpace::from_string(yaml, "probe");
+  const Enumeration en = space.enumerate({{"sm_90a"}, "", {"wgmma"}});
+  const PrunedVariant* no_sum =
+      pruned_named(en, "attn_sm90a_wgmma_d128_m64_n128_wg1_s2_qk-int8-thread_pv-int8_smk_tma_sch-plain_occ1");
+  ASSERT_NE(no_sum, nullptr);
+  EXPECT_EQ(no_sum->rule, "pv_int8_kernel");
+  EXPECT_NE(no_sum->reason.find("the sum_mma kernels, head dim 64 or 128 (sum_mma false, head dim 128)"),
+            std::string::npos)
+      << no_sum->reason;
+  // (at head dim 256 with sum_mma the rule head_dim_256 comes first)
+  const PrunedVariant* d256 =
+      pruned_named(en, "attn_sm90a_wgmma_d256_m64_n128_wg1_s2_qk-int8-thread_pv-int8_smk_tma_sch-plain_occ1");
+  ASSERT_NE(d256, nullptr);
+  EXPECT_EQ(d256->rule, "pv_int8_kernel");
+  EXPECT_NE(d256->reason.find("(sum_mma false, head dim 256)"), std::string::npos) << d256->reason;
+  bool kept = false;
+  for (const Variant& v : en.variants)
+    kept |= v.name == "attn_sm90a_wgmma_d128_m64_n128_wg1_s2_qk-int8-thread_pv-int8_smk_rsum_tma_sch-plain_occ1";
+  EXPECT_TRUE(kept) << "with sum_mma at head dim 128 the probe's variant is kept";
+  const SearchSpace builtin = SearchSpace::builtin();
+  for (const char* name : {"attn_sm90a_wgmma_d64_m64_n128_wg1_s2_qk-int8-thread_pv-int8_smk_rsum_fq_tma_sch-plain_occ3",
+                           "attn_sm90a_wgmma_d128_m64_n128_wg1_s2_qk-int8-thread_pv-int8_smk_rsum_fq_tma_sch-plain_occ3",
+                           "attn_sm90a_wgmma_d128_m192_n128_wg3_s4_qk-int8-thread_pv-int8_smk_rsum_fq_tma_sch-plain_occ1",
+                           "attn_sm90a_wgmma_d64_m64_n128_wg1_s3_qk-int8-thread_pv-int8_smk_rsum_fq_tma_sch-plain_occ4"})
+    EXPECT_TRUE(builtin.find(name).has_value()) << name;
 }
 
 TEST(SearchSpaceBuiltin, EveryVariantRendersWithTheEmbeddedTemplates) {
