@@ -159,7 +159,7 @@ const Entry& entry_for(const AttnProblem& p, Policy policy, bool* built, int cal
   const BucketKey key = provider::buckets().key_of(p, policy, call_head_dim);
   provider::precheck(key);             // "not in this build" is known without a device
   const CUcontext ctx = use_device(-1);  // the caller's context; device 0's primary when none
-  const CacheKey ck{ctx, key};
+  const CacheKey ck{ctx, key, p.batch * p.heads_q};
   Runtime& rt = runtime();
   if (const Entry* e = rt.cache.find(ck)) {
     *built = false;

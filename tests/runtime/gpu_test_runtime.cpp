@@ -230,8 +230,8 @@ TEST_P(RuntimeGpuBitwise, SameBitsAsTheLauncherForTheSameVariant) {
   const AttnProblem& p = GetParam().p;
   Tensors t(p, 42);
   const std::string variant = variant_of(p);
-  // No DB: the default of the call's bucket, batch x query heads included (every max_bh of
-  // defaults.yaml is a bh bucket boundary, so the call's own count matches as its bucket does).
+  // No DB: the default of the call's bucket and its own batch x query heads (which max_bh
+  // matches).
   EXPECT_EQ(variant, tuner::default_variant(arch_, p.head_dim, "balanced", p.seq_kv, p.causal ? 1 : 0, p.seq_q, false,
                                             p.batch * p.heads_q));
 
@@ -267,6 +267,32 @@ TEST_P(RuntimeGpuBitwise, SameBitsAsTheLauncherForTheSameVariant) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RuntimeGpuBitwise, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// Two calls of one bucket (head dim 64, 1K keys, up to 32 pairs) with other batch x query heads:
+// B=1 H=24 (384 64-row CTAs, one wave) and B=2 H=16 (512). configs/defaults.yaml's max_bh
+// matches each call's own count, so each gets its own selection and kernel, and each runs
+// bitwise as the launcher runs its variant; calling again selects nothing new.
+TEST_F(RuntimeGpu, CallsOfOneBucketWithOtherPairsGetTheirOwnDefault) {
+  const AttnProblem p24 = make(1, 24, 24, 1024, 1024, 64);
+  const AttnProblem p32 = make(2, 16, 16, 1024, 1024, 64);
+  const std::string v24 = variant_of(p24), v32 = variant_of(p32);
+  EXPECT_EQ(v24, tuner::default_variant(arch_, 64, "balanced", 1024, 0, 1024, false, 24));
+  EXPECT_EQ(v32, tuner::default_variant(arch_, 64, "balanced", 1024, 0, 1024, false, 32));
+  EXPECT_NE(v24, v32);
+  for (const AttnProblem* p : {&p24, &p32}) {
+    Tensors t(*p, 7);
+    const std::vector<std::uint16_t> want = launcher_out(variant_of(*p), t, nullptr);
+    t.poison();
+    ASSERT_EQ(t.call(stream_), SAGE_OK) << sage_last_error();
+    sync();
+    EXPECT_TRUE(t.out() == want) << "O differs from the launcher's: " << variant_of(*p);
+  }
+  EXPECT_EQ(rt::counters().selections, 2u) << "one bucket, two batch x query heads, two selections";
+  Tensors again(p24, 8);
+  ASSERT_EQ(again.call(stream_), SAGE_OK) << sage_last_error();
+  sync();
+  EXPECT_EQ(rt::counters().selections, 2u) << "the first call's selection serves it again";
+}
 
 // ---- head dims the kernels lack ---------------------------------------------------------------
 // A call of head dim d up to 256 other than 64, 128 and 256 runs on the kernel of the next head dim: on the

@@ -112,19 +112,21 @@ TEST(RuntimeKeys, CacheKeyIsEqualWithinABucketAndDiffersAcrossEveryField) {
   const Buckets b = builtin_buckets();
   const CUcontext ctx = reinterpret_cast<CUcontext>(0x1000);
   const AttnProblem base = problem(4, 32, 8, 3000, 3500, 128);
-  const CacheKey k0{ctx, b.key_of(base, Policy::balanced)};
+  // The runtime's key (dispatch.cpp): the bucket and the call's own batch x query heads.
+  const CacheKey k0{ctx, b.key_of(base, Policy::balanced), base.batch * base.heads_q};
   CacheKeyHash hash;
 
-  // Same bucket: other sizes that round to the same boundaries, other kv heads, scale, LSE.
+  // Same bucket and pairs: other sizes that round to the same boundaries, other kv heads,
+  // scale, LSE.
   AttnProblem same = problem(2, 64, 64, 2049, 4096, 128);
   same.sm_scale = 0.5f;
   same.return_lse = true;
-  const CacheKey k1{ctx, b.key_of(same, Policy::balanced)};
+  const CacheKey k1{ctx, b.key_of(same, Policy::balanced), same.batch * same.heads_q};
   EXPECT_EQ(k0, k1);
   EXPECT_EQ(hash(k0), hash(k1));
 
   std::vector<CacheKey> different;
-  different.push_back({reinterpret_cast<CUcontext>(0x2000), k0.bucket});  // another context
+  different.push_back({reinterpret_cast<CUcontext>(0x2000), k0.bucket, k0.pairs});  // another context
   different.push_back({ctx, b.key_of(base, Policy::accurate)});
   different.push_back({ctx, b.key_of(base, Policy::fast)});
   different.push_back({ctx, b.key_of(problem(4, 32, 8, 3000, 3500, 64), Policy::balanced)});
@@ -135,6 +137,14 @@ TEST(RuntimeKeys, CacheKeyIsEqualWithinABucketAndDiffersAcrossEveryField) {
   different.push_back({ctx, b.key_of(problem(4, 32, 8, 3000, 9000, 128), Policy::balanced)});   // seq_kv bucket
   different.push_back({ctx, b.key_of(problem(16, 32, 8, 3000, 3500, 128), Policy::balanced)});  // bh bucket
   different.push_back({ctx, b.key_of(base, Policy::balanced, 72)});  // a d=72 call: rows16
+  // The bucket's other batch x query heads (B=3 H=32: 96 pairs, bucket 128): configs/defaults.yaml's
+  // max_bh matches the exact count, so such calls get their own selection.
+  const AttnProblem fewer = problem(3, 32, 8, 3000, 3500, 128);
+  ASSERT_EQ(b.key_of(fewer, Policy::balanced), k0.bucket);
+  different.push_back({ctx, b.key_of(fewer, Policy::balanced), fewer.batch * fewer.heads_q});
+  // Each differs from k0 in the one field named: the others keep k0's pairs.
+  for (CacheKey& k : different)
+    if (k.pairs == 0) k.pairs = k0.pairs;
   std::set<std::size_t> hashes{hash(k0)};
   for (const CacheKey& k : different) {
     EXPECT_FALSE(k == k0) << k.bucket.str();

@@ -186,6 +186,40 @@ TEST_F(RuntimeSelection, DefaultsFollowTheCallsBatchTimesHeadsBucket) {
   }
 }
 
+// A default's max_bh matches the call's own batch x query heads, not its bucket's: at head dim
+// 64 over 1K keys without a mask, B=1 H=24 (384 64-row CTAs, one wave of three an SM on 132
+// SMs) takes the 64-row native kernel and B=2 H=16 (512) the 128-row one, though both are in
+// the bucket of up to 32 pairs; with 0 pairs (unknown) the bucket's own count decides. A tuned
+// winner serves the whole bucket either way.
+TEST_F(RuntimeSelection, DefaultsFollowTheCallsOwnBatchTimesHeads) {
+  auto l = lookup();
+  tuner::WinnerKey k = key_;
+  k.problem = test::bucket(64, false, 1024, 32);
+  const Choice b1h24 = rt::jit::choose(*l, k, kArch, false, false, 24);
+  const Choice b2h16 = rt::jit::choose(*l, k, kArch, false, false, 32);
+  const Choice bucket = rt::jit::choose(*l, k, kArch, false, false, 0);
+  EXPECT_EQ(b1h24.source, Source::default_variant);
+  EXPECT_EQ(test::variant_named(kArch, b1h24.variant).get_int("block_m"), 64) << b1h24.variant;
+  EXPECT_EQ(test::variant_named(kArch, b2h16.variant).get_int("block_m"), 128) << b2h16.variant;
+  EXPECT_EQ(bucket.variant, b2h16.variant);
+  EXPECT_EQ(b1h24.variant, tuner::default_variant(kArch, 64, "balanced", 1024, 0, 1024, false, 24));
+
+  std::string tuned;
+  for (const auto& v : test::attention_variants(kArch, 64))
+    if (v.name != b1h24.variant && v.name != b2h16.variant) {
+      tuned = v.name;
+      break;
+    }
+  ASSERT_FALSE(tuned.empty());
+  user_winner(fake_kernel(tuned, 3), k);
+  l = lookup();
+  for (const int pairs : {24, 32}) {
+    const Choice c = rt::jit::choose(*l, k, kArch, false, false, pairs);
+    EXPECT_EQ(c.source, Source::user_db) << pairs;
+    EXPECT_EQ(c.variant, tuned) << pairs;
+  }
+}
+
 TEST_F(RuntimeSelection, PolicySelectsItsOwnDefault) {
   auto l = lookup();
   tuner::WinnerKey k = key_;

@@ -79,8 +79,11 @@ int run_select(const SelectArgs& a) {
 
   std::string variant, source, db, why;
   tuner::DefaultMatch entry;
+  // As the runtime: a default's max_bh matches the call's own batch x query heads (a tuned
+  // winner serves its whole bucket).
+  const int pairs = p.batch * p.heads_q;
   const auto own = rows16 ? tuner::rows16_default(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0,
-                                                  key.seq_q_bucket, key.bh_bucket)
+                                                  key.seq_q_bucket, pairs)
                           : std::nullopt;
   if (own) {
     source = "rows16 default";
@@ -107,7 +110,7 @@ int run_select(const SelectArgs& a) {
   }
   if (variant.empty()) {
     entry = tuner::default_match(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0, key.seq_q_bucket, rows16,
-                                 key.bh_bucket);
+                                 pairs);
     variant = entry.variant;
     if (source.empty()) source = "default";
   }

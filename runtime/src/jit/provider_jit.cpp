@@ -145,7 +145,7 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
   // enumerating it costs ~12 ms). Head dims were validated against the build already.
   {
     const tuner::WinnerKey wk{fp, problem_key(key), tuner::generator_hash(), tuner::nvrtc_version()};
-    jit::Choice c = jit::choose(lookup(), wk, arch, log_enabled(), key.rows16);
+    jit::Choice c = jit::choose(lookup(), wk, arch, log_enabled(), key.rows16, p.batch * p.heads_q);
     if (c.cubin && c.source != Source::default_variant) {
       if (std::optional<KernelConfig> cfg = stored_config(c.db, c.variant)) {
         Resolved r;
@@ -177,7 +177,7 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
                                        arch, " (", fp.name, ")"));
 
   const tuner::WinnerKey wk{fp, problem_key(key), tuner::generator_hash(), tuner::nvrtc_version()};
-  jit::Choice c = jit::choose(lookup(), wk, arch, log_enabled(), key.rows16);
+  jit::Choice c = jit::choose(lookup(), wk, arch, log_enabled(), key.rows16, p.batch * p.heads_q);
   Resolved r;
   Selection& s = r.selection;
   s.notes = take_warnings();
@@ -191,7 +191,7 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
     c.source = Source::default_variant;
     c.variant =
         tuner::default_variant(arch, key.head_dim, to_string(key.policy), key.seq_kv, key.causal ? 1 : 0, key.seq_q,
-                               key.rows16, key.bh);
+                               key.rows16, p.batch * p.heads_q);
     v = find_variant(*vs, c.variant);
     if (!v) throw Error(Errc::internal, cat("the default variant ", c.variant, " is not in the search space for ", arch));
   }

@@ -19,16 +19,16 @@ std::uint64_t compile_count() { return g_compiles.load(); }
 void reset_compile_count() { g_compiles = 0; }
 
 Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const std::string& arch, bool explain,
-              bool rows16) {
+              bool rows16, int pairs) {
   Choice c;
+  const int bh = pairs > 0 ? pairs : key.problem.bh_bucket;
   // Rows off the 32-byte sectors: the tuner times its buckets at the kernel's own head dim, so a
   // winner speaks for aligned rows only. Where defaults.yaml has an entry of its own for such
   // calls in this bucket (measured on them), that entry serves them ahead of any winner.
   if (rows16) {
     const tuner::ProblemKey& p = key.problem;
     if (std::optional<std::string> own =
-            tuner::rows16_default(arch, p.head_dim, p.policy, p.seq_kv_bucket, p.causal ? 1 : 0, p.seq_q_bucket,
-                                  p.bh_bucket)) {
+            tuner::rows16_default(arch, p.head_dim, p.policy, p.seq_kv_bucket, p.causal ? 1 : 0, p.seq_q_bucket, bh)) {
       c.source = Source::default_variant;
       c.variant = *own;
       c.miss = "rows 16 but not 32 bytes long a multiple of: configs/defaults.yaml's rows16 entry for this bucket "
@@ -52,8 +52,7 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
   c.miss = explain ? tuner::describe_miss(r) : r.message;
   try {
     c.variant = tuner::default_variant(arch, key.problem.head_dim, key.problem.policy, key.problem.seq_kv_bucket,
-                                       key.problem.causal ? 1 : 0, key.problem.seq_q_bucket, rows16,
-                                       key.problem.bh_bucket);
+                                       key.problem.causal ? 1 : 0, key.problem.seq_q_bucket, rows16, bh);
   } catch (const Error& e) {
     if (e.code() != Errc::not_found) throw;
     throw Error(Errc::unsupported, cat("no tuned winner for ", key.problem.str(), " on ", key.device.name,

@@ -24,13 +24,16 @@ struct Choice {
   std::string rebuild;               // winner whose kernel is missing or damaged: why
 };
 // The user DB's winner for `key`, else the system DB's, else
-// tuner::default_variant(arch, head_dim, policy, seq_kv bucket, causal, seq_q bucket, rows16, bh bucket). `explain` asks for the nearest stored key
-// on a miss. Throws Error(unsupported) when there is no winner and no default for `arch`.
+// tuner::default_variant(arch, head_dim, policy, seq_kv bucket, causal, seq_q bucket, rows16,
+// pairs). `explain` asks for the nearest stored key on a miss. Throws Error(unsupported) when
+// there is no winner and no default for `arch`.
 // rows16 calls (rows 16 but not 32 bytes long a multiple of) whose bucket has a default of its
 // own for them (one that differs from the bucket's) take that default first: the tuner measures
 // aligned rows only.
+// `pairs`: the call's batch x query heads, which configs/defaults.yaml's max_bh matches (0: the
+// bucket's, key.problem.bh_bucket). A tuned winner serves its whole bucket.
 Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const std::string& arch, bool explain,
-              bool rows16 = false);
+              bool rows16 = false, int pairs = 0);
 
 struct ObtainOptions {
   std::string arch;        // compile target
