@@ -39,15 +39,17 @@ TEST(CliSelect, NamesTheDefaultOfTheCallsBucketAndTheEntryThatGaveIt) {
   ASSERT_GT(lines.size(), 100u);
   struct Case {
     std::string args;
-    int d, n, n_kv, causal, bh_bucket;
+    int d, n, n_kv, causal, pairs;  // pairs: the call's batch x query heads, which max_bh matches
     std::string bucket;
   };
   const Case cases[] = {
       // Few (sequence, head) pairs: the entries by batch x query heads (2026-11-28).
       {"-d 128 -n 4096 --batch 1 --heads 8 --heads-kv 1", 128, 4096, 4096, 0, 8,
        "d128_noncausal_fp16_HND_q4096_kv4096_bh8_balanced"},
-      {"-d 64 -n 1000 --batch 1 --heads 12 --causal yes", 64, 1024, 1024, 1, 16,
+      {"-d 64 -n 1000 --batch 1 --heads 12 --causal yes", 64, 1024, 1024, 1, 12,
        "d64_causal_fp16_HND_q1024_kv1024_bh16_balanced"},
+      // B=1 H=24 in the bucket of up to 32 pairs: its own 24 pairs pick the entry (2026-11-28 (ae)).
+      {"-d 64 -n 1024 --batch 1 --heads 24", 64, 1024, 1024, 0, 24, "d64_noncausal_fp16_HND_q1024_kv1024_bh32_balanced"},
       // The grid shape, and decoding.
       {"-d 128 -n 16384", 128, 16384, 16384, 0, 128, "d128_noncausal_fp16_HND_q16384_kv16384_bh128_balanced"},
       {"-d 128 -n 1 --seq-kv 32768 --batch 1 --heads 32 --heads-kv 8", 128, 1, 32768, 0, 32,
@@ -57,8 +59,7 @@ TEST(CliSelect, NamesTheDefaultOfTheCallsBucketAndTheEntryThatGaveIt) {
     const nlohmann::json j = select_json(s, c.args);
     EXPECT_EQ(j["bucket"], c.bucket) << c.args;
     EXPECT_EQ(j["source"], "default") << c.args;
-    EXPECT_EQ(j["variant"], tuner::default_variant("sm_90a", c.d, "balanced", c.n_kv, c.causal, c.n, false,
-                                                   c.bh_bucket))
+    EXPECT_EQ(j["variant"], tuner::default_variant("sm_90a", c.d, "balanced", c.n_kv, c.causal, c.n, false, c.pairs))
         << c.args;
     // The entry: a line of configs/defaults.yaml that opens an entry of the call's head dim, and
     // conditions that name it.
@@ -70,8 +71,12 @@ TEST(CliSelect, NamesTheDefaultOfTheCallsBucketAndTheEntryThatGaveIt) {
     const std::string cond = j["defaults_entry"]["conditions"].get<std::string>();
     EXPECT_EQ(cond.rfind("head_dim " + std::to_string(c.d), 0), 0u) << cond;
   }
-  // The entry by batch x heads named as such: B=1 with 8 heads over 4K keys.
+  // The entry by batch x heads named as such: B=1 with 8 heads over 4K keys, and B=1 H=24 over
+  // 1K, whose bucket's 32 pairs would take the 128-row kernel.
   EXPECT_EQ(select_json(s, cases[0].args)["defaults_entry"]["conditions"], "head_dim 128, max_seq_kv 4096, max_bh 8");
+  const nlohmann::json h24 = select_json(s, cases[2].args);
+  EXPECT_EQ(h24["defaults_entry"]["conditions"], "head_dim 64, max_seq_kv 1024, max_bh 24");
+  EXPECT_NE(h24["variant"], tuner::default_variant("sm_90a", 64, "balanced", 1024, 0, 1024, false, 32));
 }
 
 TEST(CliSelect, RowsOffTheSectorsTakeTheirOwnEntry) {
