@@ -190,7 +190,8 @@ TEST_F(RuntimeSelection, DefaultsFollowTheCallsBatchTimesHeadsBucket) {
 // 64 over 1K keys without a mask, B=1 H=24 (384 64-row CTAs, one wave of three an SM on 132
 // SMs) takes the 64-row native kernel and B=2 H=16 (512) the 128-row one, though both are in
 // the bucket of up to 32 pairs; with 0 pairs (unknown) the bucket's own count decides. A tuned
-// winner serves the whole bucket either way.
+// winner was timed at the bucket's boundary (32 pairs): it serves the calls whose own default is
+// the boundary's (30 pairs), and a call whose count has a default of its own (24) keeps that.
 TEST_F(RuntimeSelection, DefaultsFollowTheCallsOwnBatchTimesHeads) {
   auto l = lookup();
   tuner::WinnerKey k = key_;
@@ -213,11 +214,15 @@ TEST_F(RuntimeSelection, DefaultsFollowTheCallsOwnBatchTimesHeads) {
   ASSERT_FALSE(tuned.empty());
   user_winner(fake_kernel(tuned, 3), k);
   l = lookup();
-  for (const int pairs : {24, 32}) {
+  for (const int pairs : {30, 32, 0}) {
     const Choice c = rt::jit::choose(*l, k, kArch, false, false, pairs);
     EXPECT_EQ(c.source, Source::user_db) << pairs;
     EXPECT_EQ(c.variant, tuned) << pairs;
   }
+  const Choice own = rt::jit::choose(*l, k, kArch, true, false, 24);
+  EXPECT_EQ(own.source, Source::default_variant);
+  EXPECT_EQ(own.variant, b1h24.variant);
+  EXPECT_NE(own.miss.find("24 (sequence, query head) pairs"), std::string::npos) << own.miss;
 }
 
 TEST_F(RuntimeSelection, PolicySelectsItsOwnDefault) {

@@ -41,6 +41,7 @@ TEST(CliSelect, NamesTheDefaultOfTheCallsBucketAndTheEntryThatGaveIt) {
     std::string args;
     int d, n, n_kv, causal, pairs;  // pairs: the call's batch x query heads, which max_bh matches
     std::string bucket;
+    std::string source = "default";
   };
   const Case cases[] = {
       // Few (sequence, head) pairs: the entries by batch x query heads (2026-11-28).
@@ -49,7 +50,9 @@ TEST(CliSelect, NamesTheDefaultOfTheCallsBucketAndTheEntryThatGaveIt) {
       {"-d 64 -n 1000 --batch 1 --heads 12 --causal yes", 64, 1024, 1024, 1, 12,
        "d64_causal_fp16_HND_q1024_kv1024_bh16_balanced"},
       // B=1 H=24 in the bucket of up to 32 pairs: its own 24 pairs pick the entry (2026-11-28 (ae)).
-      {"-d 64 -n 1024 --batch 1 --heads 24", 64, 1024, 1024, 0, 24, "d64_noncausal_fp16_HND_q1024_kv1024_bh32_balanced"},
+      // Its default differs from the one at the bucket's boundary: a "pairs default".
+      {"-d 64 -n 1024 --batch 1 --heads 24", 64, 1024, 1024, 0, 24, "d64_noncausal_fp16_HND_q1024_kv1024_bh32_balanced",
+       "pairs default"},
       // The grid shape, and decoding.
       {"-d 128 -n 16384", 128, 16384, 16384, 0, 128, "d128_noncausal_fp16_HND_q16384_kv16384_bh128_balanced"},
       {"-d 128 -n 1 --seq-kv 32768 --batch 1 --heads 32 --heads-kv 8", 128, 1, 32768, 0, 32,
@@ -58,7 +61,7 @@ TEST(CliSelect, NamesTheDefaultOfTheCallsBucketAndTheEntryThatGaveIt) {
   for (const Case& c : cases) {
     const nlohmann::json j = select_json(s, c.args);
     EXPECT_EQ(j["bucket"], c.bucket) << c.args;
-    EXPECT_EQ(j["source"], "default") << c.args;
+    EXPECT_EQ(j["source"], c.source) << c.args;
     EXPECT_EQ(j["variant"], tuner::default_variant("sm_90a", c.d, "balanced", c.n_kv, c.causal, c.n, false, c.pairs))
         << c.args;
     // The entry: a line of configs/defaults.yaml that opens an entry of the call's head dim, and

@@ -565,6 +565,25 @@ TEST(Defaults, EveryMaxSeqKvIsASeqBucketBoundary) {
   // bench` all match it against the call's own batch x query heads.
 }
 
+// A call whose own batch x query heads has another default than its bucket's boundary (where a
+// tuned winner was timed) has a pairs default, which leads that winner; where the two agree, or
+// the count is the boundary, it has none.
+TEST(Defaults, PairsDefaultWhereTheCountsDefaultDiffersFromTheBoundarys) {
+  const auto own = tuner::pairs_default("sm_90a", 64, "balanced", 1024, 0, 1024, false, 24, 32);
+  ASSERT_TRUE(own.has_value());
+  EXPECT_EQ(*own, tuner::default_variant("sm_90a", 64, "balanced", 1024, 0, 1024, false, 24));
+  EXPECT_NE(*own, tuner::default_variant("sm_90a", 64, "balanced", 1024, 0, 1024, false, 32));
+  EXPECT_FALSE(tuner::pairs_default("sm_90a", 64, "balanced", 1024, 0, 1024, false, 30, 32).has_value());
+  EXPECT_FALSE(tuner::pairs_default("sm_90a", 64, "balanced", 1024, 0, 1024, false, 32, 32).has_value());
+  EXPECT_FALSE(tuner::pairs_default("sm_90a", 64, "balanced", 1024, 0, 1024, false, 0, 32).has_value());
+  // The grid's shape (B=4 H=32) is the bucket's boundary: its winner serves it.
+  EXPECT_FALSE(tuner::pairs_default("sm_90a", 128, "balanced", 16384, 0, 16384, false, 128, 128).has_value());
+  // B=1 H=40 at 1K: the 64x64 CTAs, where the bucket's 128 pairs take the 128-row kernel.
+  const auto h40 = tuner::pairs_default("sm_90a", 64, "balanced", 1024, 0, 1024, false, 40, 128);
+  ASSERT_TRUE(h40.has_value());
+  EXPECT_EQ(hopper_default(64, "balanced", 1024, 0, 1024, false, 40).get_int("block_n"), 64);
+}
+
 // tuner::default_variant reads only the keys below; a mistyped one (max_bhh) would be ignored and
 // widen its entry to every call, so every entry names known keys only, and always head_dim and
 // params.

@@ -162,9 +162,14 @@ int run_bench(const BenchArgs& a) {
     // default entry of their own ahead of a winner tuned on aligned rows (jit::choose).
     const bool rows16 = d < kd && d % 16 == 8;
     const int bh = p.batch * p.heads_q;
-    const std::optional<std::string> own =
+    std::optional<std::string> own =
         rows16 && names.empty() ? tuner::rows16_default(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q, bh)
                                 : std::nullopt;
+    // As the runtime: a batch x query heads whose default differs from the one at its bucket's
+    // boundary (where a winner was timed) takes that default ahead of the winner.
+    if (!own && names.empty())
+      own = tuner::pairs_default(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q, rows16, bh,
+                                 pcfg.key_of(kp, a.policy).bh_bucket);
     if (names.empty() && store && !own) {
       tuner::WinnerKey wk{fp, pcfg.key_of(kp, a.policy), tuner::generator_hash(), tuner::nvrtc_version()};
       if (auto w = store->winner(wk)) names.push_back(w->variant);

@@ -85,10 +85,18 @@ int run_select(const SelectArgs& a) {
   const auto own = rows16 ? tuner::rows16_default(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0,
                                                   key.seq_q_bucket, pairs)
                           : std::nullopt;
+  const auto own_pairs = own ? std::nullopt
+                             : tuner::pairs_default(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0,
+                                                    key.seq_q_bucket, rows16, pairs, key.bh_bucket);
   if (own) {
     source = "rows16 default";
     why = "rows 16 but not 32 bytes long a multiple of: configs/defaults.yaml's rows16 entry for this bucket serves "
           "them ahead of a winner tuned on aligned rows";
+  } else if (own_pairs) {
+    source = "pairs default";
+    why = cat(pairs, " (sequence, query head) pairs: configs/defaults.yaml's entry for that count serves them ahead of "
+                     "a winner timed at the bucket's ",
+              key.bh_bucket);
   } else if (fp) {
     tuner::LookupOptions o;
     o.user_db = a.db;

@@ -165,6 +165,18 @@ std::optional<std::string> rows16_default(const std::string& arch, int head_dim,
   return std::nullopt;
 }
 
+std::optional<std::string> pairs_default(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
+                                         int causal, int seq_q, bool rows16, int pairs, int bh_bucket) {
+  if (pairs <= 0 || pairs == bh_bucket) return std::nullopt;
+  try {
+    std::string own = default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, pairs);
+    if (own != default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, bh_bucket)) return own;
+  } catch (const Error& e) {
+    if (e.code() != Errc::not_found) throw;
+  }
+  return std::nullopt;
+}
+
 TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProgress&)>& on_progress) {
   const double t0 = now_s();
   TuneReport rep;

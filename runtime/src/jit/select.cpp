@@ -36,6 +36,20 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
       return c;
     }
   }
+  // A call whose own batch x query heads has a default of its own (one that differs from the
+  // default at its bucket's boundary, where a winner was timed): that default first.
+  if (pairs > 0) {
+    const tuner::ProblemKey& p = key.problem;
+    if (std::optional<std::string> own =
+            tuner::pairs_default(arch, p.head_dim, p.policy, p.seq_kv_bucket, p.causal ? 1 : 0, p.seq_q_bucket,
+                                 rows16, pairs, p.bh_bucket)) {
+      c.source = Source::default_variant;
+      c.variant = *own;
+      c.miss = cat(pairs, " (sequence, query head) pairs: configs/defaults.yaml's entry for that count serves them "
+                          "ahead of a winner timed at the bucket's ", p.bh_bucket);
+      return c;
+    }
+  }
   tuner::LookupResult r = lookup.find(key, explain);
   if (r.status != tuner::LookupResult::Status::miss) {
     // WinnerLookup::find already prefers the user DB's winner over the system DB's.

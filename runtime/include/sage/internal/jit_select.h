@@ -31,7 +31,9 @@ struct Choice {
 // own for them (one that differs from the bucket's) take that default first: the tuner measures
 // aligned rows only.
 // `pairs`: the call's batch x query heads, which configs/defaults.yaml's max_bh matches (0: the
-// bucket's, key.problem.bh_bucket). A tuned winner serves its whole bucket.
+// bucket's, key.problem.bh_bucket). A tuned winner was timed at the bucket's boundary: where
+// the call's own count has another default than the boundary's (tuner::pairs_default), that
+// default serves it ahead of the winner; elsewhere the winner serves the whole bucket.
 Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const std::string& arch, bool explain,
               bool rows16 = false, int pairs = 0);
 

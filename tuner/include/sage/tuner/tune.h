@@ -96,5 +96,13 @@ DefaultMatch default_match(const std::string& arch, int head_dim, const std::str
 // aligned rows (the runtime's jit::choose, `sage-tune bench --tuned`).
 std::optional<std::string> rows16_default(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
                                           int causal, int seq_q, int bh = 0);
+// The default of a call whose batch x query heads (`pairs`) is not its bucket's boundary
+// (`bh_bucket`), where defaults.yaml gives it another kernel than the boundary's: the entries'
+// max_bh edges were measured on such counts, while a tuned winner was timed at the boundary
+// only (ProblemsConfig::representative), so such a default serves the call ahead of the winner
+// (the runtime's jit::choose, `sage-tune select`, `sage-tune bench --tuned`). nullopt where the
+// two defaults agree (the winner serves the call) or where there is no default.
+std::optional<std::string> pairs_default(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
+                                         int causal, int seq_q, bool rows16, int pairs, int bh_bucket);
 
 }  // namespace sage::tuner
