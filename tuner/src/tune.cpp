@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -154,27 +155,34 @@ DefaultMatch default_match(const std::string& arch, int head_dim, const std::str
                                    " and policy ", policy));
 }
 
-std::optional<std::string> rows16_default(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
-                                          int causal, int seq_q, int bh) {
+namespace {
+// `own` where it differs from `base` (two default_variant lookups); nullopt where they agree or
+// there is no default.
+std::optional<std::string> default_if_it_differs(const std::function<std::string()>& own,
+                                                 const std::function<std::string()>& base) {
   try {
-    std::string own = default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, true, bh);
-    if (own != default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, false, bh)) return own;
+    std::string v = own();
+    if (v != base()) return v;
   } catch (const Error& e) {
     if (e.code() != Errc::not_found) throw;
   }
   return std::nullopt;
 }
+}  // namespace
+
+std::optional<std::string> rows16_default(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
+                                          int causal, int seq_q, int bh) {
+  return default_if_it_differs(
+      [&] { return default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, true, bh); },
+      [&] { return default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, false, bh); });
+}
 
 std::optional<std::string> pairs_default(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
                                          int causal, int seq_q, bool rows16, int pairs, int bh_bucket) {
   if (pairs <= 0 || pairs == bh_bucket) return std::nullopt;
-  try {
-    std::string own = default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, pairs);
-    if (own != default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, bh_bucket)) return own;
-  } catch (const Error& e) {
-    if (e.code() != Errc::not_found) throw;
-  }
-  return std::nullopt;
+  return default_if_it_differs(
+      [&] { return default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, pairs); },
+      [&] { return default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, bh_bucket); });
 }
 
 TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProgress&)>& on_progress) {
