@@ -79,8 +79,8 @@ int run_select(const SelectArgs& a) {
 
   std::string variant, source, db, why;
   tuner::DefaultMatch entry;
-  // As the runtime: a default's max_bh matches the call's own batch x query heads (a tuned
-  // winner serves its whole bucket).
+  // As the runtime: a default's max_bh matches the call's own batch x query heads, and where
+  // that default differs from the bucket boundary's it leads a winner timed at the boundary.
   const int pairs = p.batch * p.heads_q;
   const auto own = rows16 ? tuner::rows16_default(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0,
                                                   key.seq_q_bucket, pairs)

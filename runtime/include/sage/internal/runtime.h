@@ -60,10 +60,11 @@ struct Buckets {
 };
 
 // Key of the in-memory kernel cache: one loaded kernel per CUDA context, bucket and exact
-// batch x query heads. A tuned winner serves the whole bucket, but configs/defaults.yaml's
-// max_bh matches the call's own batch x query heads (how many CTAs the kernels' grids hold, so
-// how well they fill the GPU's waves: B=1 H=20 and B=2 H=16 share a bucket and not a default),
-// so calls of one bucket with different pairs each get their selection.
+// batch x query heads. configs/defaults.yaml's max_bh matches the call's own batch x query
+// heads (how many CTAs the kernels' grids hold, so how well they fill the GPU's waves: B=1 H=20
+// and B=2 H=16 share a bucket and not a default), and such a default leads a winner timed at
+// the bucket's boundary (tuner::pairs_default), so calls of one bucket with different pairs
+// each get their selection.
 struct CacheKey {
   CUcontext ctx = nullptr;
   BucketKey bucket;
