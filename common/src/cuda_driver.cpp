@@ -30,6 +30,9 @@ Loaded load() {
   }
   SAGE_CU_FUNCTIONS(SAGE_CU_LOAD)
 #undef SAGE_CU_LOAD
+#define SAGE_CU_LOAD_OPTIONAL(fn) l.api.fn = reinterpret_cast<decltype(&::fn)>(dlsym(h, SAGE_STR(fn)));
+  SAGE_CU_OPTIONAL_FUNCTIONS(SAGE_CU_LOAD_OPTIONAL)
+#undef SAGE_CU_LOAD_OPTIONAL
   CUresult r = l.api.cuInit(0);
   if (r != CUDA_SUCCESS) {
     const char* name = nullptr;

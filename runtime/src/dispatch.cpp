@@ -159,7 +159,7 @@ const Entry& entry_for(const AttnProblem& p, Policy policy, bool* built, int cal
   const BucketKey key = provider::buckets().key_of(p, policy, call_head_dim);
   provider::precheck(key);             // "not in this build" is known without a device
   const CUcontext ctx = use_device(-1);  // the caller's context; device 0's primary when none
-  const CacheKey ck{ctx, key, p.batch * p.heads_q};
+  const CacheKey ck{ctx, key, p.batch * p.heads_q, p.sms};
   Runtime& rt = runtime();
   if (const Entry* e = rt.cache.find(ck)) {
     *built = false;
@@ -298,10 +298,16 @@ void run_padded(const AttnKernel& k, const Padding& pad, const AttnProblem& p, c
 
 }  // namespace
 
-void run(const AttnProblem& p, Policy policy, const AttnArgs& a, void* workspace, std::size_t workspace_bytes,
+void run(const AttnProblem& call, Policy policy, const AttnArgs& a, void* workspace, std::size_t workspace_bytes,
          CUstream stream) {
   const auto t0 = Clock::now();
   bool built = false;
+  // On a green context's stream the call runs on its partition of the SMs: the kernels' grids
+  // and key splits are sized to it (a persistent grid of the whole device's CTAs would run in
+  // two rounds, and a split whose CTAs wait for each other would never finish), and the
+  // defaults' wave edges are read for it (tuner::default_match).
+  AttnProblem p = call;
+  p.sms = stream_sms(stream);
   const AttnProblem kp = kernel_problem(p);
   const Entry& e = entry_for(kp, policy, &built, p.head_dim);
   const AttnKernel& k = *e.kernel;
@@ -338,6 +344,7 @@ void run(const AttnProblem& p, Policy policy, const AttnArgs& a, void* workspace
 
 std::size_t workspace_size(const AttnProblem& p, Policy policy) {
   AttnProblem with_lse = p;
+  with_lse.sms = stream_sms(nullptr);  // the current context's: a green context's partition
   with_lse.return_lse = true;  // LSE adds a region; a workspace sized for it serves both
   bool built = false;
   const AttnProblem kp = kernel_problem(with_lse);
@@ -346,8 +353,10 @@ std::size_t workspace_size(const AttnProblem& p, Policy policy) {
   return padding_for(with_lse, kp, *e.kernel).bytes();
 }
 
-const Selection& selection_for(const AttnProblem& p, Policy policy) {
+const Selection& selection_for(const AttnProblem& call, Policy policy) {
   bool built = false;
+  AttnProblem p = call;
+  p.sms = stream_sms(nullptr);  // the current context's: a green context's partition
   const AttnProblem kp = kernel_problem(p);
   const Entry& e = entry_for(kp, policy, &built, p.head_dim);
   if (built && log_enabled()) log_selection(e.selection, p, policy, -1);

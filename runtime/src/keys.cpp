@@ -117,6 +117,7 @@ std::size_t CacheKeyHash::operator()(const CacheKey& k) const noexcept {
   mix(std::size_t(b.policy));
   mix(std::size_t(b.rows16));
   mix(std::size_t(k.pairs));
+  mix(std::size_t(k.sms));
   return h;
 }
 

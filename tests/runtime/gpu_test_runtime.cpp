@@ -22,6 +22,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <latch>
 #include <list>
@@ -35,6 +37,7 @@
 #include "sage/common/cuda_driver.h"
 #include "sage/gen/search_space.h"
 #include "sage/internal/device_buffer.h"
+#include "sage/internal/green.h"
 #include "sage/internal/runtime.h"
 #include "sage/sage.h"
 #include "sage/tuner/accuracy.h"
@@ -292,6 +295,141 @@ TEST_F(RuntimeGpu, CallsOfOneBucketWithOtherPairsGetTheirOwnDefault) {
   ASSERT_EQ(again.call(stream_), SAGE_OK) << sage_last_error();
   sync();
   EXPECT_EQ(rt::counters().selections, 2u) << "the first call's selection serves it again";
+}
+
+// ---- a green context's partition of the SMs --------------------------------------------------
+// A call on a green context's stream runs on its partition only. The runtime reads the
+// partition from the stream (rt::stream_sms) and sizes the kernels to it: the persistent grid
+// to its SMs (the whole device's 132 CTAs would run in two rounds on 16 SMs), and decoding's key
+// ranges, whose CTAs wait for each other, to what is resident there at once (sized for the whole
+// device, the share merge below never finished on 16 SMs). Each call runs bitwise as the
+// launcher runs its variant on the same SMs, and close to the whole device's result (the ranges
+// differ, so the sums' order does); the defaults read their wave edges for the partition.
+
+// Waits for `s`, failing (and ending the process: a kernel that never ends cannot be taken
+// back) after `seconds`.
+void wait_or_die(CUstream s, double seconds, const std::string& what) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    const CUresult r = cu::api().cuStreamQuery(s);
+    if (r == CUDA_SUCCESS) return;
+    if (r != CUDA_ERROR_NOT_READY) {
+      ADD_FAILURE() << what << ": " << cu::error_string(r);
+      return;
+    }
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds) {
+      ADD_FAILURE() << what << ": still running after " << seconds << " s (CTAs waiting for CTAs that cannot start)";
+      std::fflush(stdout);
+      std::_Exit(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+double rel_l1(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double x = tuner::half_to_float(a[i]), y = tuner::half_to_float(b[i]);
+    num += std::abs(x - y);
+    den += std::abs(y);
+  }
+  return den > 0 ? num / den : num;
+}
+
+TEST_F(RuntimeGpu, CallsOnAGreenContextRunOnItsSms) {
+  std::unique_ptr<GreenPartition> green;
+  try {
+    green = std::make_unique<GreenPartition>(16);
+  } catch (const Error& e) {
+    if (e.code() == Errc::unsupported) GTEST_SKIP() << e.what();
+    throw;
+  }
+  const int sms = green->sms();
+  ASSERT_GE(sms, 16);
+  ASSERT_LT(sms, fp_.sm_count);
+  EXPECT_EQ(stream_sms(green->stream()), sms);
+  EXPECT_EQ(stream_sms(stream_), 0) << "an ordinary stream: every SM";
+  EXPECT_EQ(stream_sms(nullptr), 0) << "the primary context's legacy stream: every SM";
+  struct GreenCase {
+    const char* name;
+    AttnProblem p;
+  };
+  const GreenCase cases[] = {
+      // Decoding's share merge on Hopper (every range waits for its unit's others), and the decode
+      // schedule's ranges.
+      {"share merge", make(1, 4, 4, 64, 65536, 128)},
+      {"decode", make(1, 32, 8, 1, 32768, 128, true)},
+      // The persistent pingpong kernel (B=1 H=8 4K keys at D=128), and a plain grid (D=64 1K).
+      {"persistent", make(1, 8, 8, 4096, 4096, 128)},
+      {"plain", make(2, 8, 8, 1024, 1024, 64)},
+  };
+  for (const GreenCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    // The partition's selection (no database here: the default for its SMs), run on the whole
+    // device by the launcher for the comparison.
+    const std::string variant = tuner::default_variant(arch_, c.p.head_dim, "balanced", c.p.seq_kv, c.p.causal ? 1 : 0,
+                                                       c.p.seq_q, false, c.p.batch * c.p.heads_q, sms);
+    Tensors t(c.p, 11);
+    const std::vector<std::uint16_t> full = launcher_out(variant, t);
+    // The runtime on the partition's stream, its selection for those SMs.
+    t.poison();
+    ASSERT_EQ(t.call(green->stream()), SAGE_OK) << sage_last_error();
+    wait_or_die(green->stream(), 60, c.name);
+    const std::vector<std::uint16_t> got = t.out();
+    EXPECT_LT(rel_l1(got, full), 1e-3) << "against the whole device's result";
+    // The launcher for the same variant and SMs gives the same bits.
+    AttnProblem on = c.p;
+    on.sms = sms;
+    auto k = launcher(variant);
+    EXPECT_EQ(k->sms(on), sms);
+    if (k->persistent()) {
+      EXPECT_LE(k->persistent_grid(on), k->slots(on));
+      EXPECT_EQ(k->slots(on) * fp_.sm_count, k->slots(c.p) * sms) << "CTAs an SM times the partition's SMs";
+    }
+    DeviceBuffer ws(k->workspace_size(on));
+    t.poison();
+    k->run(on, t.args(), ws.get(), green->stream());
+    wait_or_die(green->stream(), 60, std::string(c.name) + " (launcher)");
+    EXPECT_TRUE(t.out() == got) << "O differs from the launcher's on " << sms << " SMs: " << variant;
+    EXPECT_NE(launch_text(*k, on).find(cat("on ", sms, " SMs")), std::string::npos) << launch_text(*k, on);
+  }
+  // The persistent grid fits the partition: 16 CTAs, not the device's 132.
+  {
+    AttnProblem on = cases[2].p;
+    on.sms = sms;
+    auto k = launcher(variant_of(cases[2].p));
+    ASSERT_TRUE(k->persistent()) << k->config().name;
+    EXPECT_EQ(k->persistent_grid(on), k->slots(on));
+    EXPECT_LT(k->persistent_grid(on), k->persistent_grid(cases[2].p));
+  }
+  // With the green context current: its legacy stream is the partition's, sage_workspace_size
+  // and the selection are the partition's. B=1 H=22 over 1K keys at D=64: on the whole H100 one
+  // wave of the 64-row CTAs; on 16 SMs as 181 pairs on 132, the 128-row kernel.
+  SAGE_CU(cuCtxPushCurrent(green->context()));
+  struct Pop {
+    ~Pop() {
+      CUcontext c;
+      cu::api().cuCtxPopCurrent(&c);
+    }
+  } pop;
+  EXPECT_EQ(stream_sms(nullptr), sms);
+  const AttnProblem h22 = make(1, 22, 22, 1024, 1024, 64);
+  EXPECT_EQ(variant_of(h22), tuner::default_variant(arch_, 64, "balanced", 1024, 0, 1024, false, 22, sms));
+  if (tuner::measured_sms(arch_) > 0)
+    EXPECT_NE(variant_of(h22), tuner::default_variant(arch_, 64, "balanced", 1024, 0, 1024, false, 22, fp_.sm_count));
+  const AttnProblem& share = cases[0].p;
+  AttnProblem on = share;
+  on.sms = sms;
+  const sage_attention_desc d = desc_of(share);
+  std::size_t bytes = 0;
+  ASSERT_EQ(sage_workspace_size(&d, &bytes), SAGE_OK) << sage_last_error();
+  AttnProblem lse = on;
+  lse.return_lse = true;
+  EXPECT_EQ(bytes, launcher(variant_of(share))->workspace_size(lse)) << "the partition's plan";
+  Tensors t(share, 12);
+  DeviceBuffer ws(bytes);
+  ASSERT_EQ(t.call(green->stream(), ws.get(), bytes), SAGE_OK) << sage_last_error();
+  wait_or_die(green->stream(), 60, "share merge, caller's workspace");
 }
 
 // ---- head dims the kernels lack ---------------------------------------------------------------

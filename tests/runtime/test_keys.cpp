@@ -112,7 +112,8 @@ TEST(RuntimeKeys, CacheKeyIsEqualWithinABucketAndDiffersAcrossEveryField) {
   const Buckets b = builtin_buckets();
   const CUcontext ctx = reinterpret_cast<CUcontext>(0x1000);
   const AttnProblem base = problem(4, 32, 8, 3000, 3500, 128);
-  // The runtime's key (dispatch.cpp): the bucket and the call's own batch x query heads.
+  // The runtime's key (dispatch.cpp): the bucket, the call's own batch x query heads, and the
+  // SMs of its green context (0: none).
   const CacheKey k0{ctx, b.key_of(base, Policy::balanced), base.batch * base.heads_q};
   CacheKeyHash hash;
 
@@ -142,6 +143,8 @@ TEST(RuntimeKeys, CacheKeyIsEqualWithinABucketAndDiffersAcrossEveryField) {
   const AttnProblem fewer = problem(3, 32, 8, 3000, 3500, 128);
   ASSERT_EQ(b.key_of(fewer, Policy::balanced), k0.bucket);
   different.push_back({ctx, b.key_of(fewer, Policy::balanced), fewer.batch * fewer.heads_q});
+  // The same call on a green context's 64 SMs: the defaults' wave edges scale with the SMs.
+  different.push_back({ctx, k0.bucket, k0.pairs, 64});
   // Each differs from k0 in the one field named: the others keep k0's pairs.
   for (CacheKey& k : different)
     if (k.pairs == 0) k.pairs = k0.pairs;
@@ -237,8 +240,6 @@ TEST(RuntimeKeys, ReproduceCommandIsAcceptedBySageTune) {
   else EXPECT_EQ(r.rc, 5) << cmd << "\n" << r.output;
 }
 
-}  // namespace
-}  // namespace sage
 
 namespace sage {
 namespace {
@@ -262,6 +263,26 @@ TEST(KernelConfigLimits, TmaVariantsRefuseMoreRowsThanTheirCoordinatesAddress) {
   EXPECT_EQ(c.cannot_implement(small), "");
   c.tma = false;
   EXPECT_EQ(c.cannot_implement(big), "");
+}
+}  // namespace
+}  // namespace sage
+
+// AttnProblem::sms (a green context's partition, set by the runtime from the call's stream):
+// the call's text names it, and a negative count is refused.
+TEST(RuntimeProblem, SmsOfAGreenContextShowInTheCallAndMustNotBeNegative) {
+  AttnProblem p = problem(1, 8, 8, 4096, 4096, 128);
+  EXPECT_EQ(p.str(), "B1 Hq8 Hkv8 Nq4096 Nkv4096 D128 HND fp16");
+  p.sms = 64;
+  EXPECT_NO_THROW(p.validate());
+  EXPECT_EQ(p.str(), "B1 Hq8 Hkv8 Nq4096 Nkv4096 D128 HND fp16 on 64 SMs");
+  p.sms = -1;
+  try {
+    p.validate();
+    FAIL() << "sms -1 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("sms must be >= 0"), std::string::npos) << e.what();
+  }
 }
 }  // namespace
 }  // namespace sage

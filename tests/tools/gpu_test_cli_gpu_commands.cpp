@@ -90,6 +90,30 @@ TEST(CliGpu, BenchPrintsTopsAndPrepBandwidth) {
   EXPECT_EQ(shape.out.find("TOPS"), std::string::npos) << shape.out;
 }
 
+// bench --sms: the calls run on a green context of that many SMs, sized to them (the persistent
+// grid of the partition's CTAs), and the report says so; a count the GPU lacks is refused.
+TEST(CliGpu, BenchRunsOnAGreenContextOfTheSmsAsked) {
+  SAGE_REQUIRE_GPU();
+  CliSandbox s;
+  CliRun b = s.run("bench -d 128 -n 4096 --causal no --batch 1 --heads 8 --samples 3 --cooldown 0 --json --sms 16");
+  if (b.rc != 0 && b.err.find("need a CUDA 12.5 driver") != std::string::npos) GTEST_SKIP() << b.err;
+  ASSERT_EQ(b.rc, 0) << b.out << b.err;
+  auto doc = nlohmann::json::parse(b.out);
+  ASSERT_EQ(doc["results"].size(), 1u);
+  const auto& r = doc["results"][0];
+  EXPECT_EQ(r["sms"].get<int>(), 16) << r.dump();
+  EXPECT_NE(r["launch"].get<std::string>().find("on 16 SMs"), std::string::npos) << r.dump();
+  EXPECT_GT(r["tops"].get<double>(), 1.0) << r.dump();
+  CliRun whole = s.run("bench -d 128 -n 4096 --causal no --batch 1 --heads 8 --samples 3 --cooldown 0 --json");
+  ASSERT_EQ(whole.rc, 0) << whole.err;
+  const auto& w = nlohmann::json::parse(whole.out)["results"][0];
+  EXPECT_GT(w["sms"].get<int>(), 16) << w.dump();
+  EXPECT_EQ(w["launch"].get<std::string>().find(" SMs"), std::string::npos) << w.dump();
+  CliRun too_many = s.run("bench -d 128 -n 1024 --causal no --samples 1 --sms 100000");
+  EXPECT_NE(too_many.rc, 0);
+  EXPECT_NE(too_many.err.find("a partition of 100000 SMs: this GPU has"), std::string::npos) << too_many.err;
+}
+
 // select without --arch: this GPU's architecture and its databases. The sandbox's user DB
 // does not exist (and a lookup never creates it), so the answer is the default of the call's
 // bucket, batch x query heads included, with the reason the winner lookup gave.

@@ -82,6 +82,38 @@ TEST(CliSelect, NamesTheDefaultOfTheCallsBucketAndTheEntryThatGaveIt) {
   EXPECT_NE(h24["variant"], tuner::default_variant("sm_90a", 64, "balanced", 1024, 0, 1024, false, 32));
 }
 
+// --sms: the defaults of a call on another SM count (a GPU of the architecture with fewer SMs, a
+// green context's partition), whose max_bh edges move with one wave's places.
+TEST(CliSelect, SmsReadTheWaveEdgesForThatManySms) {
+  CliSandbox s;
+  // B=1 H=22 over 1K keys: one wave of the 64-row CTAs on 132 SMs (352 of 396 places), not on
+  // 112 (336): there it fills the waves as 25 pairs do on 132, and takes the 128-row kernel.
+  const nlohmann::json full = select_json(s, "-d 64 -n 1024 --batch 1 --heads 22");
+  EXPECT_EQ(full["sms"], 0);
+  EXPECT_EQ(full["pairs_as_measured"], 22);
+  EXPECT_EQ(full["variant"], tuner::default_variant("sm_90a", 64, "balanced", 1024, 0, 1024, false, 22));
+  const nlohmann::json part = select_json(s, "-d 64 -n 1024 --batch 1 --heads 22 --sms 112");
+  EXPECT_EQ(part["sms"], 112);
+  EXPECT_EQ(part["measured_sms"], 132);
+  EXPECT_EQ(part["pairs"], 22);
+  EXPECT_EQ(part["pairs_as_measured"], 25);
+  EXPECT_EQ(part["variant"], tuner::default_variant("sm_90a", 64, "balanced", 1024, 0, 1024, false, 25));
+  EXPECT_NE(part["variant"], full["variant"]);
+  EXPECT_EQ(part["source"], "pairs default");
+  EXPECT_NE(part["why"].get<std::string>().find("22 (sequence, query head) pairs on 112 SMs (as 25 on 132)"),
+            std::string::npos)
+      << part.dump();
+  CliRun r = s.run("select --arch sm_90a -d 64 -n 1024 --batch 1 --heads 22 --sms 112");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("SMs:     112: 22 (sequence, query head) pairs fill the waves as 25 do on the 132 SMs"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("--causal no --sms 112"), std::string::npos) << r.out;
+  CliRun bad = s.run("select --arch sm_90a -d 64 -n 1024 --sms -4");
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_NE(bad.err.find("--sms must be >= 1, got -4"), std::string::npos) << bad.err;
+}
+
 TEST(CliSelect, RowsOffTheSectorsTakeTheirOwnEntry) {
   CliSandbox s;
   // d=72 (144-byte rows) over 3K keys and queries: the head dim 128 kernels, and the rows16

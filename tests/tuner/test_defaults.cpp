@@ -25,9 +25,9 @@ namespace {
 // count; rows16: rows 16 but not 32 bytes long a multiple of; bh 0: nor its batch x query
 // heads), as a search-space variant.
 gen::Variant hopper_default(int d, const std::string& policy, int seq_kv, int causal = -1, int seq_q = 0,
-                            bool rows16 = false, int bh = 0) {
+                            bool rows16 = false, int bh = 0, int sms = 0) {
   static const gen::SearchSpace space = gen::SearchSpace::builtin();
-  const std::string v = tuner::default_variant("sm_90a", d, policy, seq_kv, causal, seq_q, rows16, bh);
+  const std::string v = tuner::default_variant("sm_90a", d, policy, seq_kv, causal, seq_q, rows16, bh, sms);
   std::optional<gen::Variant> var = space.find(v);
   if (!var) throw std::runtime_error("the default " + v + " is not in the search space");
   return *var;
@@ -582,6 +582,58 @@ TEST(Defaults, PairsDefaultWhereTheCountsDefaultDiffersFromTheBoundarys) {
   const auto h40 = tuner::pairs_default("sm_90a", 64, "balanced", 1024, 0, 1024, false, 40, 128);
   ASSERT_TRUE(h40.has_value());
   EXPECT_EQ(hopper_default(64, "balanced", 1024, 0, 1024, false, 40).get_int("block_n"), 64);
+}
+
+// The max_bh edges are the H100 SXM's wave edges (132 SMs). On fewer SMs (an H100 PCIe's 114, an
+// H20's 78, a green context's partition) one wave holds fewer CTAs, and the edges move with
+// them: D=64 1K keys, the 64-row 128-key CTAs run three to an SM, 16 a (sequence, head) pair, so
+// one wave holds 24 pairs on 132 SMs (384 of 396 places), 21 on 112 (336), 21 on 114 (342) and 14
+// on 78 (224 of 234); past that the 128-row kernel (two an SM, 8 CTAs a pair) takes them.
+TEST(Defaults, MaxBhEdgesScaleWithTheSmsTheCallRunsOn) {
+  EXPECT_EQ(tuner::measured_sms("sm_90a"), 132);
+  EXPECT_EQ(tuner::measured_sms("sm_80"), 0);  // no max_bh edges there
+  EXPECT_EQ(tuner::pairs_at_measured_sms("sm_90a", 21, 112), 24);
+  EXPECT_EQ(tuner::pairs_at_measured_sms("sm_90a", 22, 112), 25);
+  EXPECT_EQ(tuner::pairs_at_measured_sms("sm_90a", 24, 132), 24);
+  EXPECT_EQ(tuner::pairs_at_measured_sms("sm_90a", 24, 0), 24);    // 0: as measured
+  EXPECT_EQ(tuner::pairs_at_measured_sms("sm_90a", 1, 264), 1);    // never below one
+  EXPECT_EQ(tuner::pairs_at_measured_sms("sm_80", 22, 112), 22);   // no measured count: unchanged
+  auto block_m = [](int pairs, int sms) {
+    return hopper_default(64, "balanced", 1024, 0, 1024, false, pairs, sms).get_int("block_m");
+  };
+  for (int sms : {0, 132}) {
+    EXPECT_EQ(block_m(24, sms), 64) << sms;
+    EXPECT_EQ(block_m(25, sms), 128) << sms;
+  }
+  EXPECT_EQ(block_m(21, 112), 64);
+  EXPECT_EQ(block_m(22, 112), 128);
+  EXPECT_EQ(block_m(21, 114), 64);
+  EXPECT_EQ(block_m(22, 114), 128);
+  EXPECT_EQ(block_m(14, 78), 64);
+  EXPECT_EQ(block_m(15, 78), 128);
+  // The pairs default compares the call's count with its bucket's boundary on the same SMs: 22
+  // pairs on 112 SMs take the 128-row kernel, the boundary's 32 (as 37 on 132) the 64x64 CTAs.
+  const auto own = tuner::pairs_default("sm_90a", 64, "balanced", 1024, 0, 1024, false, 22, 32, 112);
+  ASSERT_TRUE(own.has_value());
+  EXPECT_EQ(*own, tuner::default_variant("sm_90a", 64, "balanced", 1024, 0, 1024, false, 25));
+  EXPECT_EQ(hopper_default(64, "balanced", 1024, 0, 1024, false, 32, 112).get_int("block_n"), 64);
+  // The entry that matched says which count it was matched with.
+  EXPECT_EQ(tuner::default_match("sm_90a", 64, "balanced", 1024, 0, 1024, false, 22, 112).bh, 25);
+  EXPECT_EQ(tuner::default_match("sm_90a", 64, "balanced", 1024, 0, 1024, false, 22).bh, 22);
+  // Every architecture with max_bh edges says which SM count they were measured on.
+  const EmbeddedFile* f = embedded_configs::find("defaults.yaml");
+  ASSERT_NE(f, nullptr);
+  const YAML::Node root = YAML::Load(std::string(f->view()));
+  for (const auto& arch : root["defaults"]) {
+    bool edges = false;
+    for (const YAML::Node& entry : arch.second) edges |= bool(entry["max_bh"]);
+    if (edges) EXPECT_GT(tuner::measured_sms(arch.first.as<std::string>()), 0) << arch.first.as<std::string>();
+  }
+  // The grid's shape: 128 pairs keep the B x H 128 kernels on any count of SMs at these lengths.
+  for (int sms : {78, 114, 132})
+    EXPECT_EQ(hopper_default(128, "balanced", 16384, 0, 16384, false, 128, sms).name,
+              hopper_default(128, "balanced", 16384, 0, 16384, false, 128).name)
+        << sms;
 }
 
 // tuner::default_variant reads only the keys below; a mistyped one (max_bhh) would be ignored and

@@ -12,6 +12,7 @@
 #include "sage/common/cuda_driver.h"
 #include "sage/common/strings.h"
 #include "sage/gen/search_space.h"
+#include "sage/internal/green.h"
 #include "sage/tuner/accuracy.h"
 #include "sage/tuner/problems.h"
 #include "sage/tuner/timing.h"
@@ -29,6 +30,7 @@ struct BenchArgs {
   std::string causal = "both";
   int batch = 4, heads = 32, samples = 10;
   int seq_kv = 0, heads_kv = 0;  // 0: equal to the sequence length / heads
+  int sms = 0;                   // > 0: run on a green context of this many SMs
   std::string layout = "HND", dtype = "fp16", policy = "balanced";
   std::string db;
   std::string order = "short-first";
@@ -91,8 +93,18 @@ int run_bench(const BenchArgs& a) {
   std::unique_ptr<tuner::Store> store;
   if (a.tuned) store = std::make_unique<tuner::Store>(store::open_for_read(a.db.empty() ? tuner::default_user_db_path() : a.db));
   auto refmod = tuner::reference_module(arch);
-  CUstream stream;
-  SAGE_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  // --sms: a green context's partition of the SMs, as a serving process that splits the GPU
+  // runs the calls (the kernels size their grids to it, and the defaults read their wave edges
+  // for it); else a stream of the whole device.
+  std::unique_ptr<GreenPartition> green;
+  if (a.sms > 0) {
+    green = std::make_unique<GreenPartition>(a.sms);
+    if (!a.json) std::fprintf(stderr, "on a green context of %d SMs (of %d)\n", green->sms(), fp.sm_count);
+  }
+  const int sms = green ? green->sms() : fp.sm_count;  // the SMs the calls run on
+  CUstream stream = nullptr;
+  if (green) stream = green->stream();
+  else SAGE_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   tuner::Timer timer(stream);
   tuner::TimingOptions to;
   to.min_samples = a.samples;
@@ -130,6 +142,7 @@ int run_bench(const BenchArgs& a) {
         p.causal = causal;
         p.layout = parse_layout(a.layout);
         p.dtype = parse_dtype(a.dtype);
+        p.sms = green ? green->sms() : 0;
         p.validate();
         if (p.causal && p.seq_q > p.seq_kv)
           throw Error(Errc::invalid_argument, cat("causal needs seq <= --seq-kv (bottom-right aligned mask), got ",
@@ -163,20 +176,21 @@ int run_bench(const BenchArgs& a) {
     const bool rows16 = d < kd && d % 16 == 8;
     const int bh = p.batch * p.heads_q;
     std::optional<std::string> own =
-        rows16 && names.empty() ? tuner::rows16_default(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q, bh)
+        rows16 && names.empty() ? tuner::rows16_default(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q, bh, sms)
                                 : std::nullopt;
     // As the runtime: a batch x query heads whose default differs from the one at its bucket's
     // boundary (where a winner was timed) takes that default ahead of the winner.
     if (!own && names.empty())
       own = tuner::pairs_default(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q, rows16, bh,
-                                 pcfg.key_of(kp, a.policy).bh_bucket);
+                                 pcfg.key_of(kp, a.policy).bh_bucket, sms);
     if (names.empty() && store && !own) {
       tuner::WinnerKey wk{fp, pcfg.key_of(kp, a.policy), tuner::generator_hash(), tuner::nvrtc_version()};
       if (auto w = store->winner(wk)) names.push_back(w->variant);
     }
     if (names.empty() && a.variants.empty())
       names.push_back(own ? *own
-                          : tuner::default_variant(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q, false, bh));
+                          : tuner::default_variant(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q, false, bh,
+                                                   sms));
     for (const std::string& name : names) {
       auto k = kernel_for(name);
       if (!first && a.cooldown_s > 0) {
@@ -211,14 +225,15 @@ int run_bench(const BenchArgs& a) {
                      {"variant", name}, {"e2e_ms", e2e.median_ms}, {"tops", tops}, {"prep_ms", prep.median_ms},
                      {"prep_tbps", prep_tbs}, {"attn_ms", attn.median_ms}, {"attn_tops", attn_tops},
                      {"spread", e2e.spread()}, {"seq_kv", p.seq_kv}, {"heads_kv", p.heads_kv},
-                     {"layout", to_string(p.layout)}, {"dtype", to_string(p.dtype)}, {"launch", launch_text(*k, p)}});
+                     {"layout", to_string(p.layout)}, {"dtype", to_string(p.dtype)}, {"sms", sms},
+                     {"launch", launch_text(*k, p)}});
       if (!a.json) {
         std::fprintf(stderr, "\r\033[K  d%d %s N=%d %s: %.0f TOPS", d, causal ? "causal" : "", n, name.c_str(), tops);
         std::fflush(stderr);
       }
     }
   }
-  cu::api().cuStreamDestroy(stream);
+  if (!green) cu::api().cuStreamDestroy(stream);
   nlohmann::json out = nlohmann::json::array();
   std::vector<std::vector<std::string>> rows;
   for (std::size_t ci = 0; ci < cells.size(); ++ci) {
@@ -284,6 +299,10 @@ static Registrar reg_bench(
                      "idle raises its clocks over milliseconds)")
           ->capture_default_str();
       sub.add_flag("--tuned", a->tuned, "time the database's winners");
+      sub.add_option("--sms", a->sms,
+                     "run on a green context of this many SMs (rounded up to the driver's step, 8 on Hopper), as a "
+                     "process sharing the GPU would; the defaults read their wave edges for it")
+          ->check(CLI::PositiveNumber);
       sub.add_option("--db", a->db, "tune database for --tuned");
       sub.add_flag("--json", a->json, "print JSON");
       return [=]() {

@@ -3,7 +3,8 @@
 // (runtime/src/jit/select.cpp: choose): a rows16 call's own defaults.yaml entry, this GPU's
 // winner in the user DB, then in the system DB, then the architecture's default with the
 // configs/defaults.yaml entry that matched. With --arch, or without a GPU, the databases (whose
-// winners belong to a device) are not consulted and the default is the answer.
+// winners belong to a device) are not consulted and the default is the answer. --sms reads the
+// defaults for another SM count (another GPU of the architecture, a green context's partition).
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -21,6 +22,7 @@ namespace {
 
 struct SelectArgs {
   int head_dim = 0, seq = 0, seq_kv = 0, batch = 4, heads = 32, heads_kv = 0;
+  int sms = 0;  // the SMs the call runs on (0: this GPU's; with --arch, as the defaults were measured)
   std::string causal = "no", layout = "HND", dtype = "fp16", policy = "balanced", arch, db;
   bool json = false;
 };
@@ -76,26 +78,32 @@ int run_select(const SelectArgs& a) {
     arch = tuner::arch_for_cc(fp->cc);
     if (arch.empty()) throw Error(Errc::unsupported, cat("compute capability ", fp->cc, ": sage-tune needs sm_80 or newer"));
   }
+  if (a.sms < 0) throw Error(Errc::invalid_argument, cat("--sms must be >= 1, got ", a.sms));
+  // The SMs the call runs on, which scale the defaults' max_bh edges (measured_sms).
+  const int sms = a.sms > 0 ? a.sms : fp ? fp->sm_count : 0;
+  const int measured = tuner::measured_sms(arch);
 
   std::string variant, source, db, why;
   tuner::DefaultMatch entry;
   // As the runtime: a default's max_bh matches the call's own batch x query heads, and where
   // that default differs from the bucket boundary's it leads a winner timed at the boundary.
   const int pairs = p.batch * p.heads_q;
+  const int pairs_as = tuner::pairs_at_measured_sms(arch, pairs, sms);
   const auto own = rows16 ? tuner::rows16_default(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0,
-                                                  key.seq_q_bucket, pairs)
+                                                  key.seq_q_bucket, pairs, sms)
                           : std::nullopt;
   const auto own_pairs = own ? std::nullopt
                              : tuner::pairs_default(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0,
-                                                    key.seq_q_bucket, rows16, pairs, key.bh_bucket);
+                                                    key.seq_q_bucket, rows16, pairs, key.bh_bucket, sms);
   if (own) {
     source = "rows16 default";
     why = "rows 16 but not 32 bytes long a multiple of: configs/defaults.yaml's rows16 entry for this bucket serves "
           "them ahead of a winner tuned on aligned rows";
   } else if (own_pairs) {
     source = "pairs default";
-    why = cat(pairs, " (sequence, query head) pairs: configs/defaults.yaml's entry for that count serves them ahead of "
-                     "a winner timed at the bucket's ",
+    why = cat(pairs, " (sequence, query head) pairs",
+              pairs_as != pairs ? cat(" on ", sms, " SMs (as ", pairs_as, " on ", measured, ")") : std::string(),
+              ": configs/defaults.yaml's entry for that count serves them ahead of a winner timed at the bucket's ",
               key.bh_bucket);
   } else if (fp) {
     tuner::LookupOptions o;
@@ -118,7 +126,7 @@ int run_select(const SelectArgs& a) {
   }
   if (variant.empty()) {
     entry = tuner::default_match(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0, key.seq_q_bucket, rows16,
-                                 pairs);
+                                 pairs, sms);
     variant = entry.variant;
     if (source.empty()) source = "default";
   }
@@ -139,6 +147,10 @@ int run_select(const SelectArgs& a) {
                         {"bucket", key.str()},
                         {"arch", arch},
                         {"device", fp ? fp->name : ""},
+                        {"sms", sms},
+                        {"measured_sms", measured},
+                        {"pairs", pairs},
+                        {"pairs_as_measured", pairs_as},
                         {"variant", variant},
                         {"source", source},
                         {"db", db},
@@ -157,6 +169,9 @@ int run_select(const SelectArgs& a) {
             << ", policy " << a.policy << "\n";
   std::cout << "bucket:  " << key.str() << "\n";
   std::cout << "arch:    " << arch << (fp ? " (this GPU: " + fp->name + ")" : std::string(" (--arch)")) << "\n";
+  if (pairs_as != pairs)
+    std::cout << "SMs:     " << sms << ": " << pairs << " (sequence, query head) pairs fill the waves as " << pairs_as
+              << " do on the " << measured << " SMs the defaults' max_bh edges were measured on\n";
   std::cout << "serves:  " << variant << "\n";
   std::cout << "source:  " << source << ": " << why << "\n";
   if (entry.index >= 0)
@@ -170,7 +185,8 @@ int run_select(const SelectArgs& a) {
                    p.seq_kv != p.seq_q ? cat(" --seq-kv ", p.seq_kv) : std::string(), " --batch ", p.batch, " --heads ",
                    p.heads_q, p.heads_kv != p.heads_q ? cat(" --heads-kv ", p.heads_kv) : std::string(), " --causal ",
                    a.causal, a.layout != "HND" ? " --layout " + a.layout : std::string(),
-                   a.dtype != "fp16" ? " --dtype " + a.dtype : std::string())
+                   a.dtype != "fp16" ? " --dtype " + a.dtype : std::string(),
+                   a.sms > 0 ? cat(" --sms ", a.sms) : std::string())
             << "\n";
   return kOk;
 }
@@ -193,6 +209,9 @@ Registrar reg_select(
                      "architecture whose default to show (sm_80, sm_86, sm_89, sm_90a); default: this GPU's, with its "
                      "tuned winners");
       sub.add_option("--db", a->db, "user tune database (default: $SAGE_DB or ~/.cache/sage-tune/tune.db)");
+      sub.add_option("--sms", a->sms,
+                     "SMs the call runs on: another GPU of the architecture (H100 PCIe 114, H20 78) or a green "
+                     "context's partition; default: this GPU's, or with --arch the count the defaults were measured on");
       sub.add_flag("--json", a->json, "print JSON");
       return [a]() { return run_select(*a); };
     },

@@ -64,20 +64,42 @@ std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r) {
 }
 
 std::string default_variant(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
-                            int causal, int seq_q, bool rows16, int bh) {
-  return default_match(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, bh).variant;
+                            int causal, int seq_q, bool rows16, int bh, int sms) {
+  return default_match(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, bh, sms).variant;
 }
 
-DefaultMatch default_match(const std::string& arch, int head_dim, const std::string& policy, int seq_kv, int causal,
-                           int seq_q, bool rows16, int bh) {
+namespace {
+YAML::Node defaults_root() {
   const EmbeddedFile* f = embedded_configs::find("defaults.yaml");
   if (!f) throw Error(Errc::internal, "configs/defaults.yaml is not embedded in this build");
-  YAML::Node root;
   try {
-    root = YAML::Load(std::string(f->view()));
+    return YAML::Load(std::string(f->view()));
   } catch (const YAML::ParserException& e) {
     throw Error(Errc::parse_error, e.msg, cat("configs/defaults.yaml:", e.mark.line + 1));
   }
+}
+int measured_sms_of(const YAML::Node& root, const std::string& arch) {
+  const YAML::Node all = root["measured_sms"];
+  if (!all || !all.IsMap()) return 0;
+  const YAML::Node m = all[arch];
+  return m ? m.as<int>() : 0;
+}
+int scale_pairs(int pairs, int measured, int sms) {
+  if (pairs <= 0 || sms <= 0 || measured <= 0 || sms == measured) return pairs;
+  return std::max(1, int(std::int64_t(pairs) * measured / sms));
+}
+}  // namespace
+
+int measured_sms(const std::string& arch) { return measured_sms_of(defaults_root(), arch); }
+
+int pairs_at_measured_sms(const std::string& arch, int pairs, int sms) {
+  return scale_pairs(pairs, measured_sms(arch), sms);
+}
+
+DefaultMatch default_match(const std::string& arch, int head_dim, const std::string& policy, int seq_kv, int causal,
+                           int seq_q, bool rows16, int bh, int sms) {
+  YAML::Node root = defaults_root();
+  bh = scale_pairs(bh, measured_sms_of(root, arch), sms);
   YAML::Node list = root["defaults"][arch];
   if (!list || !list.IsSequence()) throw Error(Errc::not_found, "configs/defaults.yaml has no defaults for " + arch);
   // Parsing the search space and enumerating an architecture cost ~12 ms: done once.
@@ -132,6 +154,7 @@ DefaultMatch default_match(const std::string& arch, int head_dim, const std::str
       if (all) {
         DefaultMatch m;
         m.variant = v.name;
+        m.bh = bh;
         m.index = index;
         m.line = entry.Mark().is_null() ? 0 : entry.Mark().line + 1;
         for (const auto& kv : entry) {
@@ -171,18 +194,18 @@ std::optional<std::string> default_if_it_differs(const std::function<std::string
 }  // namespace
 
 std::optional<std::string> rows16_default(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
-                                          int causal, int seq_q, int bh) {
+                                          int causal, int seq_q, int bh, int sms) {
   return default_if_it_differs(
-      [&] { return default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, true, bh); },
-      [&] { return default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, false, bh); });
+      [&] { return default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, true, bh, sms); },
+      [&] { return default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, false, bh, sms); });
 }
 
 std::optional<std::string> pairs_default(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
-                                         int causal, int seq_q, bool rows16, int pairs, int bh_bucket) {
+                                         int causal, int seq_q, bool rows16, int pairs, int bh_bucket, int sms) {
   if (pairs <= 0 || pairs == bh_bucket) return std::nullopt;
   return default_if_it_differs(
-      [&] { return default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, pairs); },
-      [&] { return default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, bh_bucket); });
+      [&] { return default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, pairs, sms); },
+      [&] { return default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, bh_bucket, sms); });
 }
 
 TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProgress&)>& on_progress) {
@@ -295,7 +318,8 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
       std::string dflt;
       try {
         dflt = default_variant(arch, shape_key.head_dim, opts.policies.front(), shape_key.seq_kv_bucket,
-                               shape_key.causal ? 1 : 0, shape_key.seq_q_bucket, false, shape_key.bh_bucket);
+                               shape_key.causal ? 1 : 0, shape_key.seq_q_bucket, false, shape_key.bh_bucket,
+                               fp.sm_count);
       } catch (const Error& e) {
         std::lock_guard<std::mutex> lock(mu);
         rep.warnings.push_back(e.what());
@@ -462,7 +486,8 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
         pr.resumed = resumed;
         try {
           pr.default_variant =
-              default_variant(arch, k.head_dim, pol, k.seq_kv_bucket, k.causal ? 1 : 0, k.seq_q_bucket, false, k.bh_bucket);
+              default_variant(arch, k.head_dim, pol, k.seq_kv_bucket, k.causal ? 1 : 0, k.seq_q_bucket, false, k.bh_bucket,
+                              fp.sm_count);
         } catch (const Error&) {
         }
         std::optional<Winner> w = store.decide_winner(WinnerKey{fp, k, gen_hash, nvrtc});

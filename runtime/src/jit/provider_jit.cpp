@@ -1,6 +1,7 @@
 // The provider of JIT builds: bucket boundaries from the built-in configs/problems.yaml, the
 // winner from the user or system database, else the architecture's default variant, its
 // cubin from the database, else the cubin cache, else NVRTC.
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -140,12 +141,15 @@ std::optional<KernelConfig> stored_config(const std::string& db, const std::stri
 Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) {
   const tuner::DeviceFingerprint fp = fingerprint(dev);
   const std::string arch = tuner::arch_for_cc(fp.cc);  // Error(unsupported) for other architectures
+  // The SMs the call runs on: its green context's partition, else the device's (the defaults'
+  // wave edges scale from the SMs they were measured on).
+  const int sms = p.sms > 0 ? std::min(p.sms, fp.sm_count) : fp.sm_count;
   // Fast path (the first call with a tuned database): a stored winner with its verified cubin
   // and the launcher config recorded with its variant needs no search space (parsing and
   // enumerating it costs ~12 ms). Head dims were validated against the build already.
   {
     const tuner::WinnerKey wk{fp, problem_key(key), tuner::generator_hash(), tuner::nvrtc_version()};
-    jit::Choice c = jit::choose(lookup(), wk, arch, log_enabled(), key.rows16, p.batch * p.heads_q);
+    jit::Choice c = jit::choose(lookup(), wk, arch, log_enabled(), key.rows16, p.batch * p.heads_q, sms);
     if (c.cubin && c.source != Source::default_variant) {
       if (std::optional<KernelConfig> cfg = stored_config(c.db, c.variant)) {
         Resolved r;
@@ -177,7 +181,7 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
                                        arch, " (", fp.name, ")"));
 
   const tuner::WinnerKey wk{fp, problem_key(key), tuner::generator_hash(), tuner::nvrtc_version()};
-  jit::Choice c = jit::choose(lookup(), wk, arch, log_enabled(), key.rows16, p.batch * p.heads_q);
+  jit::Choice c = jit::choose(lookup(), wk, arch, log_enabled(), key.rows16, p.batch * p.heads_q, sms);
   Resolved r;
   Selection& s = r.selection;
   s.notes = take_warnings();
@@ -191,7 +195,7 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
     c.source = Source::default_variant;
     c.variant =
         tuner::default_variant(arch, key.head_dim, to_string(key.policy), key.seq_kv, key.causal ? 1 : 0, key.seq_q,
-                               key.rows16, p.batch * p.heads_q);
+                               key.rows16, p.batch * p.heads_q, sms);
     v = find_variant(*vs, c.variant);
     if (!v) throw Error(Errc::internal, cat("the default variant ", c.variant, " is not in the search space for ", arch));
   }

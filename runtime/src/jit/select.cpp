@@ -19,7 +19,7 @@ std::uint64_t compile_count() { return g_compiles.load(); }
 void reset_compile_count() { g_compiles = 0; }
 
 Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const std::string& arch, bool explain,
-              bool rows16, int pairs) {
+              bool rows16, int pairs, int sms) {
   Choice c;
   const int bh = pairs > 0 ? pairs : key.problem.bh_bucket;
   // Rows off the 32-byte sectors: the tuner times its buckets at the kernel's own head dim, so a
@@ -28,7 +28,7 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
   if (rows16) {
     const tuner::ProblemKey& p = key.problem;
     if (std::optional<std::string> own =
-            tuner::rows16_default(arch, p.head_dim, p.policy, p.seq_kv_bucket, p.causal ? 1 : 0, p.seq_q_bucket, bh)) {
+            tuner::rows16_default(arch, p.head_dim, p.policy, p.seq_kv_bucket, p.causal ? 1 : 0, p.seq_q_bucket, bh, sms)) {
       c.source = Source::default_variant;
       c.variant = *own;
       c.miss = "rows 16 but not 32 bytes long a multiple of: configs/defaults.yaml's rows16 entry for this bucket "
@@ -42,11 +42,14 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
     const tuner::ProblemKey& p = key.problem;
     if (std::optional<std::string> own =
             tuner::pairs_default(arch, p.head_dim, p.policy, p.seq_kv_bucket, p.causal ? 1 : 0, p.seq_q_bucket,
-                                 rows16, pairs, p.bh_bucket)) {
+                                 rows16, pairs, p.bh_bucket, sms)) {
       c.source = Source::default_variant;
       c.variant = *own;
-      c.miss = cat(pairs, " (sequence, query head) pairs: configs/defaults.yaml's entry for that count serves them "
-                          "ahead of a winner timed at the bucket's ", p.bh_bucket);
+      const int measured = tuner::measured_sms(arch), as = tuner::pairs_at_measured_sms(arch, pairs, sms);
+      c.miss = cat(pairs, " (sequence, query head) pairs",
+                   as != pairs ? cat(" on ", sms, " SMs (as ", as, " on ", measured, ")") : std::string(),
+                   ": configs/defaults.yaml's entry for that count serves them ahead of a winner timed at the "
+                   "bucket's ", p.bh_bucket);
       return c;
     }
   }
@@ -66,7 +69,7 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
   c.miss = explain ? tuner::describe_miss(r) : r.message;
   try {
     c.variant = tuner::default_variant(arch, key.problem.head_dim, key.problem.policy, key.problem.seq_kv_bucket,
-                                       key.problem.causal ? 1 : 0, key.problem.seq_q_bucket, rows16, bh);
+                                       key.problem.causal ? 1 : 0, key.problem.seq_q_bucket, rows16, bh, sms);
   } catch (const Error& e) {
     if (e.code() != Errc::not_found) throw;
     throw Error(Errc::unsupported, cat("no tuned winner for ", key.problem.str(), " on ", key.device.name,

@@ -318,7 +318,7 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
     int per_sm = 0;
     SAGE_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_, cfg_.threads, cfg_.smem_bytes));
     if (per_sm < 1) throw Error(Errc::unsupported, cat(cfg_.name, ": no CTA of this variant fits an SM"));
-    persistent_ctas_ = std::int64_t(num_sms_) * per_sm;
+    per_sm_ = per_sm;
   }
   // The decode schedule's shortest range in keys (diagnosis, A/B timing; default decode_min_keys;
   // set, it also lifts the merge cap).
@@ -379,7 +379,7 @@ std::int64_t AttnKernel::persistent_units(const AttnProblem& p) const {
 bool AttnKernel::causal_single(const AttnProblem& p) const {
   if (!native() || !persistent() || !p.causal) return false;
   const std::int64_t q_tiles = cdiv(p.seq_q, cfg_.block_m);
-  return q_tiles > 1 && q_tiles * p.heads_q * p.batch <= persistent_ctas_;
+  return q_tiles > 1 && q_tiles * p.heads_q * p.batch <= slots(p);
 }
 
 // Packed GQA heads (SageAttnParams::pack_rows): where a kv head's query heads (g of them) fit
@@ -485,7 +485,7 @@ int decode_split_ranges(std::int64_t units, std::int64_t slots, int seq_kv, std:
   return ranges >= 2 ? int(ranges) : 0;
 }
 int AttnKernel::mma_split_ranges(const AttnProblem& p) const {
-  const std::int64_t units = mma_units(p), slots = std::max<std::int64_t>(1, persistent_ctas_);
+  const std::int64_t units = mma_units(p), slots = std::max<std::int64_t>(1, this->slots(p));
   const int pack = pack_rows(p);
   const std::int64_t rows = pack > 0 ? std::int64_t(std::min(pack, p.seq_q)) *
                                            std::min(p.heads_q / p.heads_kv, cfg_.block_m / pack)
@@ -511,8 +511,9 @@ std::int64_t AttnKernel::persistent_grid(const AttnProblem& p) const {
   const std::int64_t units = persistent_units(p);
   if (const auto cp = cluster_plan(p); cp.first > 0)  // a CTA a range, in whole clusters
     return (cp.second + cp.first - 1) / cp.first * cp.first;
-  if (units < persistent_ctas_ && split_ranges(p) > 0) return persistent_ctas_;
-  return std::max<std::int64_t>(1, std::min(units, persistent_ctas_));
+  const std::int64_t resident = slots(p);
+  if (units < resident && split_ranges(p) > 0) return resident;
+  return std::max<std::int64_t>(1, std::min(units, resident));
 }
 
 // The split tail (attn_native.cuh: TailSplit), in key tiles of time: without it the last round
@@ -588,20 +589,21 @@ int choose_share_ranges(std::int64_t units, std::int64_t tiles, std::int64_t slo
 std::pair<int, int> AttnKernel::share_plan(const AttnProblem& p) const {
   if (!native() || cfg_.schedule != "persistent_split" || share_ == 0) return {0, 0};
   if (pack_rows(p) == 0 && p.seq_q > cfg_.block_m) return {0, 0};  // one query tile a unit
-  const int r = choose_share_ranges(persistent_units(p), cdiv(p.seq_kv, cfg_.block_n), persistent_ctas_,
+  const int r = choose_share_ranges(persistent_units(p), cdiv(p.seq_kv, cfg_.block_n), slots(p),
                                     share_min_tiles_);
   return {r, r};  // every range merges a share
 }
 
 std::pair<int, int> AttnKernel::cluster_plan(const AttnProblem& p) const {
   if (!native() || cfg_.schedule != "persistent_split" || max_clusters_[0] <= 0) return {0, 0};
+  if (partial(p)) return {0, 0};  // a partition of the SMs: through L2 (max_clusters_)
   if (share_plan(p).first > 0) return {0, 0};
   const int pack = pack_rows(p);
   if (pack == 0 && p.seq_q > cfg_.block_m) return {0, 0};  // one query tile a unit
   SplitClusterInputs in;
   in.units = persistent_units(p);
   in.tiles = cdiv(p.seq_kv, cfg_.block_n);
-  in.slots = persistent_ctas_;
+  in.slots = slots(p);
   std::int64_t rows = 0;  // attn_native.cuh: cluster_rows over the consumer warps
   const int g = p.heads_q / std::max(1, p.heads_kv);
   for (int w = 0; w < (cfg_.threads - 128) / 32; ++w) {
@@ -631,7 +633,7 @@ int AttnKernel::split_ranges(const AttnProblem& p) const {
 }
 int AttnKernel::l2_split_ranges(const AttnProblem& p) const {
   if (p.causal && cdiv(p.seq_q, cfg_.block_m) > 1) return 0;
-  const std::int64_t units = persistent_units(p), grid = std::max<std::int64_t>(1, persistent_ctas_);
+  const std::int64_t units = persistent_units(p), grid = std::max<std::int64_t>(1, slots(p));
   if (units % grid == 0) return 0;
   const std::int64_t tiles = cdiv(p.seq_kv, cfg_.block_n), work = (units % grid) * tiles;
   const double len = std::max(double(work) / double(grid), std::sqrt(double(tiles) * kSplitMergeTiles));
@@ -641,6 +643,27 @@ int AttnKernel::l2_split_ranges(const AttnProblem& p) const {
   if (split > double(tiles) * (1.0 - kSplitMinGain)) return 0;
   if (work * ranges >= (std::int64_t(1) << 31)) return 0;  // the kernel's range arithmetic is 32-bit
   return int(ranges);
+}
+
+// About 20 ns for an ordinary stream (cuStreamGetCtx_v2 alone), 0.4 us more for a green one
+// (H100, driver 580), so it runs at every call: no cache to go stale when a green context is
+// destroyed and its handle reused.
+int stream_sms(CUstream stream) {
+  const cu::Api* a = cu::try_api();
+  if (!a || !a->cuStreamGetCtx_v2 || !a->cuGreenCtxGetDevResource) return 0;
+  CUcontext ctx = nullptr;
+  CUgreenCtx green = nullptr;
+  CUdevResource r{};
+  if (a->cuStreamGetCtx_v2(stream, &ctx, &green) == CUDA_SUCCESS) {
+    if (!green) return 0;
+    if (a->cuGreenCtxGetDevResource(green, &r, CU_DEV_RESOURCE_TYPE_SM) != CUDA_SUCCESS) return 0;
+    return int(r.sm.smCount);
+  }
+  // CU_STREAM_PER_THREAD while a green context is current: the driver refuses the query; the
+  // current context's resources are the green context's.
+  if (!a->cuCtxGetDevResource || a->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) return 0;
+  if (a->cuCtxGetDevResource(ctx, &r, CU_DEV_RESOURCE_TYPE_SM) != CUDA_SUCCESS) return 0;
+  return int(r.sm.smCount);
 }
 
 std::string launch_text(const AttnKernel& k, const AttnProblem& kp) {
@@ -655,6 +678,7 @@ std::string launch_text(const AttnKernel& k, const AttnProblem& kp) {
     else if (k.native() && !k.mma_native()) t += ", merged through L2";
   }
   if (const int pack = k.pack_rows(kp); pack > 0) t += cat("; GQA heads packed, ", pack, " rows a head");
+  if (k.partial(kp)) t += cat("; on ", k.sms(kp), " SMs (a green context's)");
   return t;
 }
 
@@ -705,7 +729,7 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   // wave for quantization CTAs (H100, B=4 H=32, preparation ms against two splits: D=128 4K
   // 0.176-0.179 vs 0.194-0.195, 16K 0.61-0.62 vs 0.69-0.70; D=64 4K 0.135-0.136 vs 0.143-0.145).
   w.stat_splits =
-      sampled ? 1 : std::max(1, std::min<int>(cdiv(std::int64_t(num_sms_), bhk), cdiv(w.stat_rows, 256)));
+      sampled ? 1 : std::max(1, std::min<int>(cdiv(std::int64_t(sms(p)), bhk), cdiv(w.stat_rows, 256)));
   std::size_t off = 0;
   auto take = [&](std::size_t bytes) {
     std::size_t at = off;
@@ -775,7 +799,7 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
   s.lse = p.return_lse ? a.lse : nullptr;
   s.q_tiles = w.q_tiles;
   s.k_tiles = w.k_tiles;
-  s.num_sms = num_sms_;
+  s.num_sms = sms(p);
   if (native()) {
     s.pack_rows = pack_rows(p);
     s.causal_single = causal_single(p) ? 1 : 0;

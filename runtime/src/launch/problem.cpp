@@ -57,11 +57,13 @@ void AttnProblem::validate() const {
     throw Error(Errc::invalid_argument, cat("heads_q (", heads_q, ") must be a multiple of heads_kv (", heads_kv, ")"));
   if (!(sm_scale >= 0.f) || std::isinf(sm_scale))
     throw Error(Errc::invalid_argument, cat("sm_scale must be finite and >= 0 (0 means 1/sqrt(d)), got ", sm_scale));
+  if (sms < 0) throw Error(Errc::invalid_argument, cat("sms must be >= 0 (0: every SM of the device), got ", sms));
 }
 
 std::string AttnProblem::str() const {
   return cat("B", batch, " Hq", heads_q, " Hkv", heads_kv, " Nq", seq_q, " Nkv", seq_kv, " D", head_dim, " ",
-             to_string(layout), " ", to_string(dtype), causal ? " causal" : "", return_lse ? " lse" : "");
+             to_string(layout), " ", to_string(dtype), causal ? " causal" : "", return_lse ? " lse" : "",
+             sms > 0 ? cat(" on ", sms, " SMs") : std::string());
 }
 
 }  // namespace sage

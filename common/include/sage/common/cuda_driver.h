@@ -22,7 +22,7 @@ namespace sage::cu {
   X(cuMemcpy2DAsync)                                                                      \
   X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuStreamCreate) X(cuStreamDestroy)               \
   X(cuMemPoolCreate) X(cuMemPoolSetAttribute) X(cuMemAllocFromPoolAsync)                 \
-  X(cuStreamSynchronize) X(cuStreamGetCtx) X(cuEventCreate) X(cuEventDestroy)             \
+  X(cuStreamSynchronize) X(cuStreamQuery) X(cuStreamGetCtx) X(cuEventCreate) X(cuEventDestroy) \
   X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuGetErrorName)          \
   X(cuGetErrorString) X(cuPointerGetAttribute) X(cuTensorMapEncodeTiled)                  \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuLaunchKernelEx)       \
@@ -30,9 +30,17 @@ namespace sage::cu {
   X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)          \
   X(cuThreadExchangeStreamCaptureMode)
 
+// Functions of newer drivers, loaded where present (nullptr where not): green contexts (CUDA
+// 12.4; cuStreamGetCtx_v2 12.5), whose streams run on a partition of the GPU's SMs.
+#define SAGE_CU_OPTIONAL_FUNCTIONS(X)                                                     \
+  X(cuStreamGetCtx_v2) X(cuGreenCtxGetDevResource) X(cuCtxGetDevResource)                 \
+  X(cuDeviceGetDevResource) X(cuDevSmResourceSplitByCount) X(cuDevResourceGenerateDesc)   \
+  X(cuGreenCtxCreate) X(cuGreenCtxDestroy) X(cuGreenCtxStreamCreate) X(cuCtxFromGreenCtx)
+
 struct Api {
 #define SAGE_CU_MEMBER(fn) decltype(&::fn) fn = nullptr;
   SAGE_CU_FUNCTIONS(SAGE_CU_MEMBER)
+  SAGE_CU_OPTIONAL_FUNCTIONS(SAGE_CU_MEMBER)
 #undef SAGE_CU_MEMBER
 };
 

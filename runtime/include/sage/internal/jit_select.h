@@ -34,8 +34,11 @@ struct Choice {
 // bucket's, key.problem.bh_bucket). A tuned winner was timed at the bucket's boundary: where
 // the call's own count has another default than the boundary's (tuner::pairs_default), that
 // default serves it ahead of the winner; elsewhere the winner serves the whole bucket.
+// `sms`: the SMs the call runs on (the device's, or its green context's partition; 0: as
+// configs/defaults.yaml's max_bh edges were measured), which scale those edges
+// (tuner::pairs_at_measured_sms).
 Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const std::string& arch, bool explain,
-              bool rows16 = false, int pairs = 0);
+              bool rows16 = false, int pairs = 0, int sms = 0);
 
 struct ObtainOptions {
   std::string arch;        // compile target

@@ -275,6 +275,12 @@ class AttnKernel {
   // Persistent native kernels, causal calls: whether each query tile is a work unit of its own
   // (SageAttnParams::causal_single: no more tiles than CTAs) instead of a pair of them.
   bool causal_single(const AttnProblem& p) const;
+  // The SMs a call runs on (AttnProblem::sms, at most the device's), and the CTAs resident on
+  // them at once (persistent and native mma: the grid, and the ranges a split fills).
+  int sms(const AttnProblem& p) const { return p.sms > 0 && p.sms < num_sms_ ? p.sms : num_sms_; }
+  std::int64_t slots(const AttnProblem& p) const { return std::int64_t(sms(p)) * per_sm_; }
+  // Whether p runs on a partition of the device's SMs (a green context: AttnProblem::sms).
+  bool partial(const AttnProblem& p) const { return sms(p) < num_sms_; }
   WorkspacePlan plan(const AttnProblem& p) const;
   std::size_t workspace_size(const AttnProblem& p) const { return plan(p).total; }
   // Bytes the preparation kernels read and write (the bandwidth benchmark's numerator).
@@ -311,8 +317,8 @@ class AttnKernel {
   bool dependent_ = false;       // sage_prep_v and sage_attn launch as programmatic dependents
   CUfunction attn_q3_ = nullptr;   // calls of up to 3/4 of the head dim (sage_attn_q3; has_q3_entry)
   CUfunction attn_lse_ = nullptr;  // the entry for calls with an LSE, where it differs (pv int8)
-  int num_sms_ = 0;
-  std::int64_t persistent_ctas_ = 0;  // persistent and native mma: SMs x CTAs per SM
+  int num_sms_ = 0;  // the device's
+  int per_sm_ = 0;   // persistent and native mma: CTAs an SM holds
   int mma_split_ranges(const AttnProblem& p) const;
   int decode_min_keys_ = 0;  // SAGE_DECODE_MIN_KEYS (0: the default)
   int pack_heads_ = 1;       // SAGE_PACK_HEADS: 0 never, 1 where pack_pays, 2 wherever the tile holds the group
@@ -322,7 +328,10 @@ class AttnKernel {
   std::pair<int, int> share_plan(const AttnProblem& p) const;
   // persistent_split without clusters: the ranges merged through L2 (0: no split).
   int l2_split_ranges(const AttnProblem& p) const;
-  // persistent_split: how many clusters of 2, 4 and 8 CTAs can run at once (0: none).
+  // persistent_split: how many clusters of 2, 4 and 8 CTAs can run at once on the whole device
+  // (0: none). On a partition of its SMs (a green context) the split merges through L2: how many
+  // clusters a partition holds at once is the driver's answer for a stream of it, which
+  // plan() (sage_workspace_size) does not have.
   std::array<int, 3> max_clusters_ = {};
   int cluster_span_ = 0;  // SAGE_SPLIT_CLUSTER_SPAN (0: the default)
   int share_ = 1;         // SAGE_SPLIT_SHARE: 0 keeps the owner's merge
@@ -351,5 +360,12 @@ CUcontext use_device(int device = 0);
 // partials merge (share merge, clusters, through L2), the GQA heads packed into one tile
 // (SAGE_LOG's launch line, `sage-tune bench --json`'s "launch").
 std::string launch_text(const AttnKernel& k, const AttnProblem& kp);
+
+// The SMs `stream`'s work runs on where they are a partition of the device: its green
+// context's (a stream of cuGreenCtxStreamCreate, one created while a green context was
+// current, or the NULL / legacy stream of a thread whose current context is green), the value
+// of AttnProblem::sms for a call on it; 0 for a stream of an ordinary context (every SM), or
+// where the driver has no green contexts (before CUDA 12.5).
+int stream_sms(CUstream stream);
 
 }  // namespace sage

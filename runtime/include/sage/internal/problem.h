@@ -20,6 +20,10 @@ struct AttnProblem {
   bool causal = false;
   float sm_scale = 0.f;  // 0: 1/sqrt(head_dim)
   bool return_lse = false;
+  // The SMs the call's work may run on: a green context's partition of the GPU (its stream's,
+  // rt::stream_sms), which sizes the persistent grids and the key splits to what is resident at
+  // once there. 0: every SM of the device.
+  int sms = 0;
 
   float scale() const;   // sm_scale, or its default
   // Element strides (batch, head, seq) of a [B, heads, seq, D] tensor in this layout.
@@ -28,9 +32,9 @@ struct AttnProblem {
   std::int64_t kv_elems() const { return std::int64_t(batch) * heads_kv * seq_kv * head_dim; }
   // 4*B*Hq*Nq*Nkv*D (halved for causal when Nq == Nkv; exact visible-pair count otherwise).
   double flops() const;
-  // Throws Error(invalid_argument) for sizes < 1, heads_q % heads_kv != 0.
+  // Throws Error(invalid_argument) for sizes < 1, heads_q % heads_kv != 0, sms < 0.
   void validate() const;
-  std::string str() const;  // "B4 Hq32 Hkv32 Nq4096 Nkv4096 D128 HND fp16 causal"
+  std::string str() const;  // "B4 Hq32 Hkv32 Nq4096 Nkv4096 D128 HND fp16 causal" (" on 64 SMs" with sms)
 };
 
 }  // namespace sage

@@ -69,6 +69,9 @@ struct CacheKey {
   CUcontext ctx = nullptr;
   BucketKey bucket;
   int pairs = 0;  // the call's batch x query heads
+  // The SMs of the call's green context (AttnProblem::sms; 0: every SM): the defaults' wave
+  // edges scale with them (tuner::default_match), and the grids are sized per call.
+  int sms = 0;
   bool operator==(const CacheKey&) const = default;
 };
 struct CacheKeyHash {
@@ -137,12 +140,16 @@ class WorkspaceTooSmall : public Error {
   using Error::Error;
 };
 
-// Runs attention on the current context (validated problem; see sage_attention()).
+// Runs attention on the current context (validated problem; see sage_attention()), on the
+// SMs of `stream` (p.sms is set from it: stream_sms).
 void run(const AttnProblem& p, Policy policy, const AttnArgs& a, void* workspace, std::size_t workspace_bytes,
          CUstream stream);
-// Workspace bytes for p (with LSE, which needs the most), selecting the kernel if needed.
+// Workspace bytes for p (with LSE, which needs the most), selecting the kernel if needed; for
+// the SMs of the current context (a green context's partition where one is current: p.sms is
+// set from it).
 std::size_t workspace_size(const AttnProblem& p, Policy policy);
-// The selection serving p on the current context, selecting and loading it if needed.
+// The selection serving p on the current context (and its SMs, as workspace_size), selecting
+// and loading it if needed.
 const Selection& selection_for(const AttnProblem& p, Policy policy);
 
 // ---- counters and test hooks -------------------------------------------------------------

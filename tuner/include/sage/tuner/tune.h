@@ -77,8 +77,19 @@ std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r);
 // (d % 16 == 8); entries that name `rows16: true` match only such calls.
 // `bh` (the call's batch x query heads, or its bucket) lets entries with `max_bh` match; 0
 // skips them.
+// `sms`: the SMs the call runs on (the GPU's, or a green context's partition of them; 0: as
+// measured). The max_bh edges are wave edges of the GPU they were measured on (defaults.yaml's
+// `measured_sms`): on `sms` SMs, `bh` matches them as pairs_at_measured_sms(arch, bh, sms).
 std::string default_variant(const std::string& arch, int head_dim, const std::string& policy, int seq_kv = 0,
-                            int causal = -1, int seq_q = 0, bool rows16 = false, int bh = 0);
+                            int causal = -1, int seq_q = 0, bool rows16 = false, int bh = 0, int sms = 0);
+// The SM count configs/defaults.yaml's max_bh edges of `arch` were measured on (0: none given).
+int measured_sms(const std::string& arch);
+// `pairs` (batch x query heads) on `sms` SMs as the count that fills the measured GPU's waves
+// as much: floor(pairs * measured_sms / sms), at least 1. A kernel's grid of pairs x tiles CTAs
+// fills ceil(that / (SMs x CTAs an SM)) waves, so the edges move with the SMs: on 112 SMs, 21
+// pairs of 16 CTAs (336) are one wave of three CTAs an SM, as 24 (384 of 396) are on 132.
+// `pairs` unchanged where sms is 0 or the measured count, or the file gives none.
+int pairs_at_measured_sms(const std::string& arch, int pairs, int sms);
 // default_variant's answer with the configs/defaults.yaml entry that gave it: its position in
 // the architecture's list (from 0), its line in the file (from 1; 0 where unknown), and its
 // conditions in words, as the file names them ("head_dim 128, max_seq_kv 4096, max_bh 8").
@@ -87,15 +98,16 @@ struct DefaultMatch {
   int index = -1;
   int line = 0;
   std::string conditions;
+  int bh = 0;  // the batch x query heads matched against max_bh (pairs_at_measured_sms)
 };
 DefaultMatch default_match(const std::string& arch, int head_dim, const std::string& policy, int seq_kv = 0,
-                           int causal = -1, int seq_q = 0, bool rows16 = false, int bh = 0);
+                           int causal = -1, int seq_q = 0, bool rows16 = false, int bh = 0, int sms = 0);
 // A rows16 call's default where defaults.yaml has an entry of its own for it: one that differs
 // from the default of aligned rows in the same bucket. nullopt where it has none (or no default
 // at all). Such a default serves the call ahead of a tuned winner, which the tuner measured on
 // aligned rows (the runtime's jit::choose, `sage-tune bench --tuned`).
 std::optional<std::string> rows16_default(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
-                                          int causal, int seq_q, int bh = 0);
+                                          int causal, int seq_q, int bh = 0, int sms = 0);
 // The default of a call whose batch x query heads (`pairs`) is not its bucket's boundary
 // (`bh_bucket`), where defaults.yaml gives it another kernel than the boundary's: the entries'
 // max_bh edges were measured on such counts, while a tuned winner was timed at the boundary
@@ -103,6 +115,6 @@ std::optional<std::string> rows16_default(const std::string& arch, int head_dim,
 // (the runtime's jit::choose, `sage-tune select`, `sage-tune bench --tuned`). nullopt where the
 // two defaults agree (the winner serves the call) or where there is no default.
 std::optional<std::string> pairs_default(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
-                                         int causal, int seq_q, bool rows16, int pairs, int bh_bucket);
+                                         int causal, int seq_q, bool rows16, int pairs, int bh_bucket, int sms = 0);
 
 }  // namespace sage::tuner
