@@ -106,7 +106,8 @@ TEST(CliGpu, BenchRunsOnAGreenContextOfTheSmsAsked) {
   EXPECT_GT(r["tops"].get<double>(), 1.0) << r.dump();
   CliRun whole = s.run("bench -d 128 -n 4096 --causal no --batch 1 --heads 8 --samples 3 --cooldown 0 --json");
   ASSERT_EQ(whole.rc, 0) << whole.err;
-  const auto& w = nlohmann::json::parse(whole.out)["results"][0];
+  const auto whole_doc = nlohmann::json::parse(whole.out);
+  const auto& w = whole_doc["results"][0];
   EXPECT_GT(w["sms"].get<int>(), 16) << w.dump();
   EXPECT_EQ(w["launch"].get<std::string>().find(" SMs"), std::string::npos) << w.dump();
   CliRun too_many = s.run("bench -d 128 -n 1024 --causal no --samples 1 --sms 100000");
