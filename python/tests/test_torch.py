@@ -289,6 +289,51 @@ def test_runs_on_the_current_stream():
     assert check.item() == pytest.approx(expected.float().sum().item())
 
 
+def _wait(stream, seconds, what):
+    """Waits for `stream`; a call still running after `seconds` fails the test and ends the
+    process (a kernel that never ends cannot be taken back)."""
+    import time
+
+    t0 = time.monotonic()
+    while not stream.query():
+        if time.monotonic() - t0 > seconds:
+            print(f"{what}: still running after {seconds} s", flush=True)
+            os._exit(1)
+        time.sleep(0.001)
+
+
+def test_a_green_contexts_stream_runs_the_call_on_its_sms():
+    """On a stream of a green context (a partition of the SMs) the library sizes the call to the
+    partition: decoding's key split, whose ranges wait for each other's partials, finishes there
+    (sized for the whole GPU it did not, on 16 SMs) and matches the whole GPU's result."""
+    gc = getattr(torch.cuda, "green_contexts", None)
+    if gc is None:
+        pytest.skip("this PyTorch has no torch.cuda.green_contexts")
+    q, k, v = inputs(1, 4, 4, 64, 65536, 128)
+    expected = sagetune.attention(q, k, v)
+    torch.cuda.synchronize()
+    try:
+        ctx = gc.GreenContext.create(num_sms=16, device_id=torch.cuda.current_device())
+    except RuntimeError as e:  # a driver without green contexts
+        pytest.skip(f"no green context: {e}")
+    if hasattr(ctx, "Stream"):
+        s = ctx.Stream()
+        with torch.cuda.stream(s):
+            o = sagetune.attention(q, k, v)
+        _wait(s, 60, "the call on the green context's stream")
+    else:  # PyTorch 2.10-2.11: the green context made current, a stream created in it
+        ctx.set_context()
+        try:
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                o = sagetune.attention(q, k, v)
+            _wait(s, 60, "the call on the green context's stream")
+        finally:
+            ctx.pop_context()
+    cos, rel_l1 = metrics(o, expected)
+    assert rel_l1 < 1e-3, (cos, rel_l1)
+
+
 def test_sdpa_signature_matches_torch_for_plain_calls():
     q, k, v = inputs(2, 8, 8, 512, 512, 128)
     for causal in (False, True):
