@@ -103,6 +103,9 @@ _lib.sage_attention_desc_init.argtypes = [ctypes.c_int] * 6
 _lib.sage_attention_desc_init.restype = AttentionDesc
 _lib.sage_workspace_size.argtypes = [ctypes.POINTER(AttentionDesc), ctypes.POINTER(ctypes.c_size_t)]
 _lib.sage_workspace_size.restype = ctypes.c_int
+_lib.sage_workspace_size_on_stream.argtypes = [ctypes.POINTER(AttentionDesc), ctypes.c_void_p,
+                                               ctypes.POINTER(ctypes.c_size_t)]
+_lib.sage_workspace_size_on_stream.restype = ctypes.c_int
 _lib.sage_attention.argtypes = [
     ctypes.POINTER(AttentionDesc),
     ctypes.c_void_p,  # q
@@ -170,10 +173,15 @@ def make_desc(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, layout="HND", d
     return d
 
 
-def workspace_size(desc):
-    """Bytes of workspace a call with `desc` needs (selects the kernel at the first call)."""
+def workspace_size(desc, stream=None):
+    """Bytes of workspace a call with `desc` needs (selects the kernel at the first call): on the
+    current context's streams, or on `stream` (a raw handle, whose SMs may be a green context's
+    partition: the kernel serving it, and its workspace, may differ from the whole GPU's)."""
     n = ctypes.c_size_t(0)
-    _check(_lib.sage_workspace_size(ctypes.byref(desc), ctypes.byref(n)))
+    if stream is None:
+        _check(_lib.sage_workspace_size(ctypes.byref(desc), ctypes.byref(n)))
+    else:
+        _check(_lib.sage_workspace_size_on_stream(ctypes.byref(desc), stream or None, ctypes.byref(n)))
     return n.value
 
 

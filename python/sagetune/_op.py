@@ -31,8 +31,10 @@ def dims(q, k, layout):
     return b, hq, hkv, nq, nkv, d
 
 
-# (shape, options, device) -> (sage_attention_desc, workspace bytes): a call's descriptor and its
-# workspace size are built once per problem (each a ctypes call or two, on every call's host path).
+# (shape, options, device, stream) -> (sage_attention_desc, workspace bytes): a call's descriptor
+# and its workspace size are built once per problem and stream (each a ctypes call or two, on
+# every call's host path); the stream, because a green context's stream runs the call on its
+# partition of the SMs, whose kernel and workspace may differ from the whole GPU's.
 _DESCS = {}
 _DESCS_MAX = 1024
 
@@ -85,12 +87,13 @@ def launch(q, k, v, is_causal, layout, sm_scale, return_lse, policy):
     if torch.cuda.current_device() != index:
         with torch.cuda.device(index):
             return launch(q, k, v, is_causal, layout, sm_scale, return_lse, policy)
-    key = (b, hq, hkv, nq, nkv, d, layout, q.dtype, is_causal, sm_scale, policy, index)
+    stream = _current_stream(index)
+    key = (b, hq, hkv, nq, nkv, d, layout, q.dtype, is_causal, sm_scale, policy, index, stream)
     entry = _DESCS.get(key)
     if entry is None:
         desc = _capi.make_desc(b, hq, hkv, nq, nkv, d, layout=layout, dtype=DTYPES[q.dtype], causal=is_causal,
                                sm_scale=sm_scale, policy=policy)
-        entry = (desc, _capi.workspace_size(desc))  # selects the kernel (the bucket's first call)
+        entry = (desc, _capi.workspace_size(desc, stream))  # selects the kernel (the bucket's first call)
         if len(_DESCS) >= _DESCS_MAX:
             _DESCS.clear()
         _DESCS[key] = entry
@@ -99,7 +102,7 @@ def launch(q, k, v, is_causal, layout, sm_scale, return_lse, policy):
     lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device) if return_lse else None
     # The workspace from the caching allocator, on this stream (none where the kernel needs none).
     ws = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
-    args = (lse.data_ptr() if return_lse else 0, ws.data_ptr() if ws_bytes else 0, ws_bytes, _current_stream(index))
+    args = (lse.data_ptr() if return_lse else 0, ws.data_ptr() if ws_bytes else 0, ws_bytes, stream)
     if st is None:
         _capi.attention(desc, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), *args)
     else:

@@ -109,6 +109,15 @@ SAGE_API sage_status sage_workspace_size(const sage_attention_desc* desc, size_t
   });
 }
 
+SAGE_API sage_status sage_workspace_size_on_stream(const sage_attention_desc* desc, void* stream, size_t* bytes) {
+  return rt::guarded([&] {
+    rt::Policy policy;
+    const AttnProblem p = rt::checked_problem(desc, &policy);
+    if (!bytes) throw Error(Errc::invalid_argument, "bytes is NULL");
+    *bytes = rt::workspace_size(p, policy, static_cast<CUstream>(stream));
+  });
+}
+
 SAGE_API sage_status sage_attention(const sage_attention_desc* desc, const void* q, const void* k, const void* v,
                                     void* o, float* lse, void* workspace, size_t workspace_bytes, void* stream) {
   // Contiguous tensors: the strided call without strides (it then runs exactly this call).

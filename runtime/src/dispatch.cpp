@@ -342,9 +342,13 @@ void run(const AttnProblem& call, Policy policy, const AttnArgs& a, void* worksp
                   launch_text(k, kp));
 }
 
-std::size_t workspace_size(const AttnProblem& p, Policy policy) {
+std::size_t workspace_size(const AttnProblem& p, Policy policy) { return workspace_size(p, policy, nullptr); }
+
+std::size_t workspace_size(const AttnProblem& p, Policy policy, CUstream stream) {
   AttnProblem with_lse = p;
-  with_lse.sms = stream_sms(nullptr);  // the current context's: a green context's partition
+  // The stream's SMs (NULL: the current context's, a green context's partition where one is
+  // current), as run() reads them.
+  with_lse.sms = stream_sms(stream);
   with_lse.return_lse = true;  // LSE adds a region; a workspace sized for it serves both
   bool built = false;
   const AttnProblem kp = kernel_problem(with_lse);

@@ -407,6 +407,29 @@ TEST_F(RuntimeGpu, CallsOnAGreenContextRunOnItsSms) {
     EXPECT_EQ(k->persistent_grid(on), k->slots(on));
     EXPECT_LT(k->persistent_grid(on), k->persistent_grid(cases[2].p));
   }
+  // With the primary context current, a call on the partition's stream: its workspace
+  // (sage_workspace_size_on_stream) is the partition's plan for the partition's kernel, and a
+  // call given exactly that much runs.
+  {
+    const AttnProblem& share = cases[0].p;
+    AttnProblem lse = share;
+    lse.sms = sms;
+    lse.return_lse = true;
+    const std::string gv = tuner::default_variant(arch_, 128, "balanced", share.seq_kv, 0, share.seq_q, false,
+                                                  share.batch * share.heads_q, sms);
+    const sage_attention_desc d = desc_of(share);
+    std::size_t on_green = 0, whole = 0;
+    ASSERT_EQ(sage_workspace_size_on_stream(&d, green->stream(), &on_green), SAGE_OK) << sage_last_error();
+    ASSERT_EQ(sage_workspace_size(&d, &whole), SAGE_OK) << sage_last_error();
+    EXPECT_EQ(on_green, launcher(gv)->workspace_size(lse)) << "the partition's plan";
+    AttnProblem whole_lse = share;
+    whole_lse.return_lse = true;
+    EXPECT_EQ(whole, launcher(variant_of(share))->workspace_size(whole_lse)) << "the whole GPU's plan";
+    Tensors t(share, 13);
+    DeviceBuffer ws(on_green);
+    ASSERT_EQ(t.call(green->stream(), ws.get(), on_green), SAGE_OK) << sage_last_error();
+    wait_or_die(green->stream(), 60, "share merge, primary context current, caller's workspace");
+  }
   // With the green context current: its legacy stream is the partition's, sage_workspace_size
   // and the selection are the partition's. B=1 H=22 over 1K keys at D=64: on the whole H100 one
   // wave of the 64-row CTAs; on 16 SMs as 181 pairs on 132, the 128-row kernel.

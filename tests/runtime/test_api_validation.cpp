@@ -68,6 +68,9 @@ TEST(RuntimeApiValidation, NullPointers) {
   EXPECT_NE(std::string(sage_last_error()).find("bytes is NULL"), std::string::npos);
   size_t n = 0;
   EXPECT_EQ(sage_workspace_size(nullptr, &n), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(sage_workspace_size_on_stream(&d, nullptr, nullptr), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("bytes is NULL"), std::string::npos);
+  EXPECT_EQ(sage_workspace_size_on_stream(nullptr, nullptr, &n), SAGE_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(sage_variant_name(&d, nullptr, 10), SAGE_ERR_INVALID_ARGUMENT);
   char buf[4];
   EXPECT_EQ(sage_variant_name(&d, buf, 0), SAGE_ERR_INVALID_ARGUMENT);
@@ -167,6 +170,7 @@ TEST(RuntimeApiValidation, ValidCallWithoutADeviceSaysSo) {
   size_t n = 0;
   const sage_attention_desc d = good();
   EXPECT_EQ(sage_workspace_size(&d, &n), SAGE_ERR_NO_DEVICE);
+  EXPECT_EQ(sage_workspace_size_on_stream(&d, nullptr, &n), SAGE_ERR_NO_DEVICE);
 }
 
 // sage_attention_strided: the same checks as sage_attention, then the strides'.

@@ -83,8 +83,15 @@ SAGE_API sage_attention_desc sage_attention_desc_init(int batch, int heads_q, in
                                                       int head_dim);
 
 /* Bytes of workspace sage_attention() needs for `desc` on the current device, with or without
- * LSE. Selects (and at the first call for the bucket, loads or compiles) the kernel. */
+ * LSE. Selects (and at the first call for the bucket, loads or compiles) the kernel. A call is
+ * sized to the SMs its stream runs on (a green context's partition of them): this answers for
+ * the current context's own streams (with a green context current, its partition). */
 SAGE_API sage_status sage_workspace_size(const sage_attention_desc* desc, size_t* bytes);
+
+/* The same for calls on `stream` (NULL: the legacy default stream), whose SMs may be a green
+ * context's partition (a stream of cuGreenCtxStreamCreate while the primary context is
+ * current): the kernel that serves them, and its workspace, may differ from the whole GPU's. */
+SAGE_API sage_status sage_workspace_size_on_stream(const sage_attention_desc* desc, void* stream, size_t* bytes);
 
 /* Runs attention on `stream` (a CUstream / cudaStream_t; NULL: the legacy default stream) of
  * the calling thread's current CUDA context (device 0's primary context when none is

@@ -53,10 +53,16 @@ class Attention {
   Attention& policy(sage_policy p) { desc_.policy = p; return *this; }
   const sage_attention_desc& desc() const { return desc_; }
 
-  // Bytes of workspace a call needs (with or without LSE).
+  // Bytes of workspace a call needs (with or without LSE): on the current context's streams, or
+  // on `stream` (whose SMs may be a green context's partition).
   std::size_t workspace_size() const {
     std::size_t n = 0;
     check(sage_workspace_size(&desc_, &n));
+    return n;
+  }
+  std::size_t workspace_size(void* stream) const {
+    std::size_t n = 0;
+    check(sage_workspace_size_on_stream(&desc_, stream, &n));
     return n;
   }
   // The variant serving this problem on the current device.

@@ -148,6 +148,8 @@ void run(const AttnProblem& p, Policy policy, const AttnArgs& a, void* workspace
 // the SMs of the current context (a green context's partition where one is current: p.sms is
 // set from it).
 std::size_t workspace_size(const AttnProblem& p, Policy policy);
+// The same for a call on `stream` (p.sms from stream_sms(stream)).
+std::size_t workspace_size(const AttnProblem& p, Policy policy, CUstream stream);
 // The selection serving p on the current context (and its SMs, as workspace_size), selecting
 // and loading it if needed.
 const Selection& selection_for(const AttnProblem& p, Policy policy);
