@@ -407,11 +407,18 @@ TEST_F(RuntimeGpu, CallsOnAGreenContextRunOnItsSms) {
     EXPECT_EQ(k->persistent_grid(on), k->slots(on));
     EXPECT_LT(k->persistent_grid(on), k->persistent_grid(cases[2].p));
   }
+  // A call of the share-merge shape on the partition's stream, given exactly `bytes` of workspace.
+  const AttnProblem& share = cases[0].p;
+  auto call_with = [&](std::size_t bytes, std::uint64_t seed, const std::string& what) {
+    Tensors t(share, seed);
+    DeviceBuffer ws(bytes);
+    ASSERT_EQ(t.call(green->stream(), ws.get(), bytes), SAGE_OK) << what << ": " << sage_last_error();
+    wait_or_die(green->stream(), 60, what);
+  };
   // With the primary context current, a call on the partition's stream: its workspace
   // (sage_workspace_size_on_stream) is the partition's plan for the partition's kernel, and a
   // call given exactly that much runs.
   {
-    const AttnProblem& share = cases[0].p;
     AttnProblem lse = share;
     lse.sms = sms;
     lse.return_lse = true;
@@ -425,10 +432,7 @@ TEST_F(RuntimeGpu, CallsOnAGreenContextRunOnItsSms) {
     AttnProblem whole_lse = share;
     whole_lse.return_lse = true;
     EXPECT_EQ(whole, launcher(variant_of(share))->workspace_size(whole_lse)) << "the whole GPU's plan";
-    Tensors t(share, 13);
-    DeviceBuffer ws(on_green);
-    ASSERT_EQ(t.call(green->stream(), ws.get(), on_green), SAGE_OK) << sage_last_error();
-    wait_or_die(green->stream(), 60, "share merge, primary context current, caller's workspace");
+    call_with(on_green, 13, "share merge, primary context current, caller's workspace");
   }
   // With the green context current: its legacy stream is the partition's, sage_workspace_size
   // and the selection are the partition's. B=1 H=22 over 1K keys at D=64: on the whole H100 one
@@ -445,7 +449,6 @@ TEST_F(RuntimeGpu, CallsOnAGreenContextRunOnItsSms) {
   EXPECT_EQ(variant_of(h22), tuner::default_variant(arch_, 64, "balanced", 1024, 0, 1024, false, 22, sms));
   if (tuner::measured_sms(arch_) > 0)
     EXPECT_NE(variant_of(h22), tuner::default_variant(arch_, 64, "balanced", 1024, 0, 1024, false, 22, fp_.sm_count));
-  const AttnProblem& share = cases[0].p;
   AttnProblem on = share;
   on.sms = sms;
   const sage_attention_desc d = desc_of(share);
@@ -454,10 +457,7 @@ TEST_F(RuntimeGpu, CallsOnAGreenContextRunOnItsSms) {
   AttnProblem lse = on;
   lse.return_lse = true;
   EXPECT_EQ(bytes, launcher(variant_of(share))->workspace_size(lse)) << "the partition's plan";
-  Tensors t(share, 12);
-  DeviceBuffer ws(bytes);
-  ASSERT_EQ(t.call(green->stream(), ws.get(), bytes), SAGE_OK) << sage_last_error();
-  wait_or_die(green->stream(), 60, "share merge, caller's workspace");
+  call_with(bytes, 12, "share merge, green context current, caller's workspace");
 }
 
 // ---- head dims the kernels lack ---------------------------------------------------------------
