@@ -356,6 +356,45 @@ def test_a_green_contexts_stream_runs_the_call_on_its_sms():
         assert rel_l1 < 1e-3, (cos, rel_l1)
 
 
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_tensors_on_the_second_gpu_run_there():
+    """On a machine of several GPUs (a tensor-parallel server) a call runs on its tensors'
+    device, whichever device is current, on that device's current stream, and gives the bits
+    of the same call on the first GPU (the same model); calls alternating between the devices
+    keep their results."""
+    q, k, v = inputs(2, 8, 2, 700, 900, 128)
+    expected = sagetune.attention(q, k, v, is_causal=True)
+    d1 = torch.device("cuda", 1)
+    q1, k1, v1 = q.to(d1), k.to(d1), v.to(d1)
+    same_model = torch.cuda.get_device_name(0) == torch.cuda.get_device_name(1)
+
+    def check(o):
+        assert o.device == d1
+        if same_model:
+            assert torch.equal(o.cpu(), expected.cpu())
+        else:
+            ref, _ = reference(q1, k1, v1, True)
+            cos, rel = metrics(o, ref)
+            assert cos >= COS_MIN and rel <= REL_L1_MAX, (cos, rel)
+
+    assert torch.cuda.current_device() == 0
+    o1 = sagetune.attention(q1, k1, v1, is_causal=True)
+    assert torch.cuda.current_device() == 0  # the call left the current device as it was
+    check(o1)
+    with torch.cuda.device(1):
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            o2, lse2 = sagetune.attention(q1, k1, v1, is_causal=True, return_lse=True)
+        s.synchronize()
+    check(o2)
+    assert lse2.device == d1
+    for _ in range(3):
+        a = sagetune.attention(q, k, v, is_causal=True)
+        b = sagetune.attention(q1, k1, v1, is_causal=True)
+        assert torch.equal(a, expected)
+        check(b)
+
+
 def test_sdpa_signature_matches_torch_for_plain_calls():
     q, k, v = inputs(2, 8, 8, 512, 512, 128)
     for causal in (False, True):

@@ -39,11 +39,13 @@ struct Runtime {
   std::atomic<std::uint64_t> selections{0}, loads{0};
   std::atomic<int> check_pointers{-1};  // SAGE_CHECK_POINTERS, read at the first call
   std::mutex pool_mu;
-  std::map<CUcontext, CUmemoryPool> pools;  // kept across reset(): allocations may be in flight
+  // By context ID (context_id), as every cache here: a primary context that is reset keeps its
+  // handle, and its old modules and pool are gone.
+  std::map<std::uint64_t, CUmemoryPool> pools;  // kept across reset(): allocations may be in flight
   // Loaded kernels by (context, cubin hash): buckets served by one kernel share its module
   // (each load costs milliseconds and device memory for the code).
   std::mutex kernels_mu;
-  std::map<std::pair<CUcontext, std::string>, std::shared_ptr<AttnKernel>> kernels;
+  std::map<std::pair<std::uint64_t, std::string>, std::shared_ptr<AttnKernel>> kernels;
 };
 
 // Never destroyed: at process exit the driver may already be torn down, and unloading
@@ -71,10 +73,10 @@ provider::Device query_device(CUcontext ctx) {
 // that its release threshold can be raised without changing other libraries' allocations.
 // With the threshold at "never", freed workspace stays reserved for the next call instead
 // of going back to the driver at every synchronization.
-CUmemoryPool pool_for(const provider::Device& d, std::vector<std::string>* notes) {
+CUmemoryPool pool_for(const provider::Device& d, std::uint64_t ctx_id, std::vector<std::string>* notes) {
   Runtime& rt = runtime();
   std::lock_guard lock(rt.pool_mu);
-  auto it = rt.pools.find(d.ctx);
+  auto it = rt.pools.find(ctx_id);
   if (it != rt.pools.end()) return it->second;
   const cu::Api& a = cu::api();
   CUmemPoolProps props{};
@@ -91,7 +93,7 @@ CUmemoryPool pool_for(const provider::Device& d, std::vector<std::string>* notes
     notes->push_back("no private workspace pool (" + cu::error_string(r) + "): using the device's default pool");
     pool = nullptr;
   }
-  rt.pools[d.ctx] = pool;
+  rt.pools[ctx_id] = pool;
   return pool;
 }
 
@@ -116,7 +118,7 @@ class RelaxedCaptureMode {
   bool exchanged_ = false;
 };
 
-std::shared_ptr<const Entry> build(CUcontext ctx, const BucketKey& key, const AttnProblem& p) {
+std::shared_ptr<const Entry> build(CUcontext ctx, std::uint64_t ctx_id, const BucketKey& key, const AttnProblem& p) {
   const auto t0 = Clock::now();
   const RelaxedCaptureMode relaxed;
   const provider::Device dev = query_device(ctx);
@@ -128,7 +130,7 @@ std::shared_ptr<const Entry> build(CUcontext ctx, const BucketKey& key, const At
   e->selection = std::move(r.selection);
   const auto tl = Clock::now();
   Runtime& rt = runtime();
-  const auto kernel_key = std::make_pair(ctx, e->selection.kernel_hash);
+  const auto kernel_key = std::make_pair(ctx_id, e->selection.kernel_hash);
   if (!kernel_key.second.empty()) {
     std::lock_guard lock(rt.kernels_mu);
     auto it = rt.kernels.find(kernel_key);
@@ -148,7 +150,7 @@ std::shared_ptr<const Entry> build(CUcontext ctx, const BucketKey& key, const At
     e->selection.notes.push_back("module shared with another bucket served by the same kernel");
   }
   e->selection.load_ms = ms_since(tl);
-  e->pool = pool_for(dev, &e->selection.notes);
+  e->pool = pool_for(dev, ctx_id, &e->selection.notes);
   e->selection.select_ms = ms_since(t0);
   rt.selections.fetch_add(1);
   return e;
@@ -159,13 +161,14 @@ const Entry& entry_for(const AttnProblem& p, Policy policy, bool* built, int cal
   const BucketKey key = provider::buckets().key_of(p, policy, call_head_dim);
   provider::precheck(key);             // "not in this build" is known without a device
   const CUcontext ctx = use_device(-1);  // the caller's context; device 0's primary when none
-  const CacheKey ck{ctx, key, p.batch * p.heads_q, p.sms};
+  const std::uint64_t ctx_id = context_id(ctx);
+  const CacheKey ck{ctx_id, key, p.batch * p.heads_q, p.sms};
   Runtime& rt = runtime();
   if (const Entry* e = rt.cache.find(ck)) {
     *built = false;
     return *e;
   }
-  return rt.cache.get(ck, [&] { return build(ctx, key, p); }, built);
+  return rt.cache.get(ck, [&] { return build(ctx, ctx_id, key, p); }, built);
 }
 
 bool check_pointers_enabled() {

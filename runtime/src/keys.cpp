@@ -104,7 +104,7 @@ BucketKey Buckets::key_of(const AttnProblem& p, Policy policy, int call_head_dim
 
 std::size_t CacheKeyHash::operator()(const CacheKey& k) const noexcept {
   // FNV-style mixing of the fields; collisions only cost a comparison.
-  std::size_t h = std::hash<const void*>()(k.ctx);
+  std::size_t h = std::hash<std::uint64_t>()(k.ctx);
   auto mix = [&h](std::size_t v) { h = (h ^ v) * 1099511628211ull; };
   const BucketKey& b = k.bucket;
   mix(std::size_t(b.head_dim));

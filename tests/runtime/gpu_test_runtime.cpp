@@ -1106,6 +1106,140 @@ TEST_F(RuntimeGpu, TwoProcessesOnAColdCacheCompileOnce) {
   EXPECT_EQ(cubins, 1);
 }
 
+// A child process (SAGE_RUNTIME_GPU_RESET_CHILD): the reset destroys every allocation and
+// module of the primary context, so it must not run in the test process. Writes "<status of
+// the call before the reset> <after> <second call after> <bitwise equal 0/1> <modules loaded
+// after the reset> <the context's handle unchanged 0/1> <its ID changed 0/1> <error>".
+int reset_child(const char* out_path) {
+  std::string line;
+  try {
+    const AttnProblem p = make(1, 8, 8, 512, 512, 128, false, Layout::HND, DType::fp16, true);
+    const CUcontext before = use_device(0);
+    const std::uint64_t id_before = context_id(before);
+    sage_status s0 = SAGE_ERR_INTERNAL, s1 = SAGE_ERR_INTERNAL, s2 = SAGE_ERR_INTERNAL;
+    std::vector<std::uint16_t> o0, o1;
+    {
+      Tensors t(p, 5);
+      s0 = t.call(nullptr);  // the library's pool, on the legacy stream
+      SAGE_CU(cuCtxSynchronize());
+      o0 = t.out();
+    }  // freed before the reset
+    CUdevice dev = 0;
+    SAGE_CU(cuCtxGetDevice(&dev));
+    SAGE_CU(cuDevicePrimaryCtxReset(dev));  // what cudaDeviceReset does
+    const std::uint64_t loads = rt::counters().loads;
+    // The reset context is inactive until retained again (the CUDA runtime does so at its next
+    // call); use_device retains it again.
+    const CUcontext after = use_device(0);
+    std::string err;
+    {
+      Tensors t(p, 5);
+      s1 = t.call(nullptr);
+      if (s1 != SAGE_OK) err = sage_last_error();
+      SAGE_CU(cuCtxSynchronize());
+      o1 = t.out();
+      s2 = t.call(nullptr);
+      if (s2 != SAGE_OK && err.empty()) err = sage_last_error();
+      SAGE_CU(cuCtxSynchronize());
+    }
+    line = cat(int(s0), " ", int(s1), " ", int(s2), " ", int(o0 == o1), " ", rt::counters().loads - loads, " ",
+               int(after == before), " ", int(context_id(after) != id_before), " ", err, "\n");
+  } catch (const std::exception& e) {
+    line = cat("-1 -1 -1 0 0 0 0 ", e.what(), "\n");
+  }
+  write_file_atomic(out_path, line);
+  return 0;
+}
+
+// cudaDeviceReset under the library (a test harness between cases, a server recovering from
+// an error) keeps the primary context's handle but destroys its modules and pools. The
+// runtime keys its caches by the context's ID, which the reset renews, so the next call loads
+// its kernel again instead of failing on the old module (SAGE_ERR_CUDA, invalid handle).
+TEST_F(RuntimeGpu, CallsAfterAPrimaryContextResetLoadTheirKernelAgain) {
+  const std::string out = dir_.file("reset.txt");
+  const pid_t kid = test::spawn_self({"SAGE_RUNTIME_GPU_RESET_CHILD=" + out});
+  ASSERT_EQ(test::wait_exit(kid), 0);
+  const std::string r = read_file(out);
+  int s0 = -1, s1 = -1, s2 = -1, equal = 0, same_handle = 0, new_id = 0;
+  unsigned long long loads = 0;
+  ASSERT_EQ(std::sscanf(r.c_str(), "%d %d %d %d %llu %d %d", &s0, &s1, &s2, &equal, &loads, &same_handle, &new_id), 7)
+      << r;
+  EXPECT_EQ(s0, SAGE_OK) << r;
+  EXPECT_EQ(s1, SAGE_OK) << r;
+  EXPECT_EQ(s2, SAGE_OK) << r;
+  EXPECT_EQ(equal, 1) << "the call after the reset gives the bits of the call before it";
+  EXPECT_EQ(loads, 1u) << "the kernel's module is loaded again, once";
+  EXPECT_EQ(new_id, 1) << "the reset context has a new ID";
+  if (!same_handle) std::printf("note: this driver gave the reset primary context a new handle\n");
+}
+
+// Two GPUs in one process (a tensor-parallel server, one thread driving every device): each
+// device's calls select, load and run on its own primary context, with its own workspace
+// pool, and give the bits of the same call on device 0 (where both are the same model).
+TEST_F(RuntimeGpu, CallsOnTwoDevicesRunEachOnItsOwnContext) {
+  int n = 0;
+  SAGE_CU(cuDeviceGetCount(&n));
+  if (n < 2) GTEST_SKIP() << "needs two GPUs; " << n << " visible";
+  const AttnProblem p = make(2, 8, 2, 700, 900, 128, true, Layout::HND, DType::fp16, true);
+  const AttnProblem q = make(1, 4, 4, 64, 20000, 128);  // a key split, whose CTAs wait for each other
+  std::vector<std::uint16_t> o0, oq0;
+  std::vector<float> lse0;
+  const CUcontext c0 = use_device(0);
+  Tensors t0(p, 21), u0(q, 22);
+  ASSERT_EQ(t0.call(stream_), SAGE_OK) << sage_last_error();
+  ASSERT_EQ(u0.call(stream_), SAGE_OK) << sage_last_error();
+  sync();
+  o0 = t0.out();
+  lse0 = t0.lse_out();
+  oq0 = u0.out();
+  const std::uint64_t selections = rt::counters().selections;
+  char name0[256] = "", name1[256] = "";
+  CUdevice d0 = 0, d1 = 0;
+  SAGE_CU(cuDeviceGet(&d0, 0));
+  SAGE_CU(cuDeviceGet(&d1, 1));
+  SAGE_CU(cuDeviceGetName(name0, sizeof name0 - 1, d0));
+  SAGE_CU(cuDeviceGetName(name1, sizeof name1 - 1, d1));
+  const bool same_model = std::string(name0) == name1;
+  {
+    const CUcontext c1 = use_device(1);
+    ASSERT_NE(c1, c0);
+    CUstream s1 = nullptr;
+    SAGE_CU(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+    Tensors t1(p, 21), u1(q, 22);  // on device 1
+    int ordinal = -1;
+    SAGE_CU(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, reinterpret_cast<CUdeviceptr>(t1.q.get())));
+    ASSERT_EQ(ordinal, 1);
+    ASSERT_EQ(t1.call(s1), SAGE_OK) << sage_last_error();  // the library's pool of device 1
+    ASSERT_EQ(u1.call(s1), SAGE_OK) << sage_last_error();
+    SAGE_CU(cuStreamSynchronize(s1));
+    EXPECT_EQ(rt::counters().selections, selections + 2) << "device 1's context selects its own entries";
+    if (same_model) {
+      EXPECT_EQ(t1.out(), o0);
+      EXPECT_EQ(t1.lse_out(), lse0);
+      EXPECT_EQ(u1.out(), oq0);
+    }
+    // Alternating between the devices, each call with its device current: the cached entries
+    // of each context serve it.
+    for (int i = 0; i < 3; ++i) {
+      use_device(0);
+      t0.poison();
+      ASSERT_EQ(t0.call(stream_), SAGE_OK) << sage_last_error();
+      use_device(1);
+      t1.poison();
+      ASSERT_EQ(t1.call(s1), SAGE_OK) << sage_last_error();
+      SAGE_CU(cuStreamSynchronize(s1));
+      use_device(0);
+      sync();
+      EXPECT_EQ(t0.out(), o0) << i;
+      if (same_model) EXPECT_EQ(t1.out(), o0) << i;
+    }
+    EXPECT_EQ(rt::counters().selections, selections + 2);
+    use_device(1);
+    SAGE_CU(cuStreamDestroy(s1));
+  }  // device 1's buffers freed with its context current
+  use_device(0);
+}
+
 // ---- the fast path ---------------------------------------------------------------------------
 
 TEST_F(RuntimeGpu, SteadyStateCallsAllocateNothingOnTheHost) {
@@ -1284,10 +1418,12 @@ TEST_F(RuntimeGpu, CheckPointersRejectsHostMemoryAndShortBuffers) {
   sync();
 }
 
-// Runs before main() in a child started by TwoProcessesOnAColdCacheCompileOnce. Last in the
+// Runs before main() in a child started by TwoProcessesOnAColdCacheCompileOnce or
+// CallsAfterAPrimaryContextResetLoadTheirKernelAgain. Last in the
 // file, after everything it uses in this translation unit is initialized.
 const int kGpuChild = [] {
   if (const char* out = std::getenv("SAGE_RUNTIME_GPU_CHILD")) std::_Exit(gpu_child(out));
+  if (const char* out = std::getenv("SAGE_RUNTIME_GPU_RESET_CHILD")) std::_Exit(reset_child(out));
   return 0;
 }();
 

@@ -110,7 +110,7 @@ TEST(RuntimeKeys, RowsOffTheSectorsHaveABucketOfTheirOwn) {
 
 TEST(RuntimeKeys, CacheKeyIsEqualWithinABucketAndDiffersAcrossEveryField) {
   const Buckets b = builtin_buckets();
-  const CUcontext ctx = reinterpret_cast<CUcontext>(0x1000);
+  const std::uint64_t ctx = 1;  // a context ID (context_id)
   const AttnProblem base = problem(4, 32, 8, 3000, 3500, 128);
   // The runtime's key (dispatch.cpp): the bucket, the call's own batch x query heads, and the
   // SMs of its green context (0: none).
@@ -127,7 +127,7 @@ TEST(RuntimeKeys, CacheKeyIsEqualWithinABucketAndDiffersAcrossEveryField) {
   EXPECT_EQ(hash(k0), hash(k1));
 
   std::vector<CacheKey> different;
-  different.push_back({reinterpret_cast<CUcontext>(0x2000), k0.bucket, k0.pairs});  // another context
+  different.push_back({2, k0.bucket, k0.pairs});  // another context, or the same one after a reset
   different.push_back({ctx, b.key_of(base, Policy::accurate)});
   different.push_back({ctx, b.key_of(base, Policy::fast)});
   different.push_back({ctx, b.key_of(problem(4, 32, 8, 3000, 3500, 64), Policy::balanced)});

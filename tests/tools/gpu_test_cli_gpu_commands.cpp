@@ -3,9 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
+#include "sage/common/cuda_driver.h"
+#include "sage/common/strings.h"
 #include "sage/tuner/problems.h"
 #include "sage/tuner/tune.h"
 #include "support/cli.h"
@@ -50,6 +53,39 @@ TEST(CliGpu, TuneListVerifyResume) {
   CliRun again = s.run(std::string("tune -q --problems p.yaml --policy balanced,accurate --resume --filter ") + kFilter + " --json");
   ASSERT_EQ(again.rc, 0) << again.err;
   for (const auto& r : nlohmann::json::parse(again.out)["results"]) EXPECT_EQ(r["resumed"].get<int>(), 3) << r.dump();
+}
+
+// tune --devices 0,1: a worker per GPU, the problems dealt out between them, each measured on
+// its own device and stored for it; verify re-checks every winner.
+TEST(CliGpu, TuneDealsTheProblemsOutToEveryDeviceAsked) {
+  SAGE_REQUIRE_GPU();
+  int n = 0;
+  SAGE_CU(cuDeviceGetCount(&n));
+  CliSandbox s;
+  s.write("p.yaml", kProblems);
+  // A device that is not there is refused before anything is compiled or measured.
+  CliRun bad = s.run(cat("tune -q --problems p.yaml --devices 0,", n));
+  EXPECT_EQ(bad.rc, 2) << bad.err;
+  EXPECT_NE(bad.err.find(cat("device ", n, " does not exist (", n, " visible)")), std::string::npos) << bad.err;
+  if (n < 2) GTEST_SKIP() << "needs two GPUs; " << n << " visible";
+  CliRun t = s.run(std::string("tune -q --problems p.yaml --policy balanced --devices 0,1 --filter ") + kFilter +
+                   " --json");
+  ASSERT_EQ(t.rc, 0) << t.out << t.err;
+  auto doc = nlohmann::json::parse(t.out);
+  ASSERT_EQ(doc["devices"].size(), 2u) << t.out;
+  ASSERT_EQ(doc["results"].size(), 2u) << t.out;  // 2 problems x 1 policy
+  std::set<int> measured_on;
+  for (const auto& r : doc["results"]) {
+    EXPECT_FALSE(r["winner"].get<std::string>().empty()) << r.dump();
+    EXPECT_GT(r["tops"].get<double>(), 0) << r.dump();
+    EXPECT_EQ(r["passed"].get<int>(), 3) << r.dump();
+    measured_on.insert(r["device"].get<int>());
+  }
+  EXPECT_EQ(measured_on, (std::set<int>{0, 1})) << t.out;
+  CliRun v = s.run("verify");
+  EXPECT_EQ(v.rc, 0) << v.out << v.err;
+  EXPECT_NE(v.out.find("2 winners checked"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find(", 0 bad"), std::string::npos) << v.out;
 }
 
 TEST(CliGpu, BenchPrintsTopsAndPrepBandwidth) {

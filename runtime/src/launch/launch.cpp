@@ -266,11 +266,28 @@ CUcontext use_device(int device) {
       retained[device] = ctx;
     } else {
       ctx = it->second;
+      // A primary context reset under the library (cudaDeviceReset, cuDevicePrimaryCtxReset)
+      // keeps its handle and this process's retain, but stays inactive until it is retained
+      // again (the CUDA runtime does so at its next call): calls on it fail with "context is
+      // destroyed" until then. Its new life has a new ID (context_id), so nothing cached for
+      // the old one is used.
+      CUdevice dev;
+      unsigned flags = 0;
+      int active = 1;
+      SAGE_CU(cuDeviceGet(&dev, device));
+      if (a.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && !active)
+        SAGE_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
     }
   }
   if (cur != ctx) SAGE_CU(cuCtxSetCurrent(ctx));
-  (void)a;
   return ctx;
+}
+
+std::uint64_t context_id(CUcontext ctx) {
+  const cu::Api& a = cu::api();
+  unsigned long long id = 0;
+  if (a.cuCtxGetId && a.cuCtxGetId(ctx, &id) == CUDA_SUCCESS) return id;
+  return std::uint64_t(reinterpret_cast<std::uintptr_t>(ctx));
 }
 
 // ---- AttnKernel -----------------------------------------------------------------------------

@@ -12,7 +12,8 @@ namespace sage::cu {
 #define SAGE_CU_FUNCTIONS(X)                                                              \
   X(cuInit) X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName)   \
   X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDeviceGetUuid) X(cuDeviceGetPCIBusId)   \
-  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent)             \
+  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxReset)     \
+  X(cuDevicePrimaryCtxGetState) X(cuCtxSetCurrent)                                        \
   X(cuCtxGetCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuCtxPushCurrent)            \
   X(cuCtxPopCurrent) X(cuModuleLoadData) X(cuModuleLoadDataEx) X(cuModuleUnload)          \
   X(cuModuleGetFunction) X(cuModuleGetGlobal) X(cuFuncSetAttribute) X(cuFuncGetAttribute) \
@@ -31,11 +32,13 @@ namespace sage::cu {
   X(cuThreadExchangeStreamCaptureMode)
 
 // Functions of newer drivers, loaded where present (nullptr where not): green contexts (CUDA
-// 12.4; cuStreamGetCtx_v2 12.5), whose streams run on a partition of the GPU's SMs.
+// 12.4; cuStreamGetCtx_v2 12.5), whose streams run on a partition of the GPU's SMs; context
+// IDs (12.0), which tell a primary context reset under the library from the one before.
 #define SAGE_CU_OPTIONAL_FUNCTIONS(X)                                                     \
   X(cuStreamGetCtx_v2) X(cuGreenCtxGetDevResource) X(cuCtxGetDevResource)                 \
   X(cuDeviceGetDevResource) X(cuDevSmResourceSplitByCount) X(cuDevResourceGenerateDesc)   \
-  X(cuGreenCtxCreate) X(cuGreenCtxDestroy) X(cuGreenCtxStreamCreate) X(cuCtxFromGreenCtx)
+  X(cuGreenCtxCreate) X(cuGreenCtxDestroy) X(cuGreenCtxStreamCreate) X(cuCtxFromGreenCtx)   \
+  X(cuCtxGetId)
 
 struct Api {
 #define SAGE_CU_MEMBER(fn) decltype(&::fn) fn = nullptr;

@@ -355,6 +355,12 @@ class ReferenceKernel {
 // process) and returns it.
 CUcontext use_device(int device = 0);
 
+// The identity of a context for the runtime's caches: its driver ID (cuCtxGetId), unique for
+// the process's life. A primary context reset under the library (cudaDeviceReset,
+// cuDevicePrimaryCtxReset) keeps its handle but gets a new ID, and with it new modules and a
+// new workspace pool. Drivers without the call: the handle's bits.
+std::uint64_t context_id(CUcontext ctx);
+
 // How kernel k launches the problem kp (as the kernel sees it), in words: the persistent grid
 // and its work units (else the query and key tiles), the keys' split over CTAs and how its
 // partials merge (share merge, clusters, through L2), the GQA heads packed into one tile

@@ -66,7 +66,9 @@ struct Buckets {
 // the bucket's boundary (tuner::pairs_default), so calls of one bucket with different pairs
 // each get their selection.
 struct CacheKey {
-  CUcontext ctx = nullptr;
+  // The context's identity (context_id, launch.h): its driver ID, which a primary context gets anew
+  // when it is reset (cudaDeviceReset) though its handle stays the same.
+  std::uint64_t ctx = 0;
   BucketKey bucket;
   int pairs = 0;  // the call's batch x query heads
   // The SMs of the call's green context (AttnProblem::sms; 0: every SM): the defaults' wave
