@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -1239,6 +1240,108 @@ TEST_F(RuntimeGpu, CallsOnTwoDevicesRunEachOnItsOwnContext) {
   }  // device 1's buffers freed with its context current
   use_device(0);
 }
+
+// ---- tensors past 2^31 elements ------------------------------------------------------------
+
+// Long contexts make tensors of more than 2^31 elements (4 GiB in FP16): one query of a 32:8
+// group over 2M keys (K and V 4.3 GB each), or a prefill of 540K queries of 32 heads (Q and O
+// 4.4 GB each). Every offset into them must be 64-bit. The inputs make the answer known
+// exactly: Q all ones, K zero but for one key of each head whose every element is 8 (a score
+// of 1024, 90 after the scale: every other key's weight is below e^-75), V zero but for that
+// key's row. So each output row is that row of V, and an offset that wrapped would read zeros
+// (or fault) instead.
+struct LargeCase {
+  const char* name;
+  AttnProblem p;
+  int key;  // the key that takes the weight (-1: the last)
+};
+void PrintTo(const LargeCase& c, std::ostream* os) { *os << c.name; }
+
+class RuntimeGpuLarge : public RuntimeGpu, public ::testing::WithParamInterface<LargeCase> {};
+
+TEST_P(RuntimeGpuLarge, TensorsPast2To31ElementsGiveTheKnownAnswer) {
+  const AttnProblem p = GetParam().p;
+  const int key = GetParam().key < 0 ? p.seq_kv - 1 : GetParam().key;
+  const std::size_t q_bytes = std::size_t(p.q_elems()) * 2, kv_bytes = std::size_t(p.kv_elems()) * 2;
+  ASSERT_GT(std::max(p.q_elems(), p.kv_elems()), std::int64_t(1) << 31) << "the case must cross 2^31 elements";
+  const sage_attention_desc desc = desc_of(p);
+  std::size_t ws_bytes = 0;
+  ASSERT_EQ(sage_workspace_size(&desc, &ws_bytes), SAGE_OK) << sage_last_error();
+  std::size_t free_b = 0, total_b = 0;
+  SAGE_CU(cuMemGetInfo(&free_b, &total_b));
+  const std::size_t need = 2 * q_bytes + 2 * kv_bytes + ws_bytes + (std::size_t(1) << 30);
+  if (free_b < need) GTEST_SKIP() << "needs " << (need >> 20) << " MiB of device memory, " << (free_b >> 20) << " free";
+  const bool hnd = p.layout == Layout::HND;
+  // Element offset of (head, position) in a [1, H, N, D] (HND) or [1, N, H, D] (NHD) tensor.
+  auto at = [&](int heads, int n, int h, std::int64_t pos) {
+    return hnd ? (std::int64_t(h) * n + pos) * p.head_dim : (pos * heads + h) * p.head_dim;
+  };
+  auto v_row = [&](int h) {
+    std::vector<std::uint16_t> r(std::size_t(p.head_dim));
+    for (int c = 0; c < p.head_dim; ++c)
+      r[std::size_t(c)] = tuner::float_to_half(float((c % 8) + 1) * 0.25f * ((h + c) % 3 == 0 ? -1.f : 1.f));
+    return r;
+  };
+  DeviceBuffer q(q_bytes), k(kv_bytes), v(kv_bytes), o(q_bytes), ws(ws_bytes);
+  SAGE_CU(cuMemsetD32Async(q.dptr(), 0x3C003C00u, q_bytes / 4, stream_));  // FP16 1.0
+  SAGE_CU(cuMemsetD8Async(k.dptr(), 0, kv_bytes, stream_));
+  SAGE_CU(cuMemsetD8Async(v.dptr(), 0, kv_bytes, stream_));
+  SAGE_CU(cuMemsetD8Async(o.dptr(), 0xff, q_bytes, stream_));
+  sync();
+  const std::vector<std::uint16_t> eights(std::size_t(p.head_dim), tuner::float_to_half(8.f));
+  for (int h = 0; h < p.heads_kv; ++h) {
+    const std::int64_t off = at(p.heads_kv, p.seq_kv, h, key) * 2;
+    SAGE_CU(cuMemcpyHtoD(k.dptr() + CUdeviceptr(off), eights.data(), eights.size() * 2));
+    const std::vector<std::uint16_t> r = v_row(h);
+    SAGE_CU(cuMemcpyHtoD(v.dptr() + CUdeviceptr(off), r.data(), r.size() * 2));
+  }
+  ASSERT_EQ(sage_attention(&desc, q.get(), k.get(), v.get(), o.get(), nullptr, ws.get(), ws_bytes, stream_), SAGE_OK)
+      << sage_last_error();
+  sync();
+  char name[256] = "";
+  ASSERT_EQ(sage_variant_name(&desc, name, sizeof name), SAGE_OK);
+  std::printf("  served by %s\n", name);
+  // Rows checked: the first and last two of every query head, and of the last head every
+  // 997th (those past the 2^31st element among them where Q is that large).
+  const int group = p.heads_q / p.heads_kv;
+  const bool quantized = std::string(name).find("qk-native") == std::string::npos;
+  int checked = 0, bad = 0;
+  std::string first_bad;
+  auto check_row = [&](int h, int row) {
+    std::vector<std::uint16_t> got(std::size_t(p.head_dim));
+    SAGE_CU(cuMemcpyDtoH(got.data(), o.dptr() + CUdeviceptr(at(p.heads_q, p.seq_q, h, row) * 2), got.size() * 2));
+    const std::vector<std::uint16_t> want = v_row(h / group);
+    ++checked;
+    for (int c = 0; c < p.head_dim; ++c) {
+      const float g = tuner::half_to_float(got[std::size_t(c)]), w = tuner::half_to_float(want[std::size_t(c)]);
+      // FP16 P.V: the row to FP16 rounding; FP8 P.V (the quantized kernels): e4m3's step.
+      if (!(std::fabs(g - w) <= (quantized ? 0.07f : 0.002f) * std::fabs(w))) {
+        if (bad++ == 0) first_bad = cat("head ", h, " row ", row, " col ", c, ": ", g, " instead of ", w);
+        return;
+      }
+    }
+  };
+  for (int h = 0; h < p.heads_q; ++h)
+    for (int row : {0, 1, p.seq_q - 2, p.seq_q - 1})
+      if (row >= 0 && row < p.seq_q && (row != 1 || p.seq_q > 2)) check_row(h, row);
+  for (int row = 0; row < p.seq_q; row += 997) check_row(p.heads_q - 1, row);
+  EXPECT_EQ(bad, 0) << name << ": " << bad << " of " << checked << " rows wrong; first: " << first_bad;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Past4GiB, RuntimeGpuLarge,
+    ::testing::Values(
+        // Decoding (on the H100: the mma.sync decode schedule): K and V of 2^31 + 307200
+        // elements; the last key of the last KV head lies past the 2^31st element.
+        LargeCase{"Decode_GQA4_Keys2M", make(1, 32, 8, 1, (1 << 21) + 300, 128), -1},
+        // Prefill of few keys: Q and O of 2.2 G elements, NHD (the sequence stride is the
+        // heads' row), on the native kernels' TMA loads and stores (`persistent_pingpong`).
+        LargeCase{"Prefill_NHD_Queries540K", make(1, 32, 32, 540000, 512, 128, false, Layout::NHD), 300},
+        // The quantized kernels (three warpgroups, `fuse_q`): 2048 queries over 2M keys, K and
+        // V prepared into the workspace (2 GB of INT8 K and of FP8 V; V's sampled range finds
+        // nothing, so sage_prep_v quantizes V's heads again over every row).
+        LargeCase{"Quantized_Keys2M", make(1, 8, 8, 2048, (1 << 21) + 300, 128), -1}),
+    [](const ::testing::TestParamInfo<LargeCase>& i) { return std::string(i.param.name); });
 
 // ---- the fast path ---------------------------------------------------------------------------
 
