@@ -299,6 +299,30 @@ void run_padded(const AttnKernel& k, const Padding& pad, const AttnProblem& p, c
             stream);
 }
 
+// A call on a stream of another context than the thread's current one (a stream of device 1
+// while device 0 is current, as in a thread that never called cudaSetDevice) runs in the
+// stream's context, where its work goes: its kernels, pool and workspace plan are that
+// context's. Kernels of the current context cannot run on it ("invalid resource handle").
+class StreamContextScope {
+ public:
+  explicit StreamContextScope(CUcontext stream_ctx) {
+    if (!stream_ctx) return;
+    CUcontext cur = nullptr;
+    if (cu::api().cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == stream_ctx) return;
+    SAGE_CU(cuCtxPushCurrent(stream_ctx));
+    pushed_ = true;
+  }
+  ~StreamContextScope() {
+    CUcontext popped = nullptr;
+    if (pushed_) cu::api().cuCtxPopCurrent(&popped);
+  }
+  StreamContextScope(const StreamContextScope&) = delete;
+  StreamContextScope& operator=(const StreamContextScope&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+
 }  // namespace
 
 void run(const AttnProblem& call, Policy policy, const AttnArgs& a, void* workspace, std::size_t workspace_bytes,
@@ -310,7 +334,9 @@ void run(const AttnProblem& call, Policy policy, const AttnArgs& a, void* worksp
   // two rounds, and a split whose CTAs wait for each other would never finish), and the
   // defaults' wave edges are read for it (tuner::default_match).
   AttnProblem p = call;
-  p.sms = stream_sms(stream);
+  CUcontext stream_ctx = nullptr;
+  p.sms = stream_sms(stream, &stream_ctx);
+  const StreamContextScope in_stream_ctx(stream_ctx);
   const AttnProblem kp = kernel_problem(p);
   const Entry& e = entry_for(kp, policy, &built, p.head_dim);
   const AttnKernel& k = *e.kernel;
@@ -351,7 +377,9 @@ std::size_t workspace_size(const AttnProblem& p, Policy policy, CUstream stream)
   AttnProblem with_lse = p;
   // The stream's SMs (NULL: the current context's, a green context's partition where one is
   // current), as run() reads them.
-  with_lse.sms = stream_sms(stream);
+  CUcontext stream_ctx = nullptr;
+  with_lse.sms = stream_sms(stream, &stream_ctx);
+  const StreamContextScope in_stream_ctx(stream_ctx);  // as run() plans: in the stream's context
   with_lse.return_lse = true;  // LSE adds a region; a workspace sized for it serves both
   bool built = false;
   const AttnProblem kp = kernel_problem(with_lse);

@@ -1174,6 +1174,63 @@ TEST_F(RuntimeGpu, CallsAfterAPrimaryContextResetLoadTheirKernelAgain) {
   if (!same_handle) std::printf("note: this driver gave the reset primary context a new handle\n");
 }
 
+// A call on a stream of another context than the current one (on a server: a stream of device
+// 1 from a thread whose current device is 0) runs in the stream's context, where the tensors
+// are; kernels of the current context cannot run on that stream. One GPU has the case with a
+// second context of its own: the call and its workspace plan, made with the primary context
+// current, give the bits of the same call made with the stream's context current, and leave
+// the primary context current.
+TEST_F(RuntimeGpu, CallsOnAnotherContextsStreamRunInThatContext) {
+  const CUcontext primary = use_device(0);
+  if (!cu::api().cuCtxCreate || !cu::api().cuCtxDestroy) GTEST_SKIP() << "the driver has no cuCtxCreate_v4 (CUDA 12.5)";
+  CUdevice dev = 0;
+  SAGE_CU(cuCtxGetDevice(&dev));
+  CUctxCreateParams params{};
+  CUcontext other = nullptr;
+  SAGE_CU(cuCtxCreate(&other, &params, 0, dev));  // made current
+  const AttnProblem p = make(2, 8, 2, 700, 900, 128, true, Layout::HND, DType::fp16, true);
+  const sage_attention_desc d = desc_of(p);
+  CUstream s = nullptr;
+  std::vector<std::uint16_t> expected, got;
+  std::vector<float> expected_lse, got_lse;
+  std::size_t ws_here = 0, ws_from_primary = 0;
+  {
+    SAGE_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    Tensors t(p, 31);  // allocated in `other`
+    ASSERT_EQ(sage_workspace_size(&d, &ws_here), SAGE_OK) << sage_last_error();
+    ASSERT_EQ(t.call(s), SAGE_OK) << sage_last_error();
+    SAGE_CU(cuStreamSynchronize(s));
+    expected = t.out();
+    expected_lse = t.lse_out();
+    SAGE_CU(cuCtxSetCurrent(primary));
+    ASSERT_EQ(sage_workspace_size_on_stream(&d, s, &ws_from_primary), SAGE_OK) << sage_last_error();
+    EXPECT_EQ(ws_from_primary, ws_here);
+    DeviceBuffer ws;
+    SAGE_CU(cuCtxSetCurrent(other));
+    ws = DeviceBuffer(std::max<std::size_t>(ws_here, 256));
+    t.poison();
+    SAGE_CU(cuCtxSetCurrent(primary));
+    ASSERT_EQ(t.call(s), SAGE_OK) << sage_last_error();  // the library's pool of `other`
+    CUcontext cur = nullptr;
+    SAGE_CU(cuCtxGetCurrent(&cur));
+    EXPECT_EQ(cur, primary) << "the call left the primary context current";
+    SAGE_CU(cuStreamSynchronize(s));
+    got = t.out();
+    got_lse = t.lse_out();
+    EXPECT_EQ(got, expected);
+    EXPECT_EQ(got_lse, expected_lse);
+    t.poison();
+    ASSERT_EQ(t.call(s, ws.get(), ws_here), SAGE_OK) << sage_last_error();  // a workspace of `other`
+    SAGE_CU(cuStreamSynchronize(s));
+    EXPECT_EQ(t.out(), expected);
+    SAGE_CU(cuCtxSetCurrent(other));
+    SAGE_CU(cuStreamDestroy(s));
+  }  // `other`'s buffers freed with it current
+  rt::reset();  // its kernels unloaded before the context goes
+  SAGE_CU(cuCtxDestroy(other));
+  use_device(0);
+}
+
 // Two GPUs in one process (a tensor-parallel server, one thread driving every device): each
 // device's calls select, load and run on its own primary context, with its own workspace
 // pool, and give the bits of the same call on device 0 (where both are the same model).

@@ -90,13 +90,15 @@ SAGE_API sage_status sage_workspace_size(const sage_attention_desc* desc, size_t
 
 /* The same for calls on `stream` (NULL: the legacy default stream), whose SMs may be a green
  * context's partition (a stream of cuGreenCtxStreamCreate while the primary context is
- * current): the kernel that serves them, and its workspace, may differ from the whole GPU's. */
+ * current), or whose context may be another than the current one (another device's): the
+ * kernel that serves them, and its workspace, may differ from the current context's. */
 SAGE_API sage_status sage_workspace_size_on_stream(const sage_attention_desc* desc, void* stream, size_t* bytes);
 
-/* Runs attention on `stream` (a CUstream / cudaStream_t; NULL: the legacy default stream) of
- * the calling thread's current CUDA context (device 0's primary context when none is
- * current). `lse`, when not NULL, receives the natural-log log-sum-exp of each query row,
- * FP32 [B, heads_q, seq_q], 4-byte aligned. `workspace` may be NULL (the library then takes
+/* Runs attention on `stream` (a CUstream / cudaStream_t; NULL: the legacy default stream of
+ * the calling thread's current CUDA context, device 0's primary context when none is current),
+ * in the stream's context: a stream of another device than the current one runs there, with
+ * the workspace plan of sage_workspace_size_on_stream. `lse`, when not NULL, receives the
+ * natural-log log-sum-exp of each query row, FP32 [B, heads_q, seq_q], 4-byte aligned. `workspace` may be NULL (the library then takes
  * it from its own stream-ordered memory pool on `stream`, which keeps freed memory for reuse)
  * or device memory of at least sage_workspace_size() bytes, 256-byte aligned, not used by
  * other work while this call runs on `stream`. Pointers q, k, v, o must be 16-byte aligned.

@@ -665,14 +665,22 @@ int AttnKernel::l2_split_ranges(const AttnProblem& p) const {
 // About 20 ns for an ordinary stream (cuStreamGetCtx_v2 alone), 0.4 us more for a green one
 // (H100, driver 580), so it runs at every call: no cache to go stale when a green context is
 // destroyed and its handle reused.
-int stream_sms(CUstream stream) {
+int stream_sms(CUstream stream, CUcontext* stream_ctx) {
+  if (stream_ctx) *stream_ctx = nullptr;
   const cu::Api* a = cu::try_api();
-  if (!a || !a->cuStreamGetCtx_v2 || !a->cuGreenCtxGetDevResource) return 0;
+  if (!a) return 0;
   CUcontext ctx = nullptr;
+  if (!a->cuStreamGetCtx_v2 || !a->cuGreenCtxGetDevResource) {  // a driver before CUDA 12.5
+    if (stream_ctx && a->cuStreamGetCtx(stream, &ctx) == CUDA_SUCCESS) *stream_ctx = ctx;
+    return 0;
+  }
   CUgreenCtx green = nullptr;
   CUdevResource r{};
   if (a->cuStreamGetCtx_v2(stream, &ctx, &green) == CUDA_SUCCESS) {
-    if (!green) return 0;
+    if (!green) {
+      if (stream_ctx) *stream_ctx = ctx;
+      return 0;
+    }
     if (a->cuGreenCtxGetDevResource(green, &r, CU_DEV_RESOURCE_TYPE_SM) != CUDA_SUCCESS) return 0;
     return int(r.sm.smCount);
   }

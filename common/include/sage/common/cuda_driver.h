@@ -33,12 +33,13 @@ namespace sage::cu {
 
 // Functions of newer drivers, loaded where present (nullptr where not): green contexts (CUDA
 // 12.4; cuStreamGetCtx_v2 12.5), whose streams run on a partition of the GPU's SMs; context
-// IDs (12.0), which tell a primary context reset under the library from the one before.
+// IDs (12.0), which tell a primary context reset under the library from the one before;
+// contexts of one's own (cuCtxCreate_v4, 12.5; for tests).
 #define SAGE_CU_OPTIONAL_FUNCTIONS(X)                                                     \
   X(cuStreamGetCtx_v2) X(cuGreenCtxGetDevResource) X(cuCtxGetDevResource)                 \
   X(cuDeviceGetDevResource) X(cuDevSmResourceSplitByCount) X(cuDevResourceGenerateDesc)   \
   X(cuGreenCtxCreate) X(cuGreenCtxDestroy) X(cuGreenCtxStreamCreate) X(cuCtxFromGreenCtx)   \
-  X(cuCtxGetId)
+  X(cuCtxGetId) X(cuCtxCreate) X(cuCtxDestroy)
 
 struct Api {
 #define SAGE_CU_MEMBER(fn) decltype(&::fn) fn = nullptr;

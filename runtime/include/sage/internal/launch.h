@@ -371,7 +371,9 @@ std::string launch_text(const AttnKernel& k, const AttnProblem& kp);
 // context's (a stream of cuGreenCtxStreamCreate, one created while a green context was
 // current, or the NULL / legacy stream of a thread whose current context is green), the value
 // of AttnProblem::sms for a call on it; 0 for a stream of an ordinary context (every SM), or
-// where the driver has no green contexts (before CUDA 12.5).
-int stream_sms(CUstream stream);
+// where the driver has no green contexts (before CUDA 12.5). `stream_ctx`, when given,
+// receives the ordinary context the stream belongs to (the current one for the NULL stream;
+// nullptr for a green context's stream, or where the driver does not say).
+int stream_sms(CUstream stream, CUcontext* stream_ctx = nullptr);
 
 }  // namespace sage
