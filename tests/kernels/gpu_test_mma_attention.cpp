@@ -142,7 +142,9 @@ std::vector<float> run_poisoned(const AttnKernel& k, const AttnProblem& p, AttnB
 // Runs a native variant on buf against the reference r and checks it at the native budgets
 // (FP16/BF16 operands, FP32 accumulation: cos >= 0.99999, rel-L1 <= 0.005 plus BF16's own
 // 0.002, LSE within 0.05; a row without visible keys has O = 0 and LSE -inf, as in the
-// reference); `label` names the case in the messages.
+// reference); native Q.K^T with FP8 P.V at FP8's (cos >= 0.999, rel-L1 <= 0.04: P and V's 3
+// mantissa bits; the LSE, from FP32 P, within 0.05 as well); `label` names the case in the
+// messages.
 void expect_native_accuracy(const AttnKernel& k, const AttnProblem& p, AttnBuffers& buf,
                             const tuner::ReferenceResult& r, CUstream st, const std::string& label) {
   const std::vector<float> o = run_poisoned(k, p, buf, st);
@@ -154,9 +156,10 @@ void expect_native_accuracy(const AttnKernel& k, const AttnProblem& p, AttnBuffe
     lse_err = std::max(lse_err, std::isnan(lse[i]) ? 1e9 : e);
   }
   const std::string what = p.str() + " " + label + ": " + m.str();
+  const bool fp8 = k.config().pv == "fp8";
   EXPECT_EQ(m.nonfinite, 0) << what;
-  EXPECT_GE(m.cos, 0.99999) << what;
-  EXPECT_LE(m.rel_l1, 0.005 + (p.dtype == DType::bf16 ? 0.002 : 0.0)) << what;
+  EXPECT_GE(m.cos, fp8 ? 0.999 : 0.99999) << what;
+  EXPECT_LE(m.rel_l1, (fp8 ? 0.04 : 0.005) + (p.dtype == DType::bf16 ? 0.002 : 0.0)) << what;
   EXPECT_LE(lse_err, 0.05) << what << " (LSE error " << lse_err << ")";
   std::printf("[ sage ] %s  lse %.3f\n", what.c_str(), lse_err);
 }
@@ -170,8 +173,9 @@ struct Budget {
     // Gaussian inputs, cos >= 0.99979).
     if (cfg.pv == "int8") cos_min = 0.9995, l1_max = 0.025;
     if (cfg.qk == "int4") cos_min = 0.99, l1_max = 0.10;
-    // Unquantized (FP16/BF16 operands, FP32 accumulation): only P's rounding to 16 bits.
-    if (cfg.qk == "native") cos_min = 0.99999, l1_max = 0.005;
+    // Unquantized (FP16/BF16 operands, FP32 accumulation): only P's rounding to 16 bits. Native
+    // Q.K^T with FP8 P.V keeps FP8's budget above.
+    if (cfg.qk == "native" && cfg.pv == "native") cos_min = 0.99999, l1_max = 0.005;
   }
 };
 

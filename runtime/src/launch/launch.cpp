@@ -218,6 +218,13 @@ std::string KernelConfig::cannot_implement(const AttnProblem& p) const {
       return cat("batch x heads x padded sequence (", std::max(q_rows, k_rows),
                  " rows) exceeds the 2^31 rows a TMA variant addresses");
   }
+  if (qk == "native" && pv == "fp8" && block_n > 0) {
+    // The V8 jobs (attn_native.cuh): tickets count to jobs + CTAs in 24 bits, and the FP8 V^T
+    // tiles' rows (head_dim a job) are TMA coordinates.
+    const std::int64_t jobs = std::int64_t(p.batch) * p.heads_kv * cdiv(p.seq_kv, block_n);
+    if (jobs >= (std::int64_t(1) << 22) || jobs * head_dim >= (std::int64_t(1) << 31))
+      return cat("batch x kv heads x key tiles (", jobs, ") exceeds the 2^22 V tiles FP8 P.V converts in the kernel");
+  }
   return {};
 }
 
@@ -318,7 +325,7 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   // so they launch as its programmatic dependents: their launch and set-up overlap its last
   // CTAs (sage_prep_v's too).
   dependent_ = cfg_.pipeline == "wgmma" && !native();
-  if (cfg_.pv == "fp8") prep_v_ = module_->function("sage_prep_v");
+  if (cfg_.pv == "fp8" && !native()) prep_v_ = module_->function("sage_prep_v");
   attn_ = module_->function("sage_attn");
   // int8 P.V: a second entry for calls that return the LSE (it also sums P before rounding).
   if (cfg_.pv == "int8") attn_lse_ = module_->function("sage_attn_lse");
@@ -712,8 +719,18 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   WorkspacePlan w;
   w.q_tiles = native() ? q_tiles(p) : int(cdiv(p.seq_q, c.block_m));
   w.k_tiles = cdiv(p.seq_kv, c.block_n);
-  if (native()) {  // reads the caller's tensors: a workspace only for the split tail
+  if (native()) {  // reads the caller's tensors: a workspace only for the split tail, or FP8 V
     std::size_t off = 0;
+    if (native_pv8()) {  // attn_native.cuh, V8 jobs: FP8 V^T tiles, their scales, flags and counters
+      const std::size_t jobs = std::size_t(p.batch) * p.heads_kv * w.k_tiles;
+      w.has_v_prep = w.has_v_scale = true;
+      w.v_prep = 0;
+      w.v_scale = off = align_up(jobs * c.block_n * c.head_dim);
+      w.sync = off = align_up(off + sizeof(float) * jobs);
+      off = align_up(off + sizeof(std::uint64_t) * (jobs + 2));
+      w.total = off;
+      return w;
+    }
     w.split_ranges = split_ranges(p);
     if (w.split_ranges > 0 && mma_native()) {
       // split_o at 0: O of every range's tile rows, then their maxima and sums; a counter a tile
@@ -828,6 +845,12 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
   if (native()) {
     s.pack_rows = pack_rows(p);
     s.causal_single = causal_single(p) ? 1 : 0;
+    if (native_pv8()) {
+      s.v_prep = base + w.v_prep;
+      s.v_scale = reinterpret_cast<float*>(base + w.v_scale);
+      s.sync = reinterpret_cast<unsigned long long*>(base + w.sync);
+      s.generation = next_generation();
+    }
     if (w.split_ranges > 0) {
       s.split_ranges = w.split_ranges;
       s.split_cluster = w.split_cluster;
@@ -957,6 +980,11 @@ void AttnKernel::native_tensor_maps(const AttnProblem& p, SageAttnParams& s) con
   std::memcpy(&s.tma_k, t.maps[1], 128);
   std::memcpy(&s.tma_v, t.maps[2], 128);
   if (o.ptr) std::memcpy(&s.tma_o, t.maps[3], 128);
+  if (native_pv8()) {  // the workspace's FP8 V^T tiles: head_dim rows of block_n bytes a tile
+    require_tma_aligned(c.name, "the workspace", {s.v_prep});
+    const std::int64_t rows = std::int64_t(p.batch) * p.heads_kv * s.k_tiles * c.head_dim;
+    encode_rows(&s.tma_v8, s.v_prep, c.block_n, rows, c.block_n, c.head_dim);
+  }
 }
 
 void AttnKernel::tensor_maps(const WorkspacePlan& w, const AttnProblem& p, SageAttnParams& s) const {

@@ -25,7 +25,8 @@ typedef std::int64_t sage_i64;
 // of 8): the kernels read the caller's columns past it as zeros and do not write O's. 10: the
 // decode schedule packs a GQA group larger than a tile into q_tiles tiles a kv head. 11:
 // split_share (the persistent split kernel's partials merged by several ranges, a share each).
-#define SAGE_KERNEL_ABI_VERSION 11
+// 12: tma_v8 (the native pingpong kernel's FP8 V^T tiles in the workspace).
+#define SAGE_KERNEL_ABI_VERSION 12
 
 // Element types of the user's tensors.
 enum SageDType { SAGE_DTYPE_FP16 = 0, SAGE_DTYPE_BF16 = 1 };
@@ -67,8 +68,11 @@ struct SageAttnParams {
   sage_i8* k_quant;            // [B, Hkv, k_tiles*BLOCK_N, D]
   float* k_scale;              // [B, Hkv, k_tiles, K_GROUPS]
   void* v_prep;                // fp8: [B, Hkv, D, k_tiles*BLOCK_N] (tokens permuted);
-                               // fp16: [B, Hkv, k_tiles*BLOCK_N, D]; null: read v directly
-  float* v_scale;              // fp8: [B, Hkv, D] per-channel scale
+                               // fp16: [B, Hkv, k_tiles*BLOCK_N, D]; null: read v directly;
+                               // native Q.K^T with FP8 P.V: [B*Hkv*k_tiles][D][BLOCK_N] FP8
+                               // V^T tiles, written by the attention kernel (attn_native.cuh)
+  float* v_scale;              // fp8: [B, Hkv, D] per-channel scale; native Q.K^T with FP8 P.V:
+                               // [B*Hkv*k_tiles], each tile's 2^-k
   float* v_mean;               // smooth_v: [B, Hkv, D]
   // The persistent native kernels, non-causal calls whose query tiles do not divide evenly
   // among the CTAs: the last round's key tiles are cut into split_ranges ranges, each a CTA's
@@ -85,7 +89,9 @@ struct SageAttnParams {
   unsigned long long* sync;    // [B*Hkv] counters: generation << 24 | statistics CTAs done;
                                // then [B*Hkv] V flags: = generation when V of that head went
                                // past the range its sampled statistics allowed (native
-                               // persistent kernels: the split tail's flags, see split_o)
+                               // persistent kernels: the split tail's flags, see split_o;
+                               // native FP8 P.V: a flag a V tile, then its ticket and role
+                               // counters)
   unsigned long long generation;  // unique per call (40 bits): a stale counter never matches
   sage_i32 num_sms;            // for grid sizing inside the kernels (persistent loops)
   sage_i32 split_ranges;       // see split_o (0: no split)
@@ -114,8 +120,10 @@ struct SageAttnParams {
   // TMA variants (wgmma pipeline): tensor maps (CUtensorMap, opaque) of q_quant, k_quant and
   // v_prep in the tile boxes and swizzle the kernel reads, encoded by the launcher (zero
   // otherwise); the persistent native kernels also store O through tma_o. Kernels take the
-  // parameters as __grid_constant__, so TMA reads them in place.
-  struct alignas(64) SageTensorMap { unsigned long long opaque[16]; } tma_q, tma_k, tma_v, tma_o;
+  // parameters as __grid_constant__, so TMA reads them in place. tma_v8: the native pingpong
+  // kernel with FP8 P V (pv: fp8), its FP8 V^T tiles in the workspace at v_prep (attn_native.cuh:
+  // V8 jobs), stored and read by TMA in boxes of head_dim rows of 128 bytes (128B swizzle).
+  struct alignas(64) SageTensorMap { unsigned long long opaque[16]; } tma_q, tma_k, tma_v, tma_o, tma_v8;
 };
 
 // The FP32 reference attention's arguments: O and LSE in FP32, [B, Hq, Nq, D] / [B, Hq, Nq].

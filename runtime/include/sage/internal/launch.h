@@ -243,6 +243,8 @@ class AttnKernel {
   // The native mma.sync kernel (sm_80+): the caller's tensors by cp.async; decoding calls split
   // their keys over several CTAs (split_ranges) and pack GQA heads (pack_rows).
   bool mma_native() const { return native() && cfg_.pipeline == "mma"; }
+  // The native pingpong kernel with FP8 P.V: V converted in the kernel into the workspace.
+  bool native_pv8() const { return native() && cfg_.pv == "fp8"; }
   // Its decode schedule: the query rows are the MMAs' N, the warps take the keys (attn_decode.cuh).
   bool decode() const { return mma_native() && cfg_.schedule == "decode"; }
   bool has_prep() const { return !native(); }

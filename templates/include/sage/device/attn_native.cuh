@@ -29,8 +29,15 @@ namespace sage {
 // SPLIT (persistent_split, with PINGPONG): non-causal calls whose query tiles do not divide
 // evenly among the CTAs cut the last round's key tiles over the CTAs (TailSplit below); the
 // producer warp hands each item to the consumers in shared memory.
+// PV8 (pv: fp8, with PINGPONG): P V in FP8 (wgmma e4m3), without a preparation launch. The
+// producer warpgroup's three other warps convert V, each tile once for the whole call, into FP8
+// V^T tiles in the workspace (keys in P's FP8 fragment order, a power-of-two scale a tile), taking
+// the tiles by ticket in the order the CTAs need them (V8 jobs, below); the ring then holds FP8
+// V^T tiles, which the loading lane asks TMA for once their flags are set. P V accumulates in
+// FP16 on the tensor cores over PV8_FOLD tiles, which O (FP32) then takes (two-level;
+// attn_kernel_persistent_t).
 template <int HEAD_DIM, int BLOCK_N, int WARPGROUPS, int STAGES_, int MIN_CTAS_, bool PERSISTENT_ = false,
-          bool OVERLAP_ = false, bool PINGPONG_ = false, bool SPLIT_ = false>
+          bool OVERLAP_ = false, bool PINGPONG_ = false, bool SPLIT_ = false, bool PV8_ = false>
 struct NativeAttnConfig {
   static constexpr int D = HEAD_DIM;
   static constexpr int BN = BLOCK_N;
@@ -42,13 +49,23 @@ struct NativeAttnConfig {
   static constexpr bool OVERLAP = OVERLAP_;
   static constexpr bool PINGPONG = PINGPONG_;
   static constexpr bool SPLIT = SPLIT_;
+  static constexpr bool PV8 = PV8_;
   static constexpr int CONSUMERS = 128 * WARPGROUPS;
   static constexpr int THREADS = CONSUMERS + (PERSISTENT ? 128 : 0);
   // What the shared helpers (CtaTile, the epilogue) read: no scales, no FP8, no smoothing.
   static constexpr Gran GRAN = Gran::per_block;
   static constexpr int Q_GROUPS = 1, K_GROUPS = 1;
   static constexpr bool V_FP8 = false, V8 = false, SMOOTH_V = false, SMOOTH_K = false, ROW_SUMS_COMPLETE = false;
-  static constexpr dev::PScale P_SCALE = dev::PScale::one;
+  // FP8 P (PV8): P x 4, so that P down to 2^-8 of its row's reference stays normal in E4M3.
+  static constexpr dev::PScale P_SCALE = PV8 ? dev::PScale::e4m3_lazy : dev::PScale::one;
+  // The lazy reference's slack (log2) on the exact softmax path and the fast softmax's bound on
+  // a lane's partial row sum (of P after its factor): FP16 P at most 2^8 and 2^12. PV8: P V
+  // accumulates in FP16 over PV8_FOLD tiles, of V^T below 2^PV8_V_EXP (convert_v8), so no slack:
+  // a row's P sums to at most 128 x 4 a tile on the exact path and 4 x 256 on the fast one, and
+  // PV8_FOLD tiles' P V to at most 4 x 1024 x 8, below FP16's 65504.
+  static constexpr float SLACK = PV8 ? 0.0f : 8.0f;
+  static constexpr int PV8_FOLD = 4, PV8_V_EXP = 3;
+  static constexpr float FAST_SUM_MAX = PV8 ? 256.0f : 4096.0f;
 
   // Q K^T k-steps whose Q fragments stay in registers (the rest read Q from shared memory):
   // at D=256 an SS m64n64k16 reads 4 KiB of shared memory in its 32 tensor cycles, the SM's
@@ -60,9 +77,15 @@ struct NativeAttnConfig {
   static constexpr int CHUNKS = D / COLS;  // column blocks of a tile
   static constexpr int SMEM_Q = BM * D * 2;
   static constexpr int SMEM_K_STAGE = BN * D * 2;
-  static constexpr int SMEM_V_STAGE = BN * D * 2;
+  // PV8: the V ring holds FP8 V^T tiles (D rows of BN bytes, 128B swizzle)
+  static constexpr int SMEM_V_STAGE = PV8 ? D * BN : BN * D * 2;
   static constexpr int Q_BUFS = PERSISTENT ? 2 : 1;
-  static constexpr int SMEM_MAIN = Q_BUFS * SMEM_Q + STAGES * (SMEM_K_STAGE + SMEM_V_STAGE);
+  // PV8: after the ring, the converting warps' FP16 V tile (as TMA loads it) and FP8 V^T tile
+  // (as TMA stores it)
+  static constexpr int SMEM_CONV16 = PV8 ? BN * D * 2 : 0;
+  static constexpr int SMEM_CONV8 = PV8 ? D * BN : 0;
+  static constexpr int SMEM_MAIN =
+      Q_BUFS * SMEM_Q + STAGES * (SMEM_K_STAGE + SMEM_V_STAGE) + SMEM_CONV16 + SMEM_CONV8;
   static constexpr int O_ROW_BYTES = D * 2 + 16;
   // persistent: O is staged in the warp's own rows of its Q buffer and stored by TMA
   static constexpr int SMEM_EPI = PERSISTENT ? 0 : BM * O_ROW_BYTES;
@@ -83,19 +106,40 @@ struct NativeAttnConfig {
   // consumers may take at most what the producer gives up, or they wait forever. SPLIT: 32 for
   // the producer (its work list with the split tail spilled at 24), 232 for two consumers.
   static constexpr int LAUNCH_REGS = (65536 / THREADS) / 8 * 8;
-  static constexpr int PRODUCER_REGS = WARPGROUPS == 3 || SPLIT ? 32 : 24;
-  static constexpr int CONSUMER_REGS = WARPGROUPS == 3 ? 160 : SPLIT ? 232 : 240;
+  // PV8: 40 for the producer (its converting warps), 232 for the consumers.
+  static constexpr int PRODUCER_REGS = PV8 ? 40 : WARPGROUPS == 3 || SPLIT ? 32 : 24;
+  static constexpr int CONSUMER_REGS = WARPGROUPS == 3 ? 160 : PV8 ? 232 : SPLIT ? 232 : 240;
   static_assert(!PERSISTENT || (CONSUMER_REGS - LAUNCH_REGS) * CONSUMERS <= (LAUNCH_REGS - PRODUCER_REGS) * 128,
                 "the consumers take more registers than the producer gives up");
   static_assert(!OVERLAP || PERSISTENT, "the overlap is the persistent kernel's");
   static_assert(!PINGPONG || OVERLAP, "the turns are built into the overlapped loop");
   static_assert(!SPLIT || PINGPONG, "the split tail is built on the pingpong schedule");
   static_assert(STAGES >= 1 && STAGES <= 4, "1 to 4 stages");
+  static_assert(!PV8 || (PINGPONG && !SPLIT && WARPGROUPS == 2 && BN == 128 && D <= 128),
+                "FP8 P V: the pingpong kernel of two warpgroups, 128-key tiles, head dim 64 or 128");
 };
 
 namespace native_attn {
 using namespace dev;
 
+
+// PV8: the producer warpgroup's warps that convert V (all but its loading warp), and their
+// named barrier (1 .. WGS: the pingpong turns; the split's item barriers are not in PV8 kernels).
+constexpr int kConvertWarps = 3, kConvertBar = 14;
+
+
+// S = A B for 16 of K (the first k-step of a tile), written only: S's registers need not be
+// live before it (the PV8 kernel, whose P V accumulator shares the turn with them).
+template <int N, bool BF16>
+SAGE_DEV void mma_ss_fresh(float (&d)[N / 2], u64 a, u64 b) {
+  if constexpr (BF16) {
+    if constexpr (N == 64) wgmma_bf16_m64n64k16_ss_fresh(d, a, b);
+    else wgmma_bf16_m64n128k16_ss_fresh(d, a, b);
+  } else {
+    if constexpr (N == 64) wgmma_f16_m64n64k16_ss_fresh(d, a, b);
+    else wgmma_f16_m64n128k16_ss_fresh(d, a, b);
+  }
+}
 // S (+)= A B for 16 of K, both operands from shared memory (K-major).
 template <int N, bool BF16>
 SAGE_DEV void mma_ss(float (&d)[N / 2], u64 a, u64 b, int acc) {
@@ -143,9 +187,12 @@ SAGE_DEV void issue_qk(float (&s)[Cfg::BN / 2], u32 sQw, u32 sK) {
   const u32 dq = desc_lo(sQw), dk = desc_lo(sK);
   wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < KS; ++k)
-    mma_ss<BN, BF16>(s, desc_of(dq + u32(((k / 4) * BM * 128 + (k % 4) * 32) >> 4)),
-                     desc_of(dk + u32(((k / 4) * BN * 128 + (k % 4) * 32) >> 4)), k > 0);
+  for (int k = 0; k < KS; ++k) {
+    const u64 da = desc_of(dq + u32(((k / 4) * BM * 128 + (k % 4) * 32) >> 4));
+    const u64 db = desc_of(dk + u32(((k / 4) * BN * 128 + (k % 4) * 32) >> 4));
+    if (Cfg::PV8 && k == 0) mma_ss_fresh<BN, BF16>(s, da, db);
+    else mma_ss<BN, BF16>(s, da, db, k > 0);
+  }
   wgmma_commit();
 }
 // The same with the first Cfg::Q_REG_STEPS k-steps' Q from registers (qa: load_q_regs).
@@ -211,18 +258,211 @@ SAGE_DEV void issue_pv(float (&o)[Cfg::D / 2], const u32 (&pa)[Cfg::BN / 16][4],
   wgmma_commit();
 }
 
+// FP8 P V (Cfg::PV8). P (the softmax's output, accumulator layout, P x 4) as the E4M3 A
+// fragments of wgmma m64nNk32: per 32 keys, bytes 4 tig.. hold keys 2 tig, 2 tig + 1, 8 + 2 tig,
+// 9 + 2 tig and bytes 16 + 4 tig.. the same 16 keys on; convert_v8 orders V^T's keys to match.
+template <class Cfg>
+SAGE_DEV void pack_p8(const float (&pf)[Cfg::BN / 2], u32 (&pa)[Cfg::BN / 32][4]) {
+#pragma unroll
+  for (int k = 0; k < Cfg::BN / 32; ++k) {
+    const float* f = &pf[16 * k];
+    pa[k][0] = pack_e4m3x4(f[0], f[1], f[4], f[5]);     // row gid
+    pa[k][1] = pack_e4m3x4(f[2], f[3], f[6], f[7]);     // row gid + 8
+    pa[k][2] = pack_e4m3x4(f[8], f[9], f[12], f[13]);   // row gid,     keys 16 on
+    pa[k][3] = pack_e4m3x4(f[10], f[11], f[14], f[15]); // row gid + 8
+  }
+}
+// acc = P V' of one tile in FP8, one wgmma group, into FP16 accumulators (d: N/4 registers of
+// two halves): the V^T tile at sV8 (D rows of BN bytes, 128B swizzle, K-major). N: the columns
+// of O (rows of V^T from sV8). FRESH: the first k-step overwrites d.
+template <class Cfg, int N, bool FRESH = true>
+SAGE_DEV void issue_pv8_16(u32 (&d)[N / 4], const u32 (&pa)[Cfg::BN / 32][4], u32 sV8) {
+  const u32 dv = desc_lo(sV8);
+  wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < Cfg::BN / 32; ++k) {
+    const u64 db = desc_from_lo(dv + u32(2 * k), 8 * Cfg::BN, 1);
+    if (FRESH && k == 0) {
+      if constexpr (N == 64) wgmma_e4m3_m64n64k32_f16acc_fresh(d, pa[k], db);
+      else if constexpr (N == 96) wgmma_e4m3_m64n96k32_f16acc_fresh(d, pa[k], db);
+      else wgmma_e4m3_m64n128k32_f16acc_fresh(d, pa[k], db);
+    } else {
+      if constexpr (N == 64) wgmma_e4m3_m64n64k32_f16acc(d, pa[k], db);
+      else if constexpr (N == 96) wgmma_e4m3_m64n96k32_f16acc(d, pa[k], db);
+      else wgmma_e4m3_m64n128k32_f16acc(d, pa[k], db);
+    }
+  }
+  wgmma_commit();
+}
+// One V tile (FP16/BF16 at sV: 64-column blocks of BN 128-byte rows, 128B swizzle, as TMA left
+// it) into FP8 V^T at sV8, by the `NW` warps of the calling threads (ct: 0 .. 32 NW - 1), with a
+// power-of-two scale 2^k: `kp`, the last tile's, as long as it puts this tile's largest magnitude
+// in [1, 8) (else the tile is converted again with the k that puts it in [4, 8): Cfg::PV8_V_EXP).
+// Returns k (every thread). `red`: NW words of shared scratch for the warps' maxima; `bar`: a
+// named barrier of the NW warps. Each unit is one ldmatrix.x4.trans: 32 keys x 8 channels, so
+// that a lane holds keys 2 tig, 2 tig + 1 (+ 8, + 16, + 24) of channel d0 + gid, which are the
+// bytes 4 tig.. and 16 + 4 tig.. of V^T's row in P's fragment order (pack_p8). `wait_free` runs
+// before the first write to sV8.
+template <class Cfg, bool BF16, int NW, class WaitFree>
+SAGE_DEV int convert_v8(u32 sV, u32 sV8, int ct, u32* red, int bar, int kp, WaitFree wait_free) {
+  constexpr int D = Cfg::D, BN = Cfg::BN;
+  const int lane = ct % 32, w = ct / 32, gid = lane / 4, tig = lane % 4;
+  // The largest magnitude, as the bits of a non-negative half (bf16: its high bits), compared as
+  // integers (their order is the values' for non-negative floats; NaN above all).
+  u32 mx2 = 0;  // two halves' largest magnitudes (max.xorsign.abs: the sign is not the maximum's)
+  auto pass = [&](int k, bool track) {
+    const u32 h = u32(k + 15) << 10, s2 = h | (h << 16);  // 2^k, two halves (FP16: k in [-8, 14])
+    const float sf = __int_as_float((k + 127) << 23);
+    // A warp takes halves (two 32-key groups) of groups of 8 channels, in turn: lane l gives the
+    // row address of key 32 kg + l (matrix l / 8), whose swizzle depends on l alone.
+    const u32 ul = u32(lane), swz = ul & 7u;
+#pragma unroll 1
+    for (u32 hg = u32(w); hg < u32(D / 4); hg += u32(NW)) {
+      const u32 d0 = 8u * (hg >> 1), kg0 = 2u * (hg & 1u);
+      const u32 src0 = sV + (d0 >> 6) * u32(BN * 128) + (32u * kg0 + ul) * 128u + ((((d0 & 63u) >> 3) ^ swz) << 4);
+      const u32 dst0 = sV8 + (d0 + u32(gid)) * u32(BN) + 4u * u32(tig);
+#pragma unroll
+      for (int kk = 0; kk < 2; ++kk) {
+        const u32 kg = kg0 + u32(kk);
+        u32 r[4];
+        ldsm_x4_t(r, src0 + u32(kk * 32 * 128));
+        if (track) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            if constexpr (BF16) asm("max.xorsign.abs.bf16x2 %0, %0, %1;" : "+r"(mx2) : "r"(r[j]));
+            else asm("max.xorsign.abs.f16x2 %0, %0, %1;" : "+r"(mx2) : "r"(r[j]));
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          u16 lo, hi;
+          if constexpr (BF16) {
+            lo = pack_e4m3x2(bf16_to_f32(u16(r[2 * j] & 0xffff)) * sf, bf16_to_f32(u16(r[2 * j] >> 16)) * sf);
+            hi = pack_e4m3x2(bf16_to_f32(u16(r[2 * j + 1] & 0xffff)) * sf, bf16_to_f32(u16(r[2 * j + 1] >> 16)) * sf);
+          } else {
+            lo = f16x2_to_e4m3x2(hmul2(r[2 * j], s2));
+            hi = f16x2_to_e4m3x2(hmul2(r[2 * j + 1], s2));
+          }
+          // bytes 4 tig.. (j = 0) and 16 + 4 tig.. (j = 1) of the 32 keys: 16-byte chunk 2 kg + j
+          const u32 dst = dst0 + ((((2u * kg + u32(j)) ^ u32(gid))) << 4);
+          asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(dst), "r"(u32(lo) | (u32(hi) << 16)));
+        }
+      }
+    }
+  };
+  wait_free();
+  pass(kp, true);
+  u32 mx = max_(mx2 & 0x7fffu, (mx2 >> 16) & 0x7fffu);  // the magnitudes' bits
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) mx = max_(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  if (lane == 0) red[w] = mx;
+  named_bar_sync(bar, 32 * NW);
+#pragma unroll
+  for (int j = 0; j < NW; ++j) mx = max_(mx, red[j]);
+  // The exponent E of the largest magnitude (2^E <= x < 2^(E+1)): k = PV8_V_EXP - 1 - E puts it
+  // in [4, 8) (the bound of Cfg::SLACK: FP16 accumulators). A zero or subnormal tile takes the
+  // largest k; inf or NaN the smallest (its outputs are not finite anyway). kp stands while it
+  // puts the largest in [1, 8): k - 2 <= kp <= k. (E4M3 keeps 3 bits down to 2^-6, 9 binades
+  // below the tile's largest.)
+  const int e = BF16 ? int((mx >> 7) & 0xff) - 127 : int((mx >> 10) & 0x1f) - 15;
+  constexpr int KMIN = BF16 ? -100 : -8, KMAX = BF16 ? 100 : 14;
+  int k = Cfg::PV8_V_EXP - 1 - e;
+  k = k < KMIN ? KMIN : k > KMAX ? KMAX : k;
+  if (kp > k || kp < k - 2) {
+    pass(k, false);
+    return k;
+  }
+  return kp;
+}
+
+// PV8's V8 jobs: job x = (b x heads_kv + kv head) x k_tiles + key tile converts that V tile into
+// the FP8 V^T tile x of the workspace (v_prep: D rows of 128 bytes, tma_v8) with its scale 2^-k
+// (v_scale[x]), then sets flags[x] to the call's generation. The converting warps of every CTA
+// take jobs by ticket, in this order, which is the order in which the CTAs' work units reach the
+// kv heads, so the first wave's tiles come first; a CTA's loading lane waits for a tile's flag
+// before it asks TMA for it. No converter waits for a consumer, and every ticket is taken by a
+// running CTA, so the jobs finish whatever is resident. After the flags, in p.sync: the ticket
+// counter and the count of finished roles (each CTA's converting warps and loading warp), both
+// tagged with the generation (arrive_count); the role that finishes last puts the flags and both
+// counters back to 0, so that a CUDA graph's replays (one generation) start clean.
+template <bool B, class T, class F>
+struct Pick {
+  using type = T;
+};
+template <class T, class F>
+struct Pick<false, T, F> {
+  using type = F;
+};
+// The warp index (broadcast from lane 0, so that ptxas sees it warp-uniform) and the lane index,
+// read again wherever used (constructed from the first read, which they ignore).
+struct RecomputedWarp {
+  SAGE_DEV RecomputedWarp(int) {}
+  SAGE_DEV operator int() const { return __shfl_sync(0xffffffffu, int(threadIdx.x / 32), 0); }
+};
+struct RecomputedLane {
+  SAGE_DEV RecomputedLane(int) {}
+  SAGE_DEV operator int() const {
+    int l;
+    asm volatile("mov.u32 %0, %%laneid;\n" : "=r"(l));
+    return l;
+  }
+};
+struct V8Jobs {
+  int n;
+  unsigned long long *flags, *ticket, *done;
+};
+SAGE_DEV V8Jobs v8_jobs(const SageAttnParams& p) {
+  const int n = p.batch * p.heads_kv * p.k_tiles;
+  return {n, p.sync, p.sync + n, p.sync + n + 1};
+}
+// The first round (items a CTA takes before it: unit / gridDim.x) whose unit reads V8 job x's kv
+// head: the units are a head's query tiles (causal: pairs of them; packed GQA: a kv head's
+// tiles), heads in order (work_item).
+template <class Cfg>
+SAGE_DEV int v8_first_round(const SageAttnParams& p, int x) {
+  const int kvh = x / p.k_tiles, b = kvh / p.heads_kv, hk = kvh - b * p.heads_kv;
+  i64 u0;
+  if (p.pack_rows > 0) u0 = i64(kvh) * p.q_tiles;
+  else {
+    const i64 bh = i64(b) * p.heads_q + i64(hk) * (p.heads_q / p.heads_kv);
+    u0 = bh * (p.causal && !p.causal_single ? (p.q_tiles + 1) / 2 : p.q_tiles);
+  }
+  return int(u0 / i64(gridDim.x));
+}
+// One role of this CTA is done with the V8 jobs (the converting warps: no ticket left; the
+// loading warp: every flag read). Threads tid = 0 .. nthreads - 1 of the role call it; `bar`:
+// their named barrier (-1: one warp). The last of the grid's 2 x gridDim.x roles clears.
+SAGE_DEV void v8_jobs_done(const SageAttnParams& p, const V8Jobs& j, int tid, int nthreads, int bar, int* shared) {
+  int last = 0;
+  if (tid == 0) {
+    __threadfence();
+    last = add_count(j.done, p.generation) + 1u == 2u * gridDim.x;
+    __threadfence();
+  }
+  if (bar < 0) {
+    last = __shfl_sync(0xffffffffu, last, 0);
+  } else {
+    if (tid == 0) *shared = last;
+    named_bar_sync(bar, nthreads);
+    last = *shared;
+  }
+  if (!last) return;
+  for (int i = tid; i < j.n; i += nthreads) j.flags[i] = 0ull;
+  if (tid == 0) {
+    *j.ticket = 0ull;
+    *j.done = 0ull;
+  }
+}
+
 // hide, kRescaleSlack and softmax_tile: softmax.cuh (shared with the native mma.sync kernel).
 using softmax::hide;
 using softmax::kRescaleSlack;
 using softmax::softmax_tile;
 
-// The bound on a lane's partial row sum of one tile that softmax_fast accepts: then every P
-// of the tile is at most 2^12, which FP16 P holds with its usual relative precision.
-constexpr float kFastSumMax = 4096.0f;
-
 // The online softmax of one tile without its row maxima: the exponentials are taken against
 // the rows' reference maxima as they stand, and they stand when no lane's partial row sum
-// exceeds kFastSumMax (then no P of the tile does): O needs no rescaling and the reference
+// exceeds Cfg::FAST_SUM_MAX (then no P of the tile does: FP16 P at most 2^12, which it holds
+// with its usual relative precision; FP8 P at most 256 after its factor): O needs no rescaling and the reference
 // stays. Saves the max pass (a compare per score and two shuffles a row) and its latency
 // before the first exponential. Returns 0 when that held for the whole warp (s is P, and
 // `sum` this lane's partial row sums for l); 1 when a row of the warp has no reference yet
@@ -232,6 +472,7 @@ template <class Cfg, bool MASK>
 SAGE_DEV int softmax_fast(const SageAttnParams& p, const float (&m)[2], float (&s)[Cfg::BN / 2], float scale,
                           int col_base, int row0, float (&sum)[2]) {
   constexpr int NT = Cfg::BN / 8;
+  constexpr float shift = p_log2_scale(Cfg::P_SCALE);
   if (!__all_sync(0xffffffffu, m[0] != neg_inf() && m[1] != neg_inf())) return 1;
   bool ok = true;
 #pragma unroll
@@ -242,12 +483,12 @@ SAGE_DEV int softmax_fast(const SageAttnParams& p, const float (&m)[2], float (&
     for (int n = 0; n < NT; ++n)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const float v = ex2(fmaf(s[4 * n + 2 * hh + e], scale, -m[hh]));
+        const float v = ex2(fmaf(s[4 * n + 2 * hh + e], scale, shift - m[hh]));
         s[4 * n + 2 * hh + e] = v;
         rs[e] += v;
       }
     sum[hh] = rs[0] + rs[1];
-    ok = ok && sum[hh] <= kFastSumMax;  // false for NaN too
+    ok = ok && sum[hh] <= Cfg::FAST_SUM_MAX;  // false for NaN too
   }
   return __all_sync(0xffffffffu, ok) ? 0 : 2;
 }
@@ -312,7 +553,7 @@ SAGE_DEV bool fast_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2], f
     return false;
   }
   if (fast == 2) qk_warp<Cfg, BF16>(s, sQw, sK, wrow);
-  return softmax_tile<Cfg, MASK>(p, m, l, s, scale, col_base, row0, alpha, fast == 2 ? 0.f : kRescaleSlack);
+  return softmax_tile<Cfg, MASK>(p, m, l, s, scale, col_base, row0, alpha, fast == 2 ? 0.f : Cfg::SLACK);
 }
 
 // grid (q_tiles, Hq, B) (causal: mma_attn::cta_coords), Cfg::THREADS threads,
@@ -446,7 +687,7 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
     fence_regs(s);
     if (SPLIT && !FAST && lane0) mbar_arrive(k_empty(slot));
     u32 pa[BN / 16][4];
-    float alpha[2];
+    float alpha[2] = {1.f, 1.f};
     // 0: fast softmax held; 1: exact (lazy); 2: gave up (P = 0 now, exact on the repeat);
     // 3: exact with the reference moved to the tile's maximum (the repeat, for this warp);
     // 4: P = 0 (the repeat, for the other warps).
@@ -1026,8 +1267,13 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
   static_assert(QN == 4 || (QN == 3 && D == 128), "three quarters: head dim 128");
   constexpr u32 CONSUMER_WARPS = Cfg::CONSUMERS / 32;
   extern __shared__ __align__(1024) u8 smem_raw[];
-  // [0, 2): Q full, [2, 4): Q empty, then K full, V full, K empty, V empty (ST each)
-  __shared__ __align__(8) u64 bars[4 + 4 * ST];
+  // [0, 2): Q full, [2, 4): Q empty, then K full, V full, K empty, V empty (ST each); PV8:
+  // then the converting warps' FP16 tile's "full"
+  __shared__ __align__(8) u64 bars[4 + 4 * ST + (Cfg::PV8 ? 1 : 0)];
+  // PV8: each V slot's scale (2^-k: V^T = V x 2^k), the converting warps' maxima and their ticket
+  __shared__ float v8_scale[Cfg::PV8 ? ST : 1];
+  __shared__ u32 v8_red[kConvertWarps];
+  __shared__ int v8_ticket, v8_last, v8_items;
   // SPLIT: the item of each Q buffer, handed over on named barriers (1 .. WGS are the pingpong
   // turns'): written, one per (buffer, consumer warpgroup), so that the hand-over does not align
   // the warpgroups (a CTA-wide one cost the pingpong 1-3% at 1K-2K keys); read, one per buffer
@@ -1042,6 +1288,7 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
   const u32 sQ0 = smem_addr(smem);
   const u32 sK0 = sQ0 + 2 * Cfg::SMEM_Q;
   const u32 sV0 = sK0 + ST * Cfg::SMEM_K_STAGE;
+  const u32 sC16 = sV0 + ST * Cfg::SMEM_V_STAGE, sC8 = sC16 + Cfg::SMEM_CONV16;  // PV8
   const u32 bar0 = smem_addr(&bars[0]);
   auto q_full = [&](int qb) { return bar0 + 8u * u32(qb); };
   auto q_empty = [&](int qb) { return bar0 + 8u * u32(2 + qb); };
@@ -1049,14 +1296,18 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
   auto v_full = [&](int s) { return bar0 + 8u * u32(4 + ST + s); };
   auto k_empty = [&](int s) { return bar0 + 8u * u32(4 + 2 * ST + s); };
   auto v_empty = [&](int s) { return bar0 + 8u * u32(4 + 3 * ST + s); };
+  const u32 conv_full = bar0 + 8u * u32(4 + 4 * ST);  // PV8
   // The warp index, broadcast so that ptxas sees the role branch as warp-uniform.
-  const int warp = __shfl_sync(0xffffffffu, int(threadIdx.x / 32), 0);
-  const int lane = int(threadIdx.x % 32);
+  // PV8: read again at every use (RecomputedWarp, RecomputedLane): at its register split
+  // ptxas kept both across setmaxnreg and the item loop in local memory.
+  const typename Pick<Cfg::PV8, RecomputedWarp, int>::type warp = __shfl_sync(0xffffffffu, int(threadIdx.x / 32), 0);
+  const typename Pick<Cfg::PV8, RecomputedLane, int>::type lane = int(threadIdx.x % 32);
   if (threadIdx.x == 0) {
     tma_prefetch_map(&p.tma_q);
     tma_prefetch_map(&p.tma_k);
     tma_prefetch_map(&p.tma_v);
     tma_prefetch_map(&p.tma_o);
+    if constexpr (Cfg::PV8) tma_prefetch_map(&p.tma_v8);
     for (int i = 0; i < 2; ++i) {
       mbar_init(q_full(i), 1);
       mbar_init(q_empty(i), CONSUMER_WARPS);
@@ -1066,6 +1317,10 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
       mbar_init(v_full(s), 1);
       mbar_init(k_empty(s), CONSUMER_WARPS);
       mbar_init(v_empty(s), CONSUMER_WARPS);
+    }
+    if constexpr (Cfg::PV8) {
+      mbar_init(conv_full, 1);
+      v8_items = 0;
     }
     if (Cfg::SPLIT && p.split_cluster > 1) {
       mbar_init(smem_addr(&cbars[0]), 1);
@@ -1081,7 +1336,69 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
 
   if (warp >= int(CONSUMER_WARPS)) {  // the producer warpgroup: one warp, one lane issues every load
     setmaxnreg_dec<Cfg::PRODUCER_REGS>();
-    if (warp != int(CONSUMER_WARPS) || (!Cfg::SPLIT && lane != 0)) return;
+    if constexpr (Cfg::PV8) {
+      if (warp > int(CONSUMER_WARPS)) {  // the converting warps: V8 jobs until none is left
+        const int ct = int(threadIdx.x) - Cfg::CONSUMERS - 32;
+        const V8Jobs jobs = v8_jobs(p);
+        auto load = [&](int x) {  // job x's FP16 V tile, by TMA (rows past the keys as zeros)
+          int kvh, i, b, hk;
+          udivmod(x, p.k_tiles, kvh, i);
+          udivmod(kvh, p.heads_kv, b, hk);
+          mbar_arrive_expect_tx(conv_full, Cfg::SMEM_CONV16);
+#pragma unroll
+          for (int cc = 0; cc < CH; ++cc)
+            tma_load_4d(sC16 + cc * BN * 128, &p.tma_v, cc * 64, i * BN, hk, b, conv_full);
+        };
+        // The first thread takes each ticket and hands it to the three warps in v8_ticket (a
+        // barrier later; the loop's barriers end every read of it before the next write).
+        if (ct == 0) v8_ticket = int(add_count(jobs.ticket, p.generation));
+        named_bar_sync(kConvertBar, 32 * kConvertWarps);
+        int x = v8_ticket, kp = 0;
+        u32 ph = 0;
+        // A job waits until this CTA's loading lane has begun the item one round before the
+        // first that reads the job's kv head (the jobs run about a round ahead of their use rather
+        // than all at the start). No deadlock: tickets go in the order of that round, and a loading
+        // lane waits only for jobs of its own round or earlier.
+        auto throttle = [&](int x) {
+          const int r = v8_first_round<Cfg>(p, x) - 1;
+          while (*reinterpret_cast<volatile int*>(&v8_items) < r) __nanosleep(256);
+        };
+        if (ct == 0 && x < jobs.n) {
+          throttle(x);
+          load(x);
+        }
+#pragma unroll 1
+        while (x < jobs.n) {
+          int nt = 0;
+          if (ct == 0) nt = int(add_count(jobs.ticket, p.generation));  // in flight under the conversion
+          mbar_wait(conv_full, ph);
+          ph ^= 1u;
+          // sC8 is free: the last job's store had completed before its flag was set
+          kp = convert_v8<Cfg, BF16, kConvertWarps>(sC16, sC8, ct, v8_red, kConvertBar, kp, [] {});
+          fence_proxy_async();  // this thread's FP8 writes, before the TMA store reads them
+          if (ct == 0) v8_ticket = nt;
+          named_bar_sync(kConvertBar, 32 * kConvertWarps);  // also: every thread is done with sC16, sC8
+          const int nx = v8_ticket;
+          if (ct == 0) {
+            tma_store_2d(&p.tma_v8, sC8, 0, x * D);
+            tma_store_commit();
+            p.v_scale[x] = __int_as_float((127 - kp) << 23);
+            tma_store_wait<0, false>();  // the tile is in global memory
+            fence_proxy_async_global();
+            st_release(jobs.flags + x, p.generation);
+            if (nx < jobs.n) {
+              throttle(nx);
+              load(nx);
+            }
+          }
+          x = nx;
+        }
+        v8_jobs_done(p, jobs, ct, 32 * kConvertWarps, kConvertBar, &v8_last);
+        return;
+      }
+    }
+    // PV8: the whole warp stays (its lanes clear the V8 jobs' flags if it ends last).
+    if (warp != int(CONSUMER_WARPS) || (!Cfg::SPLIT && !Cfg::PV8 && lane != 0)) return;
     // One lane issues every load; SPLIT: its warp computes the work list and hands each item to
     // the consumers through items[] (kItemFull: written; kItemFree + qb: read, and free again).
     // Items loaded so far (k), and the ring slot and round of the next K/V tile: counters, not
@@ -1108,6 +1425,8 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
         if (!more && p.split_cluster > 1) cluster_wait_acquire();
         if (!more && k >= 1) named_bar_sync(kItemFree + (qb ^ 1), FREE_THREADS);  // the last item's
       }
+      if constexpr (Cfg::PV8)  // the converting warps' throttle (v8_first_round): items begun
+        if (lane == 0) *reinterpret_cast<volatile int*>(&v8_items) = more ? k : 1 << 30;
       if (!more) break;
       // Lane 0 issues the loads; the warp stays converged for the named barriers.
       const int hkv = w.h / (p.heads_q / p.heads_kv);
@@ -1127,7 +1446,19 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
             tma_load_4d(sK0 + s * Cfg::SMEM_K_STAGE + cc * BN * 128, &p.tma_k, cc * 64, t * BN, hkv, w.b, k_full(s));
         }
         if (round > 0) mbar_wait(v_empty(s), (round - 1) & 1);
-        if (lane == 0) {
+        if constexpr (Cfg::PV8) {
+          // The FP8 V^T tile of job (b, kv head, t), once its converter has flagged it; its scale
+          // goes to the slot's word before the arrival (the consumers read it after their wait).
+          if (lane == 0) {
+            const int x = (w.b * p.heads_kv + hkv) * p.k_tiles + t;
+            const V8Jobs jobs = v8_jobs(p);
+            while (ld_acquire(jobs.flags + x) != p.generation) __nanosleep(32);
+            fence_proxy_async_global();  // the tile, written by another CTA's TMA store, before this TMA read
+            v8_scale[s] = ld_relaxed_f32(p.v_scale + x);
+            mbar_arrive_expect_tx(v_full(s), Cfg::SMEM_V_STAGE);
+            tma_load_2d(sV0 + s * Cfg::SMEM_V_STAGE, &p.tma_v8, 0, x * D, v_full(s));
+          }
+        } else if (lane == 0) {
           mbar_arrive_expect_tx(v_full(s), Cfg::SMEM_V_STAGE);
 #pragma unroll
           for (int cc = 0; cc < CH; ++cc)
@@ -1139,6 +1470,10 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
         }
       }
       ++k;
+    }
+    if constexpr (Cfg::PV8) {
+      __syncwarp();
+      v8_jobs_done(p, v8_jobs(p), lane, 32, -1, nullptr);
     }
     return;
   }
@@ -1205,8 +1540,9 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
     wgmma_attn::init_state<D>(m, l, o);
     float(&of)[D / 2] = reinterpret_cast<float(&)[D / 2]>(o);
     float sc[BN / 2];
-    u32 pa[BN / 16][4];
-    float alpha[2];
+    u32 pa[Cfg::PV8 ? 1 : BN / 16][4];
+    u32 pa8[Cfg::PV8 ? BN / 32 : 1][4];
+    float alpha[2] = {1.f, 1.f};
     const int g0 = g;
     g += n;
     // Tile t of this item (key tile t0 + t): its ring slot and the parity of its fill.
@@ -1217,11 +1553,53 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
       mbar_wait(k_full(slot(t)), phase(t));
       issue_qk<Cfg, BF16, QN * D / 64>(sc, sQw, sK0 + slot(t) * Cfg::SMEM_K_STAGE);
     };
+    bool moved = false;  // the last softmax moved a row's reference maximum: O needs rescaling
+    // PV8: each tile's P V goes to a fresh FP32 accumulator (acc) that is then added into O in
+    // FP32 registers, V's scale 2^-k of the tile folded in: Hopper's FP8 wgmma keeps about 14 bits
+    // of its FP32 accumulator (DeepSeek-V3, 2024), which over thousands of keys accumulated on
+    // the tensor cores lost the small products (rel-L1 0.047 on outliers; 2026-11-28 (ah)).
+    // PV8: tile t's P V goes to FP16 accumulators (acc16: 32 registers at head dim 128, where a
+    // fresh FP32 accumulator beside S and O spilled 416-744 bytes), which O (FP32) takes every
+    // Cfg::PV8_FOLD tiles, V's scale folded in: O itself cannot accumulate on the tensor cores, as
+    // Hopper's FP8 wgmma keeps about 14 bits of its FP32 accumulator (DeepSeek-V3, 2024), which
+    // over thousands of keys lost the small products (rel-L1 0.047 on outliers; 2026-11-28 (ah)).
+    // acc16 holds the tiles since O last took it (grp, all of V scale gvf): a tile of another
+    // scale, PV8_FOLD tiles or the item's end add it into O first; a moved reference maximum
+    // rescales it with O (rescale). Every decision is the warpgroup's (its wgmma is fresh, or
+    // not, for all of its threads).
+    constexpr int PV_COLS = QN * D / 4;
+    u32 acc16[Cfg::PV8 ? PV_COLS / 4 : 1];
+    int grp = 0;
+    float gvf = 1.f;
+    auto release_v = [&](int t) { release(v_empty(slot(t))); };
+    auto fold = [&] {
+      if constexpr (Cfg::PV8) {
+        fence_regs(acc16);
+#pragma unroll
+        for (int j = 0; j < PV_COLS / 4; ++j) {
+          of[2 * j] = fmaf(f16_to_f32(u16(acc16[j] & 0xffffu)), gvf, of[2 * j]);
+          of[2 * j + 1] = fmaf(f16_to_f32(u16(acc16[j] >> 16)), gvf, of[2 * j + 1]);
+        }
+        grp = 0;
+      }
+    };
     auto pv = [&](int t) {
       mbar_wait(v_full(slot(t)), phase(t));
-      issue_pv<Cfg, BF16, QN>(of, pa, sV0 + slot(t) * Cfg::SMEM_V_STAGE);
+      const u32 sV = sV0 + slot(t) * Cfg::SMEM_V_STAGE;
+      if constexpr (Cfg::PV8) {
+        const float vf = v8_scale[slot(t)];
+        if (grp > 0 && vf != gvf) fold();  // the group's wgmmas completed before this turn
+        gvf = vf;
+        if (grp++ == 0) issue_pv8_16<Cfg, PV_COLS, true>(acc16, pa8, sV);
+        else issue_pv8_16<Cfg, PV_COLS, false>(acc16, pa8, sV);
+      } else {
+        issue_pv<Cfg, BF16, QN>(of, pa, sV);
+      }
     };
-    bool moved = false;  // the last softmax moved a row's reference maximum: O needs rescaling
+    auto pack = [&] {
+      if constexpr (Cfg::PV8) pack_p8<Cfg>(sc, pa8);
+      else pack_p<Cfg, BF16>(sc, pa);
+    };
     // Tile t's softmax (the fast one where it holds; S recomputed when it does not, so the K
     // slot is released only after it).
     auto softmax = [&](int t) {
@@ -1239,6 +1617,15 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
       for (int j = 0; j < QN * D / 32; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[0][j][e] *= alpha[e / 2];
+      // ACC16: the P V not yet in O too (its tiles' P were taken against the old maxima). A
+      // moved maximum is a thread's own, so acc16 is rescaled rather than added into O: the
+      // warpgroup's next wgmma must be fresh, or not, for all of its threads.
+      if constexpr (Cfg::PV8)
+        if (grp > 0) {
+          const u32 a0 = pack_f16x2(alpha[0], alpha[0]), a1 = pack_f16x2(alpha[1], alpha[1]);
+#pragma unroll
+          for (int j = 0; j < PV_COLS / 4; ++j) acc16[j] = hmul2(acc16[j], j % 2 == 0 ? a0 : a1);
+        }
     };
     if constexpr (Cfg::OVERLAP) {
       // Intra-warpgroup overlap: tile t's softmax runs (in place, on S) while P V of tile t-1
@@ -1253,29 +1640,45 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
         fence_regs(sc);
         softmax(0);  // O is still zero: nothing to rescale
         release(k_empty(slot(0)));
-        pack_p<Cfg, BF16>(sc, pa);
+        pack();
 #pragma unroll 1
         for (int t = 1; t < n; ++t) {
-          turn_begin();
-          qk(t);
-          pv(t - 1);
-          turn_end();
-          wgmma_wait<1>();
-          fence_regs(sc);
-          softmax(t);
-          release(k_empty(slot(t)));
-          wgmma_wait<0>();
-          fence_regs(of);
-          release(v_empty(slot(t - 1)));
-          rescale();
-          pack_p<Cfg, BF16>(sc, pa);
+          if constexpr (Cfg::PV8) {
+            turn_begin();
+            qk(t);
+            pv(t - 1);
+            turn_end();
+            wgmma_wait<1>();
+            fence_regs(sc);
+            softmax(t);
+            release(k_empty(slot(t)));
+            wgmma_wait<0>();
+            if (grp == Cfg::PV8_FOLD) fold();
+            release_v(t - 1);
+            rescale();
+          } else {
+            turn_begin();
+            qk(t);
+            pv(t - 1);
+            turn_end();
+            wgmma_wait<1>();
+            fence_regs(sc);
+            softmax(t);
+            release(k_empty(slot(t)));
+            wgmma_wait<0>();
+            fence_regs(of);
+            release_v(t - 1);
+            rescale();
+          }
+          pack();
         }
         turn_begin();
         pv(n - 1);
         turn_end();
         wgmma_wait<0>();
+        fold();
         fence_regs(of);
-        release(v_empty(slot(n - 1)));
+        release_v(n - 1);
       }
     } else {
 #pragma unroll 1
@@ -1286,7 +1689,7 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
         fence_regs(sc);
         softmax(t);
         release(k_empty(slot(t)));
-        pack_p<Cfg, BF16>(sc, pa);
+        pack();
         rescale();
         pv(t);
         wgmma_wait<0>();
@@ -1337,8 +1740,8 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
     }
     const int wi = warp % 4;
     const u32 stage = (qb * Cfg::SMEM_Q) + (wg * 64 + wi * 16) * 128;
-    epilogue::store<Cfg, 1, BM * 128>(p, m, l, o, b, h, i64(b) * p.heads_kv + h / (p.heads_q / p.heads_kv), warp, row0, smem + stage,
-                                      nullptr, part != 2);
+    epilogue::store<Cfg, 1, BM * 128>(p, m, l, o, b, h, i64(b) * p.heads_kv + h / (p.heads_q / p.heads_kv), warp, row0,
+                                      smem + stage, nullptr, part != 2);
     fence_proxy_async();
     __syncwarp();
     if (lane == 0 && part != 2) {
@@ -1351,7 +1754,9 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
   }
   release_q();
   if (lane == 0) tma_store_wait<0, false>();
-  if (Cfg::PINGPONG && wg == 0) named_bar_sync(1, 256);
+  // PV8: the warpgroup index from the thread's (ptxas otherwise keeps `warp` in local memory
+  // across the loop).
+  if (Cfg::PINGPONG && (Cfg::PV8 ? __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0) : wg) == 0) named_bar_sync(1, 256);
   if constexpr (Cfg::SPLIT) {
     // The share merge: this CTA's one item is done (its unit is recomputed here rather than kept
     // live across the loop, which spilled), so the ring is free, a scratch of 4 KiB.

@@ -27,11 +27,13 @@ constexpr float kLog2Fp8Max = 8.807354922057604f;  // log2(448)
 constexpr float kLog2U8Max = 7.994353436858858f;   // log2(255)
 
 // How the probabilities P are scaled before they become MMA operands: not at all (FP16), to
-// fill E4M3's range (x448), or to fill u8 (x255). The softmax adds the log2 of the factor to
-// every exponent; the epilogue takes it out of the LSE (O/l is unaffected).
-enum class PScale { one, e4m3, u8 };
+// fill E4M3's range (x448), or to fill u8 (x255); e4m3_lazy: x4, for E4M3 P against a lazily
+// moved reference maximum (the native kernel's FP8 P V: P at most 64 before the factor, so at
+// most 256 after it). The softmax adds the log2 of the factor to every exponent; the epilogue
+// takes it out of the LSE (O/l is unaffected).
+enum class PScale { one, e4m3, u8, e4m3_lazy };
 __host__ __device__ constexpr float p_log2_scale(PScale s) {
-  return s == PScale::e4m3 ? kLog2Fp8Max : s == PScale::u8 ? kLog2U8Max : 0.f;
+  return s == PScale::e4m3 ? kLog2Fp8Max : s == PScale::u8 ? kLog2U8Max : s == PScale::e4m3_lazy ? 2.f : 0.f;
 }
 
 SAGE_DEV float neg_inf() { return __int_as_float(0xff800000); }
@@ -162,6 +164,11 @@ SAGE_DEV u32 hadd2(u32 a, u32 b) {
   asm("add.rn.f16x2 %0, %1, %2;" : "=r"(y) : "r"(a), "r"(b));
   return y;
 }
+SAGE_DEV u32 hmul2(u32 a, u32 b) {
+  u32 y;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(y) : "r"(a), "r"(b));
+  return y;
+}
 // Sum of the two halves of an f16x2, in FP32.
 SAGE_DEV float f16x2_sum(u32 v) { return f16_to_f32(u16(v & 0xffff)) + f16_to_f32(u16(v >> 16)); }
 #if defined(SAGE_HAS_FP8)
@@ -265,6 +272,22 @@ SAGE_DEV unsigned long long ld_acquire(const unsigned long long* p) {
   return v;
 }
 
+SAGE_DEV float ld_relaxed_f32(const float* p) {
+  float v;
+  asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];\n" : "=f"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// n arrivals on a counter of this call's generation (generation << 24 | arrivals) that many
+// threads hit at once; returns the arrivals before these. The first thread to find the counter
+// stale (an earlier call's, or never written) restarts it at 0 with one compare-and-swap, which
+// the others' fail; then every thread adds. (arrive_count below retries its compare-and-swap
+// until it wins: one round trip per contender, too slow where every CTA takes tickets.)
+SAGE_DEV unsigned add_count(unsigned long long* c, unsigned long long generation, unsigned n = 1) {
+  const unsigned long long cur = *reinterpret_cast<volatile unsigned long long*>(c);
+  if ((cur >> 24) != generation) atomicCAS(c, cur, generation << 24);
+  return unsigned(atomicAdd(c, (unsigned long long)n) & 0xffffffull);
+}
 
 // One arrival on a counter of this call's generation (generation << 24 | arrivals; a counter an
 // earlier call left restarts at 1); returns the arrivals with this one. The caller's writes

@@ -248,6 +248,7 @@ template <class Cfg, bool MASK>
 SAGE_DEV bool softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2], float (&s)[Cfg::BN / 2],
                            float scale, int col_base, int row0, float (&alpha)[2], float slack = kRescaleSlack) {
   constexpr int NT = Cfg::BN / 8;
+  constexpr float shift = p_log2_scale(Cfg::P_SCALE);  // P's factor (FP8 P: x4), 0 for FP16 P
   bool moved = false;
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
@@ -270,7 +271,7 @@ SAGE_DEV bool softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2]
     for (int n = 0; n < NT; ++n)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const float v = ex2(fmaf(s[4 * n + 2 * hh + e], scale, -base));
+        const float v = ex2(fmaf(s[4 * n + 2 * hh + e], scale, shift - base));
         s[4 * n + 2 * hh + e] = v;
         rs[e] += v;
       }

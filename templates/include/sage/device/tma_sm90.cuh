@@ -104,6 +104,15 @@ SAGE_DEV void tma_store_4d(const void* tmap, u32 src, int x, int y, int z, int w
                "r"(x), "r"(y), "r"(z), "r"(w), "r"(src)
                : "memory");
 }
+// The same for a 2-D tensor map (element coordinates x, y).
+SAGE_DEV void tma_store_2d(const void* tmap, u32 src, int x, int y) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(tmap), "r"(x),
+               "r"(y), "r"(src)
+               : "memory");
+}
+// Orders this thread's global-memory accesses of the generic proxy with those of the async
+// proxy (TMA): a tile one CTA stored by TMA and flagged, read by another CTA's TMA.
+SAGE_DEV void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
 SAGE_DEV void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 // Waits until at most N of this thread's bulk async-groups are pending: READ, until they have
 // read their shared memory (it may be overwritten); otherwise until their writes are done.
