@@ -1643,33 +1643,22 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
         pack();
 #pragma unroll 1
         for (int t = 1; t < n; ++t) {
+          turn_begin();
+          qk(t);
+          pv(t - 1);
+          turn_end();
+          wgmma_wait<1>();
+          fence_regs(sc);
+          softmax(t);
+          release(k_empty(slot(t)));
+          wgmma_wait<0>();
           if constexpr (Cfg::PV8) {
-            turn_begin();
-            qk(t);
-            pv(t - 1);
-            turn_end();
-            wgmma_wait<1>();
-            fence_regs(sc);
-            softmax(t);
-            release(k_empty(slot(t)));
-            wgmma_wait<0>();
-            if (grp == Cfg::PV8_FOLD) fold();
-            release_v(t - 1);
-            rescale();
+            if (grp == Cfg::PV8_FOLD) fold();  // PV8: P V went to acc16, which O takes every PV8_FOLD tiles
           } else {
-            turn_begin();
-            qk(t);
-            pv(t - 1);
-            turn_end();
-            wgmma_wait<1>();
-            fence_regs(sc);
-            softmax(t);
-            release(k_empty(slot(t)));
-            wgmma_wait<0>();
             fence_regs(of);
-            release_v(t - 1);
-            rescale();
           }
+          release_v(t - 1);
+          rescale();
           pack();
         }
         turn_begin();
