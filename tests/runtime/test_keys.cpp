@@ -264,6 +264,29 @@ TEST(KernelConfigLimits, TmaVariantsRefuseMoreRowsThanTheirCoordinatesAddress) {
   c.tma = false;
   EXPECT_EQ(c.cannot_implement(big), "");
 }
+
+// Native Q.K^T with FP8 P.V converts V in the kernel, a job a (batch, kv head, key tile), whose
+// tickets count in 24 bits: it refuses 2^22 jobs or more (with a reason) and serves fewer, and
+// the limit is this variant's alone (the FP16 native kernel serves the same problem).
+TEST(KernelConfigLimits, NativeFp8PVRefusesMoreVTilesThanItsTicketsCount) {
+  KernelConfig c = KernelConfig::parse(
+      "pipeline=wgmma;name=t;head_dim=128;block_m=128;block_n=128;warps=8;stages=2;qk=native;pv=fp8;"
+      "granularity=none;smooth_k=false;smooth_q=false;smooth_v=false;schedule=persistent_pingpong;min_ctas=1;"
+      "tma=true;threads=384;smem_bytes=214016");
+  AttnProblem p;
+  p.batch = 64;
+  p.heads_q = p.heads_kv = 64;
+  p.seq_q = 128;
+  p.seq_kv = 1024 * 128;  // 64 x 64 x 1024 = 2^22 key tiles
+  p.head_dim = 128;
+  const std::string why = c.cannot_implement(p);
+  EXPECT_NE(why.find("2^22 V tiles"), std::string::npos) << why;
+  p.seq_kv -= 128 * 64;  // 64 key tiles fewer a (batch, head): below 2^22
+  EXPECT_EQ(c.cannot_implement(p), "");
+  p.seq_kv = 1024 * 128;
+  c.pv = "native";
+  EXPECT_EQ(c.cannot_implement(p), "");
+}
 }  // namespace
 }  // namespace sage
 
