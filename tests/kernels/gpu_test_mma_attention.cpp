@@ -167,7 +167,7 @@ void expect_native_accuracy(const AttnKernel& k, const AttnProblem& p, AttnBuffe
 // A variant's accuracy budget (the thresholds at the top of this file).
 struct Budget {
   double cos_min = 0.9999, l1_max = 0.02;
-  explicit Budget(const KernelConfig& cfg) {
+  Budget(const KernelConfig& cfg, InputKind kind) {
     if (cfg.pv == "fp8") cos_min = 0.999, l1_max = 0.04;
     // u8 P (x255) and INT8 V per channel: about half FP8's error (H100: rel-L1 0.010-0.020 on
     // Gaussian inputs, cos >= 0.99979).
@@ -176,13 +176,17 @@ struct Budget {
     // Unquantized (FP16/BF16 operands, FP32 accumulation): only P's rounding to 16 bits. Native
     // Q.K^T with FP8 P.V keeps FP8's budget above.
     if (cfg.qk == "native" && cfg.pv == "native") cos_min = 0.99999, l1_max = 0.005;
+    // Native Q.K^T with FP8 P.V converts V less its mean (attn_native.cuh, mean_v8): on channel
+    // outliers it meets SageAttention2's bar (rel-L1 <= 0.005; H200: 0.0013-0.0046, 0.007-0.013
+    // without the mean).
+    if (cfg.qk == "native" && cfg.pv == "fp8" && kind == InputKind::outliers) l1_max = 0.005;
   }
 };
 
 // O (FP32, [B, Hq, Nq, D]) and LSE of a run against the reference r, at the variant's budget.
 void expect_accuracy(const KernelConfig& cfg, const AttnProblem& p, InputKind kind, const std::vector<float>& o,
                      const std::vector<float>& lse, const tuner::ReferenceResult& r, const char* label = "") {
-  const Budget bud(cfg);
+  const Budget bud(cfg, kind);
   const tuner::Metrics m = tuner::compare(o.data(), r.o.data(), o.size());
   double lse_err = 0;
   for (std::size_t i = 0; i < lse.size(); ++i) {

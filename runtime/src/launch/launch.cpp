@@ -721,13 +721,14 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   w.k_tiles = cdiv(p.seq_kv, c.block_n);
   if (native()) {  // reads the caller's tensors: a workspace only for the split tail, or FP8 V
     std::size_t off = 0;
-    if (native_pv8()) {  // attn_native.cuh, V8 jobs: FP8 V^T tiles, their scales, flags and counters
+    if (native_pv8()) {  // attn_native.cuh, V8 jobs: FP8 V^T tiles, their scales, V's means, flags and counters
       const std::size_t jobs = std::size_t(p.batch) * p.heads_kv * w.k_tiles;
-      w.has_v_prep = w.has_v_scale = true;
+      w.has_v_prep = w.has_v_scale = w.has_v_mean = true;
       w.v_prep = 0;
       w.v_scale = off = align_up(jobs * c.block_n * c.head_dim);
-      w.sync = off = align_up(off + sizeof(float) * jobs);
-      off = align_up(off + sizeof(std::uint64_t) * (jobs + 2));
+      w.v_mean = off = align_up(off + sizeof(float) * jobs);
+      w.sync = off = align_up(off + sizeof(float) * std::size_t(p.batch) * p.heads_kv * c.head_dim);
+      off = align_up(off + sizeof(std::uint64_t) * (jobs + 2 + std::size_t(p.batch) * p.heads_kv));
       w.total = off;
       return w;
     }
@@ -848,6 +849,7 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
     if (native_pv8()) {
       s.v_prep = base + w.v_prep;
       s.v_scale = reinterpret_cast<float*>(base + w.v_scale);
+      s.v_mean = reinterpret_cast<float*>(base + w.v_mean);
       s.sync = reinterpret_cast<unsigned long long*>(base + w.sync);
       s.generation = next_generation();
     }

@@ -31,9 +31,10 @@ namespace sage {
 // producer warp hands each item to the consumers in shared memory.
 // PV8 (pv: fp8, with PINGPONG): P V in FP8 (wgmma e4m3), without a preparation launch. The
 // producer warpgroup's three other warps convert V, each tile once for the whole call, into FP8
-// V^T tiles in the workspace (keys in P's FP8 fragment order, a power-of-two scale a tile), taking
-// the tiles by ticket in the order the CTAs need them (V8 jobs, below); the ring then holds FP8
-// V^T tiles, which the loading lane asks TMA for once their flags are set. P V accumulates in
+// V^T tiles in the workspace (keys in P's FP8 fragment order, a power-of-two scale a tile, less
+// the kv head's mean over its first tile, which the epilogue adds back), taking the tiles by
+// ticket in the order the CTAs need them (V8 jobs, below); the ring then holds FP8 V^T tiles,
+// which the loading lane asks TMA for once their flags are set. P V accumulates in
 // FP16 on the tensor cores over PV8_FOLD tiles, which O (FP32) then takes (two-level;
 // attn_kernel_persistent_t).
 template <int HEAD_DIM, int BLOCK_N, int WARPGROUPS, int STAGES_, int MIN_CTAS_, bool PERSISTENT_ = false,
@@ -55,7 +56,9 @@ struct NativeAttnConfig {
   // What the shared helpers (CtaTile, the epilogue) read: no scales, no FP8, no smoothing.
   static constexpr Gran GRAN = Gran::per_block;
   static constexpr int Q_GROUPS = 1, K_GROUPS = 1;
-  static constexpr bool V_FP8 = false, V8 = false, SMOOTH_V = false, SMOOTH_K = false, ROW_SUMS_COMPLETE = false;
+  // PV8: V is converted less its mean over its first key tile a kv head (mean_v8), which the
+  // epilogue adds back (p.v_mean, the quantized kernels' smooth_v).
+  static constexpr bool V_FP8 = false, V8 = false, SMOOTH_V = PV8, SMOOTH_K = false, ROW_SUMS_COMPLETE = false;
   // FP8 P (PV8): P x 4, so that P down to 2^-8 of its row's reference stays normal in E4M3.
   static constexpr dev::PScale P_SCALE = PV8 ? dev::PScale::e4m3_lazy : dev::PScale::one;
   // The lazy reference's slack (log2) on the exact softmax path and the fast softmax's bound on
@@ -294,9 +297,65 @@ SAGE_DEV void issue_pv8_16(u32 (&d)[N / 4], const u32 (&pa)[Cfg::BN / 32][4], u3
   }
   wgmma_commit();
 }
+// V's mean over the keys of the tile at sV (FP16/BF16 as TMA left it; rows past `keys` are
+// TMA's zeros), by the NW warps of the calling threads (ct: 0 .. 32 NW - 1): a kv head's first
+// key tile gives the mean that every tile of the head is converted less (convert_v8) and that
+// the epilogue adds back (O = P (V - mean) / l + mean, exact for any mean: P's row sums are l),
+// so that a channel's offset (SageAttention2's V outliers) leaves E4M3 its precision for the
+// rest. The mean is rounded to a multiple of 2^(E + 2 - M), E the exponent of the channel's
+// largest magnitude in the tile and M the input type's mantissa bits (10 or 7): then v - mean,
+// taken in the input type, rounds only by v's own low bits for |v - mean| up to 2^(E + 3),
+// which are random. A mean of M bits would round every v - mean of a binade the same way
+// (measured: BF16 at 4K keys, Gaussian rel-L1 0.042 against 0.038 without the mean). A warp
+// sums whole channel groups (units of ldmatrix.x4.trans, as convert_v8: 8 keys of channel
+// d0 + gid a lane, the quad's lanes the rest), so the quad's shuffles end each sum. The mean
+// goes to gmean (FP32, the epilogue's) and smean (two copies packed, convert_v8's).
+template <class Cfg, bool BF16, int NW>
+SAGE_DEV void mean_v8(u32 sV, int ct, int keys, float* gmean, u32* smean) {
+  constexpr int D = Cfg::D, BN = Cfg::BN;
+  const int lane = ct % 32, w = ct / 32, gid = lane / 4, tig = lane % 4;
+  const u32 ul = u32(lane), swz = ul & 7u;
+  const float inv = 1.f / float(keys < BN ? keys : BN);
+#pragma unroll 1
+  for (int cg = w; cg < D / 8; cg += NW) {
+    const u32 d0 = 8u * u32(cg);
+    const u32 src0 = sV + (d0 >> 6) * u32(BN * 128) + ul * 128u + ((((d0 & 63u) >> 3) ^ swz) << 4);
+    float s = 0.f;
+    u32 mx2 = 0;  // two halves' largest magnitudes (as convert_v8)
+#pragma unroll
+    for (int kg = 0; kg < BN / 32; ++kg) {
+      u32 r[4];
+      ldsm_x4_t(r, src0 + u32(kg * 32 * 128));
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if constexpr (BF16) {
+          s += bf16_to_f32(u16(r[j] & 0xffff)) + bf16_to_f32(u16(r[j] >> 16));
+          asm("max.xorsign.abs.bf16x2 %0, %0, %1;" : "+r"(mx2) : "r"(r[j]));
+        } else {
+          s += f16x2_sum(r[j]);
+          asm("max.xorsign.abs.f16x2 %0, %0, %1;" : "+r"(mx2) : "r"(r[j]));
+        }
+      }
+    }
+    u32 mx = max_(mx2 & 0x7fffu, (mx2 >> 16) & 0x7fffu);
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    mx = max_(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    mx = max_(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    if (tig == 0) {
+      // the grid 2^(E + 2 - M) (E at least the smallest normal's, so that the grid is a value)
+      const int e = BF16 ? max_(int((mx >> 7) & 0xff) - 127, -100) : max_(int((mx >> 10) & 0x1f) - 15, -14);
+      const int g = e + 2 - (BF16 ? 7 : 10);
+      const float mean = rintf(s * inv * __int_as_float((127 - g) << 23)) * __int_as_float((127 + g) << 23);
+      smean[d0 + u32(gid)] = pack_x2(mean, mean, BF16 ? SAGE_DTYPE_BF16 : SAGE_DTYPE_FP16);  // exact
+      gmean[d0 + u32(gid)] = mean;
+    }
+  }
+}
+
 // One V tile (FP16/BF16 at sV: 64-column blocks of BN 128-byte rows, 128B swizzle, as TMA left
-// it) into FP8 V^T at sV8, by the `NW` warps of the calling threads (ct: 0 .. 32 NW - 1), with a
-// power-of-two scale 2^k: `kp`, the last tile's, as long as it puts this tile's largest magnitude
+// it), less its kv head's mean (`mean`: two copies a channel, mean_v8), into FP8 V^T at sV8, by
+// the `NW` warps of the calling threads (ct: 0 .. 32 NW - 1), with a power-of-two scale 2^k: `kp`, the last tile's, as long as it puts this tile's largest magnitude
 // in [1, 8) (else the tile is converted again with the k that puts it in [4, 8): Cfg::PV8_V_EXP).
 // Returns k (every thread). `red`: NW words of shared scratch for the warps' maxima; `bar`: a
 // named barrier of the NW warps. Each unit is one ldmatrix.x4.trans: 32 keys x 8 channels, so
@@ -304,7 +363,7 @@ SAGE_DEV void issue_pv8_16(u32 (&d)[N / 4], const u32 (&pa)[Cfg::BN / 32][4], u3
 // bytes 4 tig.. and 16 + 4 tig.. of V^T's row in P's fragment order (pack_p8). `wait_free` runs
 // before the first write to sV8.
 template <class Cfg, bool BF16, int NW, class WaitFree>
-SAGE_DEV int convert_v8(u32 sV, u32 sV8, int ct, u32* red, int bar, int kp, WaitFree wait_free) {
+SAGE_DEV int convert_v8(u32 sV, u32 sV8, int ct, u32* red, int bar, int kp, const u32* mean, WaitFree wait_free) {
   constexpr int D = Cfg::D, BN = Cfg::BN;
   const int lane = ct % 32, w = ct / 32, gid = lane / 4, tig = lane % 4;
   // The largest magnitude, as the bits of a non-negative half (bf16: its high bits), compared as
@@ -321,11 +380,14 @@ SAGE_DEV int convert_v8(u32 sV, u32 sV8, int ct, u32* red, int bar, int kp, Wait
       const u32 d0 = 8u * (hg >> 1), kg0 = 2u * (hg & 1u);
       const u32 src0 = sV + (d0 >> 6) * u32(BN * 128) + (32u * kg0 + ul) * 128u + ((((d0 & 63u) >> 3) ^ swz) << 4);
       const u32 dst0 = sV8 + (d0 + u32(gid)) * u32(BN) + 4u * u32(tig);
+      const u32 mu = mean[d0 + u32(gid)];  // the channel's mean, two copies
 #pragma unroll
       for (int kk = 0; kk < 2; ++kk) {
         const u32 kg = kg0 + u32(kk);
         u32 r[4];
         ldsm_x4_t(r, src0 + u32(kk * 32 * 128));
+#pragma unroll
+        for (int j = 0; j < 4; ++j) r[j] = sub2<BF16>(r[j], mu);
         if (track) {
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
@@ -407,6 +469,8 @@ struct RecomputedLane {
     return l;
   }
 };
+// After the two counters (done + 1 on): a flag a kv head, set once its V mean is in p.v_mean
+// (mean_v8).
 struct V8Jobs {
   int n;
   unsigned long long *flags, *ticket, *done;
@@ -448,6 +512,7 @@ SAGE_DEV void v8_jobs_done(const SageAttnParams& p, const V8Jobs& j, int tid, in
   }
   if (!last) return;
   for (int i = tid; i < j.n; i += nthreads) j.flags[i] = 0ull;
+  for (int i = tid; i < p.batch * p.heads_kv; i += nthreads) j.done[1 + i] = 0ull;
   if (tid == 0) {
     *j.ticket = 0ull;
     *j.done = 0ull;
@@ -1273,6 +1338,7 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
   // PV8: each V slot's scale (2^-k: V^T = V x 2^k), the converting warps' maxima and their ticket
   __shared__ float v8_scale[Cfg::PV8 ? ST : 1];
   __shared__ u32 v8_red[kConvertWarps];
+  __shared__ u32 v8_mean[Cfg::PV8 ? D : 1];  // the converting warps' kv head's V mean (mean_v8)
   __shared__ int v8_ticket, v8_last, v8_items;
   // SPLIT: the item of each Q buffer, handed over on named barriers (1 .. WGS are the pingpong
   // turns'): written, one per (buffer, consumer warpgroup), so that the hand-over does not align
@@ -1353,7 +1419,7 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
         // barrier later; the loop's barriers end every read of it before the next write).
         if (ct == 0) v8_ticket = int(add_count(jobs.ticket, p.generation));
         named_bar_sync(kConvertBar, 32 * kConvertWarps);
-        int x = v8_ticket, kp = 0;
+        int x = v8_ticket, kp = 0, mean_kvh = -1;
         u32 ph = 0;
         // A job waits until this CTA's loading lane has begun the item one round before the
         // first that reads the job's kv head (the jobs run about a round ahead of their use rather
@@ -1373,8 +1439,32 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
           if (ct == 0) nt = int(add_count(jobs.ticket, p.generation));  // in flight under the conversion
           mbar_wait(conv_full, ph);
           ph ^= 1u;
+          // V's mean for the job's kv head: its first tile's job takes it and sets the head's
+          // mean flag once it is in p.v_mean, before it converts; the head's other jobs read it
+          // from there once that flag is set. Tickets go in the order of the heads' tiles, so
+          // the first tile's job has started before any other of its head waits.
+          const int kvh = x / p.k_tiles;
+          if (x == kvh * p.k_tiles) {
+            mean_v8<Cfg, BF16, kConvertWarps>(sC16, ct, p.seq_kv, p.v_mean + i64(kvh) * D, v8_mean);
+            named_bar_sync(kConvertBar, 32 * kConvertWarps);
+            if (ct == 0) st_release(jobs.done + 1 + kvh, p.generation);
+          } else if (kvh != mean_kvh) {
+            if (ct == 0)
+              while (ld_acquire(jobs.done + 1 + kvh) != p.generation) __nanosleep(64);
+            named_bar_sync(kConvertBar, 32 * kConvertWarps);
+            if (ct < D / 4) {  // four channels a thread
+              const float4 mf = __ldcg(reinterpret_cast<const float4*>(p.v_mean + i64(kvh) * D) + ct);
+              constexpr int dt = BF16 ? SAGE_DTYPE_BF16 : SAGE_DTYPE_FP16;
+              v8_mean[4 * ct] = pack_x2(mf.x, mf.x, dt);
+              v8_mean[4 * ct + 1] = pack_x2(mf.y, mf.y, dt);
+              v8_mean[4 * ct + 2] = pack_x2(mf.z, mf.z, dt);
+              v8_mean[4 * ct + 3] = pack_x2(mf.w, mf.w, dt);
+            }
+            named_bar_sync(kConvertBar, 32 * kConvertWarps);
+          }
+          mean_kvh = kvh;
           // sC8 is free: the last job's store had completed before its flag was set
-          kp = convert_v8<Cfg, BF16, kConvertWarps>(sC16, sC8, ct, v8_red, kConvertBar, kp, [] {});
+          kp = convert_v8<Cfg, BF16, kConvertWarps>(sC16, sC8, ct, v8_red, kConvertBar, kp, v8_mean, [] {});
           fence_proxy_async();  // this thread's FP8 writes, before the TMA store reads them
           if (ct == 0) v8_ticket = nt;
           named_bar_sync(kConvertBar, 32 * kConvertWarps);  // also: every thread is done with sC16, sC8

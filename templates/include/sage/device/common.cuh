@@ -169,6 +169,14 @@ SAGE_DEV u32 hmul2(u32 a, u32 b) {
   asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(y) : "r"(a), "r"(b));
   return y;
 }
+// a - b on two halves: FP16, or BF16.
+template <bool BF16>
+SAGE_DEV u32 sub2(u32 a, u32 b) {
+  u32 y;
+  if constexpr (BF16) asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(y) : "r"(a), "r"(b));
+  else asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(y) : "r"(a), "r"(b));
+  return y;
+}
 // Sum of the two halves of an f16x2, in FP32.
 SAGE_DEV float f16x2_sum(u32 v) { return f16_to_f32(u16(v & 0xffff)) + f16_to_f32(u16(v >> 16)); }
 #if defined(SAGE_HAS_FP8)

@@ -26,12 +26,14 @@ SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const floa
   const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
   const float shift = p_log2_scale(Cfg::P_SCALE);
   float inv_l[SL][2];
+  bool has[SL][2];  // a row that saw keys: V's mean is added back (a row without keys stays 0)
 #pragma unroll
   for (int a = 0; a < SL; ++a)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const float lt = Cfg::ROW_SUMS_COMPLETE ? l[a][hh] : quad_sum(l[a][hh]);
       inv_l[a][hh] = lt > 0.f ? 1.0f / lt : 0.f;
+      has[a][hh] = lt > 0.f;
       const int row = row0 + 16 * a + gid + 8 * hh;
       // l_lse: the row sums the LSE is taken from when they differ from O's normalizer
       // (this lane's columns; the int8 P.V path's sums of P before rounding).
@@ -65,8 +67,10 @@ SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const floa
     for (int a = 0; a < SL; ++a)
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
-        const float x0 = o[a][j][2 * hh] * inv_l[a][hh] * f0 + a0;
-        const float x1 = o[a][j][2 * hh + 1] * inv_l[a][hh] * f1 + a1;
+        // (a select, not a product: the mean of a head whose keys no row here saw may not be
+        // written yet, in the PV8 kernel whose V jobs take it, and reads as anything)
+        const float x0 = o[a][j][2 * hh] * inv_l[a][hh] * f0 + (Cfg::SMOOTH_V && has[a][hh] ? a0 : 0.f);
+        const float x1 = o[a][j][2 * hh + 1] * inv_l[a][hh] * f1 + (Cfg::SMOOTH_V && has[a][hh] ? a1 : 0.f);
         *reinterpret_cast<u32*>(at(16 * a + gid + 8 * hh, d * 2)) = pack_x2(x0, x1, p.dtype);
       }
   }
