@@ -1425,9 +1425,11 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
         // first that reads the job's kv head (the jobs run about a round ahead of their use rather
         // than all at the start). No deadlock: tickets go in the order of that round, and a loading
         // lane waits only for jobs of its own round or earlier.
+        // (v8_items is read and written by atomics: racecheck reports the plain accesses of a polled
+        // word as hazards.)
         auto throttle = [&](int x) {
           const int r = v8_first_round<Cfg>(p, x) - 1;
-          while (*reinterpret_cast<volatile int*>(&v8_items) < r) __nanosleep(256);
+          while (atomicAdd(&v8_items, 0) < r) __nanosleep(256);
         };
         if (ct == 0 && x < jobs.n) {
           throttle(x);
@@ -1516,7 +1518,7 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
         if (!more && k >= 1) named_bar_sync(kItemFree + (qb ^ 1), FREE_THREADS);  // the last item's
       }
       if constexpr (Cfg::PV8)  // the converting warps' throttle (v8_first_round): items begun
-        if (lane == 0) *reinterpret_cast<volatile int*>(&v8_items) = more ? k : 1 << 30;
+        if (lane == 0) atomicExch(&v8_items, more ? k : 1 << 30);
       if (!more) break;
       // Lane 0 issues the loads; the warp stays converged for the named barriers.
       const int hkv = w.h / (p.heads_q / p.heads_kv);
