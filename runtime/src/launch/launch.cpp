@@ -726,7 +726,7 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
       w.has_v_prep = w.has_v_scale = w.has_v_mean = true;
       w.v_prep = 0;
       w.v_scale = off = align_up(jobs * c.block_n * c.head_dim);
-      w.v_mean = off = align_up(off + sizeof(float) * jobs);
+      w.v_mean = off = align_up(off + sizeof(float) * 4 * jobs);  // 16 bytes a tile's scale (a bulk copy's unit)
       w.sync = off = align_up(off + sizeof(float) * std::size_t(p.batch) * p.heads_kv * c.head_dim);
       off = align_up(off + sizeof(std::uint64_t) * (jobs + 2 + std::size_t(p.batch) * p.heads_kv));
       w.total = off;

@@ -72,7 +72,8 @@ struct SageAttnParams {
                                // native Q.K^T with FP8 P.V: [B*Hkv*k_tiles][D][BLOCK_N] FP8
                                // V^T tiles, written by the attention kernel (attn_native.cuh)
   float* v_scale;              // fp8: [B, Hkv, D] per-channel scale; native Q.K^T with FP8 P.V:
-                               // [B*Hkv*k_tiles], each tile's 2^-k
+                               // [B*Hkv*k_tiles][4], each tile's 2^-k first (16 bytes a
+                               // tile: the kernel reads it by a bulk copy)
   float* v_mean;               // smooth_v: [B, Hkv, D]
   // The persistent native kernels, non-causal calls whose query tiles do not divide evenly
   // among the CTAs: the last round's key tiles are cut into split_ranges ranges, each a CTA's
