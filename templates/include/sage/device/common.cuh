@@ -280,12 +280,6 @@ SAGE_DEV unsigned long long ld_acquire(const unsigned long long* p) {
   return v;
 }
 
-SAGE_DEV float ld_relaxed_f32(const float* p) {
-  float v;
-  asm volatile("ld.relaxed.gpu.global.f32 %0, [%1];\n" : "=f"(v) : "l"(p) : "memory");
-  return v;
-}
-
 // n arrivals on a counter of this call's generation (generation << 24 | arrivals) that many
 // threads hit at once; returns the arrivals before these. The first thread to find the counter
 // stale (an earlier call's, or never written) restarts it at 0 with one compare-and-swap, which
