@@ -726,7 +726,7 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
       w.has_v_prep = w.has_v_scale = w.has_v_mean = true;
       w.v_prep = 0;
       w.v_scale = off = align_up(jobs * c.block_n * c.head_dim);
-      w.v_mean = off = align_up(off + sizeof(float) * 4 * jobs);  // 16 bytes a tile's scale (a bulk copy's unit)
+      w.v_mean = off = align_up(off + sizeof(float) * 4 * jobs);  // 16 bytes a tile's scale (a TMA box, tma_vs)
       w.sync = off = align_up(off + sizeof(float) * std::size_t(p.batch) * p.heads_kv * c.head_dim);
       off = align_up(off + sizeof(std::uint64_t) * (jobs + 2 + std::size_t(p.batch) * p.heads_kv));
       w.total = off;
@@ -911,6 +911,23 @@ void encode_rows(void* map, const void* base, std::int64_t inner, std::int64_t r
                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
 }
 
+// A 2-D tensor map over `tiles` rows of four FP32 (16 bytes), boxes of one row: the native
+// FP8 P.V kernel's tile scales, read by a tensor TMA load on the V tile's barrier. A
+// non-tensor bulk copy reads them as fast, but compute-sanitizer's racecheck tracks its
+// writes and not a tensor load's, and cannot see the barrier that orders them. With no L2
+// promotion the tensor load read 0-6% slower at 4K keys than the bulk copy, with 64-byte
+// promotion level with it (H200, docs/kernels.md, 2026-11-28 (al)).
+void encode_tile_scales(void* map, const float* base, std::int64_t tiles) {
+  const cuuint64_t dims[2] = {4, cuuint64_t(tiles)};
+  const cuuint64_t strides[1] = {4 * sizeof(float)};
+  const cuuint32_t box[2] = {4, 1};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  SAGE_CU(cuTensorMapEncodeTiled(static_cast<CUtensorMap*>(map), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2,
+                                 const_cast<float*>(base), dims, strides, box, elem_strides,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_64B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+}
+
 // A 4-D tensor map (D, N, H, B) over one of the caller's tensors in its own dtype, boxes of
 // 64 columns (128-byte rows, 128B swizzle) by `box_rows` rows; rows past the sequence's end
 // read as zeros. Rows that do not all start on a 32-byte sector (a pitch or head offset not a
@@ -982,10 +999,11 @@ void AttnKernel::native_tensor_maps(const AttnProblem& p, SageAttnParams& s) con
   std::memcpy(&s.tma_k, t.maps[1], 128);
   std::memcpy(&s.tma_v, t.maps[2], 128);
   if (o.ptr) std::memcpy(&s.tma_o, t.maps[3], 128);
-  if (native_pv8()) {  // the workspace's FP8 V^T tiles: head_dim rows of block_n bytes a tile
-    require_tma_aligned(c.name, "the workspace", {s.v_prep});
-    const std::int64_t rows = std::int64_t(p.batch) * p.heads_kv * s.k_tiles * c.head_dim;
-    encode_rows(&s.tma_v8, s.v_prep, c.block_n, rows, c.block_n, c.head_dim);
+  if (native_pv8()) {  // the workspace's FP8 V^T tiles (head_dim rows of block_n bytes a tile) and their scales
+    require_tma_aligned(c.name, "the workspace", {s.v_prep, s.v_scale});
+    const std::int64_t tiles = std::int64_t(p.batch) * p.heads_kv * s.k_tiles;
+    encode_rows(&s.tma_v8, s.v_prep, c.block_n, tiles * c.head_dim, c.block_n, c.head_dim);
+    encode_tile_scales(&s.tma_vs, s.v_scale, tiles);
   }
 }
 

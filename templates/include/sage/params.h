@@ -25,8 +25,9 @@ typedef std::int64_t sage_i64;
 // of 8): the kernels read the caller's columns past it as zeros and do not write O's. 10: the
 // decode schedule packs a GQA group larger than a tile into q_tiles tiles a kv head. 11:
 // split_share (the persistent split kernel's partials merged by several ranges, a share each).
-// 12: tma_v8 (the native pingpong kernel's FP8 V^T tiles in the workspace).
-#define SAGE_KERNEL_ABI_VERSION 12
+// 12: tma_v8 (the native pingpong kernel's FP8 V^T tiles in the workspace). 13: tma_vs (their
+// scales, read by a tensor TMA load).
+#define SAGE_KERNEL_ABI_VERSION 13
 
 // Element types of the user's tensors.
 enum SageDType { SAGE_DTYPE_FP16 = 0, SAGE_DTYPE_BF16 = 1 };
@@ -73,7 +74,7 @@ struct SageAttnParams {
                                // V^T tiles, written by the attention kernel (attn_native.cuh)
   float* v_scale;              // fp8: [B, Hkv, D] per-channel scale; native Q.K^T with FP8 P.V:
                                // [B*Hkv*k_tiles][4], each tile's 2^-k first (16 bytes a
-                               // tile: the kernel reads it by a bulk copy)
+                               // tile: the kernel reads it by a TMA load, tma_vs)
   float* v_mean;               // smooth_v: [B, Hkv, D]
   // The persistent native kernels, non-causal calls whose query tiles do not divide evenly
   // among the CTAs: the last round's key tiles are cut into split_ranges ranges, each a CTA's
@@ -123,8 +124,9 @@ struct SageAttnParams {
   // otherwise); the persistent native kernels also store O through tma_o. Kernels take the
   // parameters as __grid_constant__, so TMA reads them in place. tma_v8: the native pingpong
   // kernel with FP8 P V (pv: fp8), its FP8 V^T tiles in the workspace at v_prep (attn_native.cuh:
-  // V8 jobs), stored and read by TMA in boxes of head_dim rows of 128 bytes (128B swizzle).
-  struct alignas(64) SageTensorMap { unsigned long long opaque[16]; } tma_q, tma_k, tma_v, tma_o, tma_v8;
+  // V8 jobs), stored and read by TMA in boxes of head_dim rows of 128 bytes (128B swizzle);
+  // tma_vs: their scales (v_scale), FP32 [tiles][4] in boxes of one tile's 16 bytes.
+  struct alignas(64) SageTensorMap { unsigned long long opaque[16]; } tma_q, tma_k, tma_v, tma_o, tma_v8, tma_vs;
 };
 
 // The FP32 reference attention's arguments: O and LSE in FP32, [B, Hq, Nq, D] / [B, Hq, Nq].

@@ -439,7 +439,7 @@ SAGE_DEV int convert_v8(u32 sV, u32 sV8, int ct, u32* red, int bar, int kp, cons
 
 // PV8's V8 jobs: job x = (b x heads_kv + kv head) x k_tiles + key tile converts that V tile into
 // the FP8 V^T tile x of the workspace (v_prep: D rows of 128 bytes, tma_v8) with its scale 2^-k
-// (v_scale[4x]: 16 bytes a tile), then sets flags[x] to the call's generation. The converting warps of every CTA
+// (v_scale[4x]: 16 bytes a tile, tma_vs), then sets flags[x] to the call's generation. The converting warps of every CTA
 // take jobs by ticket, in this order, which is the order in which the CTAs' work units reach the
 // kv heads, so the first wave's tiles come first; a CTA's loading lane waits for a tile's flag
 // before it asks TMA for it. No converter waits for a consumer, and every ticket is taken by a
@@ -1335,9 +1335,10 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
   // [0, 2): Q full, [2, 4): Q empty, then K full, V full, K empty, V empty (ST each); PV8:
   // then the converting warps' FP16 tile's "full"
   __shared__ __align__(8) u64 bars[4 + 4 * ST + (Cfg::PV8 ? 1 : 0)];
-  // PV8: each V slot's scale (2^-k: V^T = V x 2^k; the first of the 16 bytes a bulk copy brings
-  // with the tile), the converting warps' maxima and their ticket
-  __shared__ __align__(16) float v8_scale[Cfg::PV8 ? ST : 1][4];
+  // PV8: each V slot's scale (2^-k: V^T = V x 2^k; the first of the 16 bytes a TMA load brings
+  // with the tile; 128 bytes a slot, a tensor load's alignment), the converting warps' maxima
+  // and their ticket
+  __shared__ __align__(128) float v8_scale[Cfg::PV8 ? ST : 1][32];
   __shared__ u32 v8_red[kConvertWarps];
   __shared__ u32 v8_mean[Cfg::PV8 ? D : 1];  // the converting warps' kv head's V mean (mean_v8)
   __shared__ int v8_ticket, v8_last, v8_items;
@@ -1374,7 +1375,10 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
     tma_prefetch_map(&p.tma_k);
     tma_prefetch_map(&p.tma_v);
     tma_prefetch_map(&p.tma_o);
-    if constexpr (Cfg::PV8) tma_prefetch_map(&p.tma_v8);
+    if constexpr (Cfg::PV8) {
+      tma_prefetch_map(&p.tma_v8);
+      tma_prefetch_map(&p.tma_vs);
+    }
     for (int i = 0; i < 2; ++i) {
       mbar_init(q_full(i), 1);
       mbar_init(q_empty(i), CONSUMER_WARPS);
@@ -1541,10 +1545,12 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
         if (round > 0) mbar_wait(v_empty(s), (round - 1) & 1);
         if constexpr (Cfg::PV8) {
           // The FP8 V^T tile of job (b, kv head, t), once its converter has flagged it, and its
-          // scale (16 bytes of p.v_scale) into the slot's words by a bulk copy, both on the slot's
-          // barrier (the consumers read the scale after their wait). A relaxed load of the scale
-          // here kept the loading lane a round trip to L2 from each V tile's issue: the bulk copy
-          // is 3-7% faster at 2K-8K (H200, 2026-11-28 (ak)).
+          // scale (16 bytes of p.v_scale, tma_vs) into the slot's words by a TMA load, both on the
+          // slot's barrier (the consumers read the scale after their wait). A relaxed load of the
+          // scale here kept the loading lane a round trip to L2 from each V tile's issue: loading
+          // it with the tile is 3-7% faster at 2K-8K (H200, 2026-11-28 (ak)). A tensor load, not a
+          // non-tensor bulk copy: compute-sanitizer's racecheck tracks the latter's writes but
+          // not the barrier that orders them before the consumers' reads.
           if (lane == 0) {
             const int x = (w.b * p.heads_kv + hkv) * p.k_tiles + t;
             const V8Jobs jobs = v8_jobs(p);
@@ -1552,7 +1558,7 @@ SAGE_DEV void attn_kernel_persistent_t(const SageAttnParams& p) {
             fence_proxy_async_global();  // the tile, written by another CTA's TMA store, before this TMA read
             mbar_arrive_expect_tx(v_full(s), Cfg::SMEM_V_STAGE + 16);
             tma_load_2d(sV0 + s * Cfg::SMEM_V_STAGE, &p.tma_v8, 0, x * D, v_full(s));
-            bulk_load(smem_addr(&v8_scale[s][0]), p.v_scale + 4 * i64(x), 16, v_full(s));
+            tma_load_2d(smem_addr(&v8_scale[s][0]), &p.tma_vs, 0, x, v_full(s));
           }
         } else if (lane == 0) {
           mbar_arrive_expect_tx(v_full(s), Cfg::SMEM_V_STAGE);

@@ -85,14 +85,6 @@ SAGE_DEV void tma_load_2d(u32 dst, const void* tmap, int x, int y, u32 bar) {
       "l"(tmap), "r"(x), "r"(y), "r"(bar)
       : "memory");
 }
-// Copies `bytes` (a multiple of 16; both addresses 16-byte aligned) from global memory into
-// shared memory at `dst` (a non-tensor bulk copy); completion is reported to `bar` as
-// transaction bytes. Its writes are the async proxy's, as a TMA load's.
-SAGE_DEV void bulk_load(u32 dst, const void* src, u32 bytes, u32 bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
 // Loads the box at element coordinates (x, y, z, w) of a 4-D tensor map (the user's Q/K/V as
 // [B][H][N][D] with any strides); rows past the tensor's extent arrive as zeros.
 SAGE_DEV void tma_load_4d(u32 dst, const void* tmap, int x, int y, int z, int w, u32 bar) {
