@@ -915,7 +915,7 @@ void encode_rows(void* map, const void* base, std::int64_t inner, std::int64_t r
 // FP8 P.V kernel's tile scales, read by a tensor TMA load on the V tile's barrier. A
 // non-tensor bulk copy reads them as fast, but compute-sanitizer's racecheck tracks its
 // writes and not a tensor load's, and cannot see the barrier that orders them. With no L2
-// promotion the tensor load read 0-6% slower at 4K keys than the bulk copy, with 64-byte
+// promotion the tensor load read 1-6% slower at 4K keys than the bulk copy, with 64-byte
 // promotion level with it (H200, docs/kernels.md, 2026-11-28 (al)).
 void encode_tile_scales(void* map, const float* base, std::int64_t tiles) {
   const cuuint64_t dims[2] = {4, cuuint64_t(tiles)};
