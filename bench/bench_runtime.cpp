@@ -290,16 +290,18 @@ void BM_SteadyState_PooledWorkspace(benchmark::State& state) {
 }
 BENCHMARK(BM_SteadyState_PooledWorkspace)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
-// The floor: the same kernel through the launcher alone (no validation, lookup or pool).
-void BM_SteadyState_LauncherOnly(benchmark::State& state) {
+// The floor: a kernel through the launcher alone (no validation, lookup or pool). `variant`:
+// the search space's name, or empty for the default the runtime selects for the problem.
+void launcher_loop(benchmark::State& state, const std::string& variant) {
   SteadyFixture& f = steady();
   if (!f.error.empty()) return state.SkipWithError(f.error.c_str());
   const AttnProblem p = tiny_problem();
   const tuner::DeviceFingerprint fp = tuner::fingerprint_device(0);
   const std::string arch = tuner::arch_for_cc(fp.cc);
-  const rt::Selection& sel = rt::selection_for(p, rt::Policy::balanced);
-  const auto v = gen::SearchSpace::builtin().find(sel.variant);
-  if (!v) return state.SkipWithError("variant not found");
+  const std::string name = variant.empty() ? rt::selection_for(p, rt::Policy::balanced).variant : variant;
+  const auto v = gen::SearchSpace::builtin().find(name);
+  if (!v) return state.SkipWithError(("variant not found: " + name).c_str());
+  if (v->arch != arch) return state.SkipWithError((name + " is an " + v->arch + " variant; this GPU is " + arch).c_str());
   tuner::CompileOptions co;
   co.arch = arch;
   auto k = tuner::load_attention(*v, tuner::VariantBuilder(co).compile(*v));
@@ -314,7 +316,16 @@ void BM_SteadyState_LauncherOnly(benchmark::State& state) {
     return true;
   });
 }
+void BM_SteadyState_LauncherOnly(benchmark::State& state) { launcher_loop(state, ""); }
 BENCHMARK(BM_SteadyState_LauncherOnly)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// The native FP8 P.V kernel (sm_90a) through the launcher: one launch, whose parameters carry
+// six tensor maps, four over the caller's tensors and two over the workspace (its FP8 V^T
+// tiles and their scales), all reused from the launcher's cache while pointers and shape stay.
+void BM_SteadyState_LauncherOnly_NativeFp8Pv(benchmark::State& state) {
+  launcher_loop(state, "attn_sm90a_wgmma_d128_m128_n128_wg2_s2_qk-native_pv-fp8_tma_sch-ppingpong_occ1");
+}
+BENCHMARK(BM_SteadyState_LauncherOnly_NativeFp8Pv)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -395,6 +395,52 @@ TEST_P(Fixture, CausalRowsWithoutKeysMatchFp32Reference) {
   }
 }
 
+// One loaded kernel serves calls on whatever workspace and tensors each call brings. The TMA
+// variants keep their tensor maps between calls (over the caller's tensors; over the
+// workspace's quantized Q, K and prepared V; the native FP8 P.V variant's over its
+// workspace's V^T tiles and their scales) and must encode them again when a pointer or the
+// shape changes. Four calls on one kernel: shape 1 on workspace A, shape 1 on workspace B,
+// shape 2 (more key tiles) on B, shape 1 on A, both workspaces poisoned (0xff: NaN as FP8 and
+// FP32) before every call. A map kept from the call before would read the other workspace's
+// NaNs, or stop at shape 1's last tile and read zeros past it.
+TEST_P(Fixture, CallsAlternatingWorkspacesAndShapesMatchFp32Reference) {
+  SAGE_REQUIRE_GPU();
+  Loaded l;
+  load(GetParam(), &l);
+  if (!l) return;
+  const KernelConfig& cfg = l.k->config();
+  const Reference ref(l);
+  const CUstream st = l.st;
+  const AttnProblem p1 = make_problem({1, 4, 2, 700, 900, true, Layout::HND, DType::fp16}, cfg.head_dim);
+  const AttnProblem p2 = make_problem({2, 4, 4, 300, 2000, false, Layout::HND, DType::fp16}, cfg.head_dim);
+  AttnBuffers b1(p1), b2(p2);
+  b1.fill(*ref.mod, InputKind::gaussian, run_seed() ^ 0x3a3aull, st);
+  b2.fill(*ref.mod, InputKind::gaussian, run_seed() ^ 0x3b3bull, st);
+  const tuner::ReferenceResult r1 = tuner::run_reference(ref.kernel, b1, st);
+  const tuner::ReferenceResult r2 = tuner::run_reference(ref.kernel, b2, st);
+  const std::size_t bytes = std::max<std::size_t>({l.k->workspace_size(p1), l.k->workspace_size(p2), 256});
+  DeviceBuffer wa(bytes), wb(bytes);
+  struct Call {
+    const AttnProblem* p;
+    AttnBuffers* buf;
+    const tuner::ReferenceResult* r;
+    const DeviceBuffer* ws;
+    const char* label;
+  } calls[] = {{&p1, &b1, &r1, &wa, " (call 1: workspace A)"},
+               {&p1, &b1, &r1, &wb, " (call 2: workspace B)"},
+               {&p2, &b2, &r2, &wb, " (call 3: workspace B, more key tiles)"},
+               {&p1, &b1, &r1, &wa, " (call 4: workspace A again)"}};
+  for (const Call& c : calls) {
+    wa.fill_bytes(0xff);
+    wb.fill_bytes(0xff);
+    c.buf->poison_output();
+    l.k->run(*c.p, c.buf->args(), c.ws->get(), st);
+    SAGE_CU(cuStreamSynchronize(st));
+    expect_accuracy(cfg, *c.p, InputKind::gaussian, c.buf->output_hnd(), c.buf->lse.to_host<float>(c.r->lse.size()),
+                    *c.r, c.label);
+  }
+}
+
 // A persistent kernel's grid when the work outnumbers the CTAs: every SM and occupancy slot.
 std::int64_t full_grid(const AttnKernel& k) {
   return k.persistent_grid(

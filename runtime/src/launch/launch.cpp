@@ -972,7 +972,9 @@ void require_tma_aligned(const std::string& variant, const char* what, std::init
 // past a sequence's end read as zeros (packed GQA heads: Q's boxes are pack_rows rows of each
 // of a group's heads, which land as one tile of BLOCK_M rows, head after head). The persistent
 // kernels also store O (Q's layout) through a map with boxes of 64 columns by 16 rows (one
-// warp's rows). Re-encoded only when the pointers or the shape change.
+// warp's rows). The FP8 P.V variant's maps over its workspace (V^T tiles in FP8 and their
+// scales) are kept apart, keyed by the workspace's pointers and the tile count. All are
+// re-encoded only when their pointers or the shape change.
 void AttnKernel::native_tensor_maps(const AttnProblem& p, SageAttnParams& s) const {
   const KernelConfig& c = cfg_;
   require_tma_aligned(c.name, "Q, K and V", {s.q.ptr, s.k.ptr, s.v.ptr});
@@ -1002,8 +1004,16 @@ void AttnKernel::native_tensor_maps(const AttnProblem& p, SageAttnParams& s) con
   if (native_pv8()) {  // the workspace's FP8 V^T tiles (head_dim rows of block_n bytes a tile) and their scales
     require_tma_aligned(c.name, "the workspace", {s.v_prep, s.v_scale});
     const std::int64_t tiles = std::int64_t(p.batch) * p.heads_kv * s.k_tiles;
-    encode_rows(&s.tma_v8, s.v_prep, c.block_n, tiles * c.head_dim, c.block_n, c.head_dim);
-    encode_tile_scales(&s.tma_vs, s.v_scale, tiles);
+    if (t.v8 != s.v_prep || t.vs != s.v_scale || t.v8_tiles != tiles) {
+      t.v8 = nullptr;  // invalid until both are encoded
+      encode_rows(t.maps[4], s.v_prep, c.block_n, tiles * c.head_dim, c.block_n, c.head_dim);
+      encode_tile_scales(t.maps[5], s.v_scale, tiles);
+      t.v8 = s.v_prep;
+      t.vs = s.v_scale;
+      t.v8_tiles = tiles;
+    }
+    std::memcpy(&s.tma_v8, t.maps[4], 128);
+    std::memcpy(&s.tma_vs, t.maps[5], 128);
   }
 }
 

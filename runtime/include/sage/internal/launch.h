@@ -301,7 +301,8 @@ class AttnKernel {
   // TMA variants: the tensor maps of the workspace's quantized Q, K and prepared V, encoded
   // once per (workspace, shape) and reused while the caller keeps both (the steady state).
   void tensor_maps(const WorkspacePlan& w, const AttnProblem& p, ::SageAttnParams& s) const;
-  // Native variants: maps over the caller's Q, K, V, re-encoded when pointers or shape change.
+  // Native variants: maps over the caller's Q, K, V (O for the persistent kernels; the FP8 P.V
+  // variant's also over its workspace), re-encoded when the pointers or the shape change.
   void native_tensor_maps(const AttnProblem& p, ::SageAttnParams& s) const;
   struct TmaCache {
     const void* q = nullptr;
@@ -310,7 +311,11 @@ class AttnKernel {
     const void* o = nullptr;  // persistent native: the output the O map describes
     std::int64_t q_rows = 0, k_rows = 0, v_rows = 0, npad = 0;
     std::array<std::int64_t, 20> shape = {};  // native, fuse_q: the problem and strides the maps describe
-    alignas(64) unsigned char maps[4][128] = {};  // Q, K, V, O
+    // native FP8 P.V: the workspace's V^T tiles and tile scales the maps 4 and 5 describe
+    const void* v8 = nullptr;
+    const void* vs = nullptr;
+    std::int64_t v8_tiles = 0;
+    alignas(64) unsigned char maps[6][128] = {};  // Q, K, V, O; native FP8 P.V: V8, V scales
   };
   KernelConfig cfg_;
   std::shared_ptr<Module> module_;
