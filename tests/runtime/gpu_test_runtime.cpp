@@ -226,6 +226,9 @@ const Case kCases[] = {
     {"D256_HND_FP16_GQA2_Causal_Lse", make(2, 4, 2, 700, 900, 256, true, Layout::HND, DType::fp16, true)},
     {"D256_NHD_BF16_Decode_GQA4", make(2, 16, 4, 1, 3000, 256, false, Layout::NHD, DType::bf16)},
     {"D256_NHD_BF16_GQA4_Quantized4K_Causal_Lse", make(1, 8, 2, 4096, 4096, 256, true, Layout::NHD, DType::bf16, true)},
+    // 72 pairs over 2.5K keys and queries: on sm_90a the native kernel with FP8 P.V, whose V8
+    // jobs' tickets, flags and counters live in the workspace (the pooled one and the caller's)
+    {"D128_HND_FP16_GQA4_Nkv2500_72Pairs_Lse", make(1, 72, 18, 2500, 2500, 128, false, Layout::HND, DType::fp16, true)},
 };
 
 class RuntimeGpuBitwise : public RuntimeGpu, public ::testing::WithParamInterface<Case> {};
