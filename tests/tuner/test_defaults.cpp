@@ -110,6 +110,30 @@ TEST(Defaults, HopperD128ShortSequencesRunThePersistentPingpongKernel) {
   EXPECT_EQ(schedule(128, "balanced", 4096), "plain");
 }
 
+// Non-causal D=128 calls of 2049-3072 keys and queries (the 3072 bucket) of more than 64
+// (sequence, query head) pairs run the native kernel with FP8 P.V under the balanced and fast
+// policies (2026-11-28 (am)); 64 pairs or fewer, causal masks, fewer queries, the 2K bucket and
+// the accurate policy keep the FP16 pingpong kernel.
+TEST(Defaults, HopperD128CallsOf2049To3072KeysOfManyPairsRunFp8PvOnTheNativeKernel) {
+  auto pv = [](const std::string& policy, int n, int causal, int seq_q, int bh) {
+    const gen::Variant v = hopper_default(128, policy, n, causal, seq_q, false, bh);
+    EXPECT_EQ(v.get_string("qk"), "native") << v.name;
+    EXPECT_EQ(v.get_string("schedule"), "persistent_pingpong") << v.name;
+    return v.get_string("pv");
+  };
+  for (const std::string policy : {"balanced", "fast"}) {
+    for (int n : {2049, 2560, 3072}) {
+      EXPECT_EQ(pv(policy, n, 0, n, 128), "fp8") << policy << " " << n;
+      EXPECT_EQ(pv(policy, n, 0, n, 65), "fp8") << policy << " " << n;
+      EXPECT_EQ(pv(policy, n, 0, n, 64), "native") << policy << " " << n;
+      EXPECT_EQ(pv(policy, n, 1, n, 128), "native") << policy << " " << n;
+      EXPECT_EQ(pv(policy, n, 0, 2048, 128), "native") << policy << " " << n;  // queries of the 2K bucket
+    }
+    EXPECT_EQ(pv(policy, 2048, 0, 2048, 128), "native") << policy;
+  }
+  EXPECT_EQ(pv("accurate", 3072, 0, 3072, 128), "native");
+}
+
 // An entry that names `causal` matches calls with that mask only: under the balanced policy
 // Hopper runs causal D=128 calls natively up to 4K keys (non-causal: 3K) and then the quantized
 // one-warpgroup kernel up to 8K, causal D=64 calls natively up to 6K keys, and callers that do
