@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <functional>
 
+#include "sage/common/archs.h"
 #include "sage/common/error.h"
 #include "sage/common/strings.h"
 #include "sage/internal/runtime.h"
@@ -134,15 +135,7 @@ int kernel_head_dim(int d) {
   return 0;
 }
 
-std::string arch_for_cc(int cc) {
-  // A cubin runs on its own major architecture at an equal or higher minor version; sm_90a
-  // (wgmma) only on 9.0 itself.
-  if (cc == 90) return "sm_90a";
-  if (cc == 89) return "sm_89";
-  if (cc >= 86 && cc < 89) return "sm_86";
-  if (cc >= 80 && cc < 86) return "sm_80";
-  return {};
-}
+std::string arch_for_cc(int cc) { return target_arch_for_cc(cc); }
 
 std::string reproduce_command(const AttnProblem& p, Policy policy, const std::string& variant) {
   std::string s = cat("sage-tune bench --variant ", variant, " -d ", p.head_dim, " -n ", p.seq_q);

@@ -196,7 +196,7 @@ TEST_F(CliGenerate, TemplatesWithoutEmitIsUsage) {
 TEST_F(CliGenerate, UnknownArchIsUsage) {
   Result r = run("generate --arch sm_75 --list");
   EXPECT_EQ(r.rc, 2);
-  EXPECT_NE(r.err.find("unknown architecture 'sm_75' (declared: sm_80, sm_86, sm_89, sm_90a)"),
+  EXPECT_NE(r.err.find("unknown architecture 'sm_75' (declared: sm_80, sm_86, sm_89, sm_90a, sm_100, sm_120)"),
             std::string::npos)
       << r.err;
 }

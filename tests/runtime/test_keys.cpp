@@ -8,6 +8,7 @@
 #include <set>
 
 #include "runtime/runtime_fixtures.h"
+#include "sage/common/archs.h"
 #include "sage/common/cuda_driver.h"
 #include "sage/internal/launch.h"
 #include "sage/internal/runtime.h"
@@ -194,6 +195,32 @@ TEST(RuntimeKeys, StaticArchitectureMapMatchesTheTuners) {
     }
     EXPECT_EQ(rt::arch_for_cc(cc), want) << "cc " << cc;
   }
+}
+
+// Each compute capability runs the target of its own major architecture at a minor version no
+// higher than its own (sm_90a: 9.0 only); Blackwell's 10.x and 12.x run sm_100 and sm_120, and
+// where no target runs (below 8.0, Thor's 11.0) the tuner says which targets there are.
+TEST(RuntimeKeys, ComputeCapabilitiesRunTheirMajorArchitecturesTarget) {
+  const std::pair<int, const char*> cases[] = {
+      {80, "sm_80"},   {86, "sm_86"},   {87, "sm_86"},   {89, "sm_89"},   {90, "sm_90a"}, {100, "sm_100"},
+      {103, "sm_100"}, {120, "sm_120"}, {121, "sm_120"}, {75, ""},        {91, ""},       {110, ""}};
+  for (const auto& [cc, arch] : cases) {
+    EXPECT_EQ(target_arch_for_cc(cc), arch) << "cc " << cc;
+    if (*arch) {
+      EXPECT_EQ(tuner::arch_for_cc(cc), arch) << "cc " << cc;
+      EXPECT_TRUE(is_target_arch(arch)) << arch;
+    }
+  }
+  try {
+    (void)tuner::arch_for_cc(110);
+    ADD_FAILURE() << "compute capability 11.0 has no target";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::unsupported);
+    EXPECT_NE(std::string(e.what()).find("11.0 is not a target of this build (" + target_archs_text() + ")"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(target_archs_text(), "sm_80, sm_86, sm_89, sm_90a, sm_100, sm_120");
 }
 
 TEST(RuntimeKeys, PolicyNamesRoundTrip) {

@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "commands.h"
+#include "sage/common/archs.h"
 #include "sage/common/error.h"
 #include "sage/common/strings.h"
 #include "sage/gen/search_space.h"
@@ -300,8 +301,8 @@ Registrar reg(
     [](CLI::App& sub) -> Action {
       auto a = std::make_shared<CompileArgs>();
       sub.add_option("--arch", a->archs,
-                     "Architecture to compile for (sm_80, sm_86, sm_89, sm_90a); repeatable. "
-                     "Default: every architecture of the search space")
+                     cat("Architecture to compile for (", target_archs_text(),
+                         "); repeatable. Default: every architecture of the search space"))
           ->delimiter(',');
       sub.add_option("--filter", a->filter, "Only variants whose name matches this regex");
       sub.add_option("--pipeline", a->pipelines, "Only this pipeline (e.g. mma, reference); repeatable")

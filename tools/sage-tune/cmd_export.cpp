@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "sage/common/archs.h"
 #include "sage/common/embedded.h"
 #include "sage/common/sha256.h"
 #include "sage/gen/search_space.h"
@@ -273,7 +274,7 @@ Registrar reg(
       auto o = std::make_shared<ExportOptions>();
       o->db.add(sub);
       sub.add_option("--out,-o", o->out, "output folder (created if missing; its three files are replaced)")->required();
-      sub.add_option("--arch", o->archs, "only winners of this architecture (sm_80, sm_86, sm_89, sm_90a); repeatable");
+      sub.add_option("--arch", o->archs, cat("only winners of this architecture (", target_archs_text(), "); repeatable"));
       sub.add_flag("--json", o->json, "print the manifest as JSON");
       return [o] { return run_export(*o); };
     },

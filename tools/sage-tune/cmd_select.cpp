@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "sage/common/archs.h"
 #include "sage/common/cuda_driver.h"
 #include "sage/common/strings.h"
 #include "sage/tuner/compiler.h"
@@ -66,17 +67,16 @@ int run_select(const SelectArgs& a) {
 
   // The architecture: --arch, else this GPU's (whose databases are then consulted).
   std::string arch = a.arch, gpu_why;
-  if (!arch.empty() && arch != "sm_80" && arch != "sm_86" && arch != "sm_89" && arch != "sm_90a")
-    throw Error(Errc::invalid_argument, "unknown --arch '" + arch + "' (sm_80, sm_86, sm_89 or sm_90a)");
+  if (!arch.empty() && !is_target_arch(arch))
+    throw Error(Errc::invalid_argument, cat("unknown --arch '", arch, "' (", target_archs_text(), ")"));
   std::optional<tuner::DeviceFingerprint> fp;
   if (arch.empty()) {
     if (!cu::have_device(&gpu_why))
-      throw Error(Errc::no_device, "no GPU here (" + gpu_why + "): name the architecture with --arch (sm_80, sm_86, "
-                                   "sm_89 or sm_90a) to see its default");
+      throw Error(Errc::no_device, cat("no GPU here (", gpu_why, "): name the architecture with --arch (",
+                                       target_archs_text(), ") to see its default"));
     use_device(0);
     fp = tuner::fingerprint_device(0);
-    arch = tuner::arch_for_cc(fp->cc);
-    if (arch.empty()) throw Error(Errc::unsupported, cat("compute capability ", fp->cc, ": sage-tune needs sm_80 or newer"));
+    arch = tuner::arch_for_cc(fp->cc);  // Error(unsupported) where no target runs
   }
   if (a.sms < 0) throw Error(Errc::invalid_argument, cat("--sms must be >= 1, got ", a.sms));
   // The SMs the call runs on, which scale the defaults' max_bh edges (measured_sms).
@@ -206,8 +206,8 @@ Registrar reg_select(
       sub.add_option("--dtype", a->dtype, "fp16 or bf16")->capture_default_str();
       sub.add_option("--policy", a->policy, "accuracy policy: accurate, balanced or fast")->capture_default_str();
       sub.add_option("--arch", a->arch,
-                     "architecture whose default to show (sm_80, sm_86, sm_89, sm_90a); default: this GPU's, with its "
-                     "tuned winners");
+                     cat("architecture whose default to show (", target_archs_text(),
+                         "); default: this GPU's, with its tuned winners"));
       sub.add_option("--db", a->db, "user tune database (default: $SAGE_DB or ~/.cache/sage-tune/tune.db)");
       sub.add_option("--sms", a->sms,
                      "SMs the call runs on: another GPU of the architecture (H100 PCIe 114, H20 78) or a green "

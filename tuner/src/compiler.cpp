@@ -11,6 +11,7 @@
 #include <set>
 
 #include "cubin_cache.h"
+#include "sage/common/archs.h"
 #include "sage/common/embedded.h"
 #include "sage/common/error.h"
 #include "sage/common/sha256.h"
@@ -158,16 +159,9 @@ std::string hash_of(const std::string& source, const std::vector<std::string>& o
 
 }  // namespace
 
-const std::vector<std::string>& supported_archs() {
-  static const std::vector<std::string> archs{"sm_80", "sm_86", "sm_89", "sm_90a"};
-  return archs;
-}
+const std::vector<std::string>& supported_archs() { return target_archs(); }
 
-bool is_supported_arch(const std::string& arch) {
-  for (const auto& a : supported_archs())
-    if (a == arch) return true;
-  return false;
-}
+bool is_supported_arch(const std::string& arch) { return is_target_arch(arch); }
 
 std::string default_cache_dir() {
   std::string root = env("SAGE_CACHE_DIR");

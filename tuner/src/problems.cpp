@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "sage/common/archs.h"
 #include "sage/common/cuda_driver.h"
 #include "sage/common/embedded.h"
 #include "sage/common/error.h"
@@ -272,15 +273,12 @@ DeviceFingerprint fingerprint_device(int device) {
 }
 
 std::string arch_for_cc(int cc) {
-  if (cc == 90) return "sm_90a";
-  if (cc == 89) return "sm_89";
-  if (cc >= 86 && cc < 89) return "sm_86";
-  if (cc >= 80 && cc < 86) return "sm_80";
-  // A cubin runs only on its own major architecture: newer GPUs need their own targets.
-  if (cc > 90)
-    throw Error(Errc::unsupported, cat("compute capability ", cc / 10, ".", cc % 10,
-                                       " is not a target of this build (sm_80, sm_86, sm_89, sm_90a)"));
-  throw Error(Errc::unsupported, cat("compute capability ", cc / 10, ".", cc % 10, " is below sm_80 (Ampere)"));
+  if (std::string arch = target_arch_for_cc(cc); !arch.empty()) return arch;
+  if (cc < 80)
+    throw Error(Errc::unsupported, cat("compute capability ", cc / 10, ".", cc % 10, " is below sm_80 (Ampere)"));
+  // A cubin runs only on its own major architecture: other GPUs need targets of their own.
+  throw Error(Errc::unsupported, cat("compute capability ", cc / 10, ".", cc % 10,
+                                     " is not a target of this build (", target_archs_text(), ")"));
 }
 
 }  // namespace sage::tuner

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "../provider.h"
+#include "sage/common/archs.h"
 #include "sage/common/error.h"
 #include "sage/common/strings.h"
 #include "sage/internal/static_table.h"
@@ -84,7 +85,7 @@ Resolved resolve(const BucketKey& call_key, const AttnProblem&, const Device& de
   const std::string arch = arch_for_cc(dev.cc);
   if (arch.empty())
     throw Error(Errc::unsupported, cat(dev.name, " (compute capability ", dev.cc / 10, ".", dev.cc % 10,
-                                       ") is not a target of sage-tune (sm_80, sm_86, sm_89, sm_90a)"));
+                                       ") is not a target of sage-tune (", target_archs_text(), ")"));
   const Parsed* best = nullptr;
   std::vector<std::string> archs;
   for (const Parsed& p : entries()) {

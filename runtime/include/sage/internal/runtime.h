@@ -108,8 +108,8 @@ const std::vector<int>& supported_head_dims();
 // d is above them all.
 int kernel_head_dim(int d);
 
-// The cubin architecture a device of compute capability `cc` runs ("sm_80", "sm_86",
-// "sm_89", "sm_90a"), or "" when no target of this project runs on it. Used by static builds,
+// The cubin architecture a device of compute capability `cc` runs (sage::target_arch_for_cc:
+// "sm_80" ... "sm_120"), or "" when no target of this project runs on it. Used by static builds,
 // which cannot ask the compile service (tuner::arch_for_cc gives the same answers).
 std::string arch_for_cc(int cc);
 

@@ -48,7 +48,7 @@ std::vector<KernelResources> parse_ptxas_report(const std::string& log);
 std::vector<std::string> error_lines(const std::string& log, std::size_t max = 8);
 
 // The architectures the compile service targets.
-const std::vector<std::string>& supported_archs();  // sm_80, sm_86, sm_89, sm_90a
+const std::vector<std::string>& supported_archs();  // sage::target_archs(): sm_80 ... sm_120
 bool is_supported_arch(const std::string& arch);
 
 struct CompileOptions {

@@ -57,8 +57,8 @@ struct ProblemsConfig {
 
 // Fingerprint of a device (driver API). Throws Error(no_device) without one.
 DeviceFingerprint fingerprint_device(int device = 0);
-// "sm_80", "sm_86", "sm_89", "sm_90a" for a compute capability (sm_90 -> sm_90a); throws
-// Error(unsupported) below sm_80.
+// The target architecture of a compute capability (sage::target_arch_for_cc: "sm_80" ...
+// "sm_120", sm_90 -> sm_90a); throws Error(unsupported) where none runs (below 8.0, 11.x).
 std::string arch_for_cc(int cc);
 
 }  // namespace sage::tuner
