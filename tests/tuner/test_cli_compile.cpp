@@ -204,6 +204,23 @@ TEST_F(CliCompile, HeadDim256DefaultsOfAmpereAndAdaDoNotSpill) {
   }
 }
 
+// Blackwell runs sm_89's defaults compiled for its own targets (configs/defaults.yaml): each
+// of them (decoding, short and long calls, head dims 64 to 256, every policy) compiles for
+// sm_100 and sm_120 and fits its registers without spilling, and its cubin is that arch's.
+TEST_F(CliCompile, BlackwellDefaultsCompileForTheirArchWithoutSpills) {
+  for (const char* arch : {"sm_100", "sm_120"}) {
+    std::set<std::string> names;
+    for (int d : {64, 128, 256})
+      for (const char* policy : {"balanced", "accurate"})
+        for (int n : {1024, 0})
+          for (int seq_q : {0, 1, 64}) names.insert(tuner::default_variant(arch, d, policy, n, 0, seq_q));
+    ASSERT_GE(names.size(), 8u) << arch;
+    const std::string tag = std::string("attn_") + (std::string(arch) == "sm_100" ? "sm100" : "sm120") + "_mma_";
+    for (const std::string& n : names) EXPECT_EQ(n.rfind(tag, 0), 0u) << n;
+    for (const auto& v : compile_without_spills(arch, names)) EXPECT_EQ(v["arch"].get<std::string>(), arch) << v.dump();
+  }
+}
+
 TEST_F(CliCompile, InvalidArchIsAUsageError) {
   CliRun r = run("compile --arch sm_75");
   EXPECT_EQ(r.rc, 2);

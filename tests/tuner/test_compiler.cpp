@@ -118,7 +118,7 @@ TEST_P(CompileForArch, SmemKernel_CubinAndResources) {
   EXPECT_GE(r.compile_ms, r.build_ms);
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, CompileForArch, ::testing::Values("sm_80", "sm_86", "sm_89", "sm_90a"),
+INSTANTIATE_TEST_SUITE_P(Archs, CompileForArch, ::testing::Values("sm_80", "sm_86", "sm_89", "sm_90a", "sm_100", "sm_120"),
                          [](const auto& info) { return std::string(info.param); });
 
 TEST(Compiler, SyntaxError_NotOkWithFileAndLine) {

@@ -54,6 +54,39 @@ TEST(Defaults, EveryArchHeadDimAndPolicyHasAnAdmittedVariant) {
   }
 }
 
+// Blackwell runs the mma.sync pipeline with sm_89's defaults (configs/defaults.yaml: no
+// Blackwell GPU has measured its own), but for head dim 256 where the quantized kernels spill
+// (sm_100 every policy, sm_120 the accurate one's FP16 accumulators): there the native kernel.
+// For every call the sm_100 and sm_120 default is that variant for the arch, in its search
+// space.
+TEST(Defaults, BlackwellRunsTheAdaDefaultsCompiledForItsOwnArch) {
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  int checked = 0;
+  for (int d : {64, 128, 256})
+    for (const char* policy : {"accurate", "balanced"})
+      for (int n : {1024, 0})
+        for (int seq_q : {1, 256, 0}) {
+          const std::string ada = tuner::default_variant("sm_89", d, policy, n, -1, seq_q);
+          ASSERT_EQ(ada.rfind("attn_sm89_", 0), 0u) << ada;
+          for (const char* arch : {"sm_100", "sm_120"}) {
+            const std::string v = tuner::default_variant(arch, d, policy, n, -1, seq_q);
+            const std::optional<gen::Variant> var = space.find(v);
+            ASSERT_TRUE(var.has_value()) << v;
+            EXPECT_EQ(var->arch, arch);
+            EXPECT_EQ(var->pipeline, "mma") << v;
+            const bool native256 = d == 256 && (std::string(arch) == "sm_100" || std::string(policy) == "accurate");
+            if (native256) {
+              EXPECT_EQ(var->get_string("qk"), "native") << v;
+              EXPECT_EQ(var->get_string("pv"), "native") << v;
+            } else {
+              EXPECT_EQ(v, "attn_" + space.arch(arch).tag() + ada.substr(9)) << arch << " d" << d << " " << policy;
+            }
+            ++checked;
+          }
+        }
+  EXPECT_EQ(checked, 3 * 2 * 2 * 3 * 2);
+}
+
 // Hopper serves short sequences with the unquantized (native) family, which needs no
 // preparation, and longer ones with the quantized default (configs/defaults.yaml).
 TEST(Defaults, HopperPicksTheNativeFamilyForShortSequencesOnly) {
@@ -293,12 +326,12 @@ TEST(Defaults, HopperDecodingRunsTheNativeKernelWithSplitKeys) {
     }
 }
 
-// sm_80, sm_86, sm_89: decoding and short query blocks (up to 256 queries) run the native
-// mma.sync kernel (split keys, packed GQA heads, no preparation) under every policy and mask;
-// past 256 queries the defaults by key count (quantized, with a preparation).
-TEST(Defaults, AmpereAndAdaDecodingRunTheNativeMmaKernel) {
+// sm_80, sm_86, sm_89 and Blackwell: decoding and short query blocks (up to 256 queries) run
+// the native mma.sync kernel (split keys, packed GQA heads, no preparation) under every policy
+// and mask; past 256 queries the defaults by key count (quantized, with a preparation).
+TEST(Defaults, AmpereAdaAndBlackwellDecodingRunTheNativeMmaKernel) {
   const gen::SearchSpace space = gen::SearchSpace::builtin();
-  for (const char* arch : {"sm_80", "sm_86", "sm_89"})
+  for (const char* arch : {"sm_80", "sm_86", "sm_89", "sm_100", "sm_120"})
     for (int d : {64, 128})
       for (const char* policy : {"accurate", "balanced", "fast"})
         for (int causal : {0, 1, -1}) {
@@ -671,8 +704,16 @@ TEST(Defaults, EveryEntryNamesKnownKeysOnly) {
                                           "causal",   "rows16",   "max_bh",     "params"};
   int entries = 0;
   for (const auto& arch : root["defaults"])
-    for (const YAML::Node& entry : arch.second) {
+    for (std::size_t i = 0; i < arch.second.size(); ++i) {
+      const YAML::Node entry = arch.second[i];
       ++entries;
+      if (entry["continue"]) {  // the list's end: another arch's list follows, whole
+        EXPECT_EQ(entry.size(), 1u) << arch.first.as<std::string>() << " entry " << entries;
+        EXPECT_EQ(i + 1, arch.second.size()) << arch.first.as<std::string>() << ": `continue` ends the list";
+        EXPECT_TRUE(root["defaults"][entry["continue"].as<std::string>()].IsSequence())
+            << arch.first.as<std::string>() << " continues with " << entry["continue"].as<std::string>();
+        continue;
+      }
       EXPECT_TRUE(entry["head_dim"] && entry["params"]) << arch.first.as<std::string>() << " entry " << entries;
       for (const auto& kv : entry) {
         const std::string k = kv.first.as<std::string>();
@@ -691,10 +732,13 @@ TEST(Defaults, EveryEntryNamesKnownKeysOnly) {
 // balanced and fast policies, the quantized wgmma kernel (INT8 Q.K^T, FP8 P.V) past 2K keys
 // (accurate: the native wgmma kernel); on sm_80/86/89 the mma.sync kernel of INT8 Q.K^T past
 // 1K keys under every policy, with each arch's D=128 P.V precision (sm_80 FP16, sm_86 FP16
-// into FP16 accumulators, sm_89 FP8, and under the accurate policy FP16 accumulators).
+// into FP16 accumulators, sm_89 FP8, and under the accurate policy FP16 accumulators); sm_120
+// as sm_89 but for the accurate policy, and sm_100 under every policy, native (the quantized
+// kernels spill there).
 TEST(Defaults, HeadDim256RunsTheQuantizedKernelsPastTheCrossover) {
   static const gen::SearchSpace space = gen::SearchSpace::builtin();
-  const std::map<std::string, std::string> pv = {{"sm_80", "fp16"}, {"sm_86", "fp16acc"}, {"sm_89", "fp8"}, {"sm_90a", "fp8"}};
+  const std::map<std::string, std::string> pv = {
+      {"sm_80", "fp16"}, {"sm_86", "fp16acc"}, {"sm_89", "fp8"}, {"sm_90a", "fp8"}, {"sm_120", "fp8"}};
   const std::map<std::string, std::string> pv_accurate = {{"sm_80", "fp16"}, {"sm_86", "fp16acc"}, {"sm_89", "fp16acc"}};
   for (const std::string& arch : space.archs())
     for (const std::string policy : {"accurate", "balanced", "fast"})
@@ -709,7 +753,9 @@ TEST(Defaults, HeadDim256RunsTheQuantizedKernelsPastTheCrossover) {
             const bool decoding = seq_q >= 1 && seq_q <= 128;
             const bool long_keys = n == 0 || n > (hopper ? 2048 : 1024);
             const bool accurate = policy == "accurate";
-            const bool quantized = !(hopper && accurate) && !decoding && long_keys;
+            // Blackwell: native where the quantized 64x32 kernels spill (configs/defaults.yaml).
+            const bool spills = arch == "sm_100" || (arch == "sm_120" && accurate);
+            const bool quantized = !(hopper && accurate) && !spills && !decoding && long_keys;
             EXPECT_EQ(v->get_string("qk"), quantized ? "int8" : "native") << name << " n " << n << " seq_q " << seq_q;
             if (quantized) EXPECT_EQ(v->get_string("pv"), accurate ? pv_accurate.at(arch) : pv.at(arch)) << name;
             EXPECT_EQ(v->pipeline, hopper && !decoding ? "wgmma" : "mma") << name << " seq_q " << seq_q;

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include "sage/common/cuda_driver.h"
@@ -115,8 +116,30 @@ DefaultMatch default_match(const std::string& arch, int head_dim, const std::str
   }
   const gen::Enumeration& e = cached->second;
   lock.unlock();
+  // An arch's list may end in `- continue: <arch>`: that arch's entries follow (Blackwell's lists
+  // continue with sm_89's). The entries are walked in order, the continuation's after the list's.
+  std::vector<YAML::Node> entries;
+  std::set<std::string> seen{arch};
+  std::string at = arch;
+  while (!at.empty()) {
+    // A fresh node each turn: assigning to a YAML::Node writes into the node it refers to.
+    const YAML::Node l = root["defaults"][at];
+    at.clear();
+    for (const YAML::Node& entry : l) {
+      if (const YAML::Node c = entry["continue"]) {
+        at = c.as<std::string>();
+        if (!seen.insert(at).second)
+          throw Error(Errc::parse_error, cat("configs/defaults.yaml: the ", arch, " list continues in a loop at ", at));
+        if (!root["defaults"][at] || !root["defaults"][at].IsSequence())
+          throw Error(Errc::not_found, cat("configs/defaults.yaml: the ", arch, " list continues with ", at,
+                                           ", which has no defaults"));
+        break;
+      }
+      entries.push_back(entry);
+    }
+  }
   int index = -1;
-  for (const YAML::Node& entry : list) {
+  for (const YAML::Node& entry : entries) {
     ++index;
     if (entry["head_dim"].as<int>() != head_dim) continue;
     if (YAML::Node mx = entry["max_seq_kv"])

@@ -117,8 +117,13 @@ struct MmaAttnConfig {
   // move 8-48 KB each, so at short sequences their latency sets the pace and more of them in
   // flight help. At D=64 four fit in 64 registers; at D=128 the packed tile needs ~80 (three),
   // except without Q jobs (WgmmaAttnConfig, fuse_q: four).
-  // At D=256 (a row is a warp's 32 lanes of 8 channels) two: three spill.
+  // At D=256 (a row is a warp's 32 lanes of 8 channels) two: three spill. sm_120's ptxas
+  // spills 4-16 bytes at each of these caps (CUDA 13.0): one CTA fewer there.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1200
+  static constexpr int PREP_MIN_BLOCKS = D == 64 ? 3 : D == 128 ? 2 : 1;
+#else
   static constexpr int PREP_MIN_BLOCKS = D == 64 ? 4 : D == 128 ? 3 : 2;
+#endif
   // Q tiles one preparation job quantizes (at least 128 rows, as a K job): small jobs are
   // latency-bound. Consecutive tiles' outputs and scales are contiguous, and the per-thread and
   // per-warp scale-group formulas run on across them; a block mean (smooth_q) or one scale per
