@@ -82,6 +82,41 @@ TEST(CliSelect, NamesTheDefaultOfTheCallsBucketAndTheEntryThatGaveIt) {
   EXPECT_NE(h24["variant"], tuner::default_variant("sm_90a", 64, "balanced", 1024, 0, 1024, false, 32));
 }
 
+// Blackwell's lists continue with sm_89's (`- continue: sm_89`): an entry found there is named
+// in the list that holds it, at its line, with the list that continued into it; Blackwell's own
+// entries (head dim 256) in its own list.
+TEST(CliSelect, BlackwellEntriesNameTheListThatHoldsThem) {
+  CliSandbox s;
+  const std::vector<std::string> lines = defaults_lines();
+  for (const char* arch : {"sm_100", "sm_120"}) {
+    CliRun r = s.run(std::string("select --arch ") + arch + " --json -d 128 -n 4096");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["variant"], tuner::default_variant(arch, 128, "balanced", 4096, 0, 4096, false, 128));
+    EXPECT_EQ(j["defaults_entry"]["list"], "sm_89") << j.dump();
+    const int line = j["defaults_entry"]["line"].get<int>();
+    ASSERT_GT(line, 0);
+    ASSERT_LE(line, int(lines.size()));
+    EXPECT_NE(lines[line - 1].find("- head_dim: 128"), std::string::npos) << line << ": " << lines[line - 1];
+    // sm_89's own select names the same entry.
+    CliRun ada = s.run("select --arch sm_89 --json -d 128 -n 4096");
+    ASSERT_EQ(ada.rc, 0) << ada.err;
+    const nlohmann::json a = nlohmann::json::parse(ada.out);
+    EXPECT_EQ(a["defaults_entry"]["list"], "sm_89");
+    EXPECT_EQ(a["defaults_entry"]["index"], j["defaults_entry"]["index"]);
+    EXPECT_EQ(a["defaults_entry"]["line"], line);
+    CliRun text = s.run(std::string("select --arch ") + arch + " -d 128 -n 4096");
+    ASSERT_EQ(text.rc, 0) << text.err;
+    EXPECT_NE(text.out.find(std::string("(the ") + arch + " list continues with sm_89's)"), std::string::npos) << text.out;
+  }
+  CliRun own = s.run("select --arch sm_100 --json -d 256 -n 4096");
+  ASSERT_EQ(own.rc, 0) << own.err;
+  const nlohmann::json o = nlohmann::json::parse(own.out);
+  EXPECT_EQ(o["defaults_entry"]["list"], "sm_100") << o.dump();
+  EXPECT_EQ(o["defaults_entry"]["index"], 0);
+  EXPECT_NE(o["variant"].get<std::string>().find("_qk-native_pv-native_"), std::string::npos) << o.dump();
+}
+
 // --sms: the defaults of a call on another SM count (a GPU of the architecture with fewer SMs, a
 // green context's partition), whose max_bh edges move with one wave's places.
 TEST(CliSelect, SmsReadTheWaveEdgesForThatManySms) {

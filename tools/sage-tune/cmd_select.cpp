@@ -156,7 +156,8 @@ int run_select(const SelectArgs& a) {
                         {"db", db},
                         {"why", why}};
     if (entry.index >= 0)
-      j["defaults_entry"] = {{"index", entry.index}, {"line", entry.line}, {"conditions", entry.conditions}};
+      j["defaults_entry"] = {
+          {"list", entry.list}, {"index", entry.index}, {"line", entry.line}, {"conditions", entry.conditions}};
     std::cout << j.dump(2) << "\n";
     return kOk;
   }
@@ -176,7 +177,9 @@ int run_select(const SelectArgs& a) {
   std::cout << "source:  " << source << ": " << why << "\n";
   if (entry.index >= 0)
     std::cout << "entry:   configs/defaults.yaml" << (entry.line > 0 ? cat(" line ", entry.line) : std::string())
-              << ", the " << arch << " list's entry " << entry.index + 1 << ": " << entry.conditions << "\n";
+              << ", the " << entry.list << " list's entry " << entry.index + 1
+              << (entry.list != arch ? cat(" (the ", arch, " list continues with ", entry.list, "'s)") : std::string())
+              << ": " << entry.conditions << "\n";
   // bench runs head dims below the kernels' that are multiples of 8 in place, as the runtime
   // does; others (copies in the runtime) it times at the kernels' head dim.
   const int bench_d = p.head_dim % 8 == 0 ? p.head_dim : kd;

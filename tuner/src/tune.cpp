@@ -119,12 +119,15 @@ DefaultMatch default_match(const std::string& arch, int head_dim, const std::str
   // An arch's list may end in `- continue: <arch>`: that arch's entries follow (Blackwell's lists
   // continue with sm_89's). The entries are walked in order, the continuation's after the list's.
   std::vector<YAML::Node> entries;
+  std::vector<std::pair<std::string, int>> places;  // each entry's list and index there
   std::set<std::string> seen{arch};
   std::string at = arch;
   while (!at.empty()) {
     // A fresh node each turn: assigning to a YAML::Node writes into the node it refers to.
     const YAML::Node l = root["defaults"][at];
+    const std::string in = at;
     at.clear();
+    int i = 0;
     for (const YAML::Node& entry : l) {
       if (const YAML::Node c = entry["continue"]) {
         at = c.as<std::string>();
@@ -136,6 +139,7 @@ DefaultMatch default_match(const std::string& arch, int head_dim, const std::str
         break;
       }
       entries.push_back(entry);
+      places.emplace_back(in, i++);
     }
   }
   int index = -1;
@@ -178,7 +182,8 @@ DefaultMatch default_match(const std::string& arch, int head_dim, const std::str
         DefaultMatch m;
         m.variant = v.name;
         m.bh = bh;
-        m.index = index;
+        m.list = places[std::size_t(index)].first;
+        m.index = places[std::size_t(index)].second;
         m.line = entry.Mark().is_null() ? 0 : entry.Mark().line + 1;
         for (const auto& kv : entry) {
           const std::string k = kv.first.as<std::string>();

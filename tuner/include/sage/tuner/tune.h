@@ -95,7 +95,8 @@ int pairs_at_measured_sms(const std::string& arch, int pairs, int sms);
 // conditions in words, as the file names them ("head_dim 128, max_seq_kv 4096, max_bh 8").
 struct DefaultMatch {
   std::string variant;
-  int index = -1;
+  std::string list;  // the arch whose list holds the entry: the call's, or one it continues with
+  int index = -1;    // the entry's place in that list
   int line = 0;
   std::string conditions;
   int bh = 0;  // the batch x query heads matched against max_bh (pairs_at_measured_sms)
