@@ -70,14 +70,25 @@ std::string default_variant(const std::string& arch, int head_dim, const std::st
 }
 
 namespace {
-YAML::Node defaults_root() {
-  const EmbeddedFile* f = embedded_configs::find("defaults.yaml");
-  if (!f) throw Error(Errc::internal, "configs/defaults.yaml is not embedded in this build");
-  try {
-    return YAML::Load(std::string(f->view()));
-  } catch (const YAML::ParserException& e) {
-    throw Error(Errc::parse_error, e.msg, cat("configs/defaults.yaml:", e.mark.line + 1));
-  }
+// configs/defaults.yaml, parsed once: it is embedded, so it cannot change while the process runs
+// (parsing it took tens of milliseconds, once or more per runtime's first call of a bucket).
+// yaml-cpp's nodes are not safe to read from several threads at once, so every read of the tree
+// holds defaults_mutex(), and reads go through const nodes, whose lookups never add a key.
+std::mutex& defaults_mutex() {
+  static std::mutex m;
+  return m;
+}
+const YAML::Node& defaults_root() {  // with defaults_mutex() held
+  static const YAML::Node root = [] {
+    const EmbeddedFile* f = embedded_configs::find("defaults.yaml");
+    if (!f) throw Error(Errc::internal, "configs/defaults.yaml is not embedded in this build");
+    try {
+      return YAML::Load(std::string(f->view()));
+    } catch (const YAML::ParserException& e) {
+      throw Error(Errc::parse_error, e.msg, cat("configs/defaults.yaml:", e.mark.line + 1));
+    }
+  }();
+  return root;
 }
 int measured_sms_of(const YAML::Node& root, const std::string& arch) {
   const YAML::Node all = root["measured_sms"];
@@ -91,7 +102,10 @@ int scale_pairs(int pairs, int measured, int sms) {
 }
 }  // namespace
 
-int measured_sms(const std::string& arch) { return measured_sms_of(defaults_root(), arch); }
+int measured_sms(const std::string& arch) {
+  std::lock_guard<std::mutex> lock(defaults_mutex());
+  return measured_sms_of(defaults_root(), arch);
+}
 
 int pairs_at_measured_sms(const std::string& arch, int pairs, int sms) {
   return scale_pairs(pairs, measured_sms(arch), sms);
@@ -99,10 +113,11 @@ int pairs_at_measured_sms(const std::string& arch, int pairs, int sms) {
 
 DefaultMatch default_match(const std::string& arch, int head_dim, const std::string& policy, int seq_kv, int causal,
                            int seq_q, bool rows16, int bh, int sms) {
-  YAML::Node root = defaults_root();
-  bh = scale_pairs(bh, measured_sms_of(root, arch), sms);
-  YAML::Node list = root["defaults"][arch];
-  if (!list || !list.IsSequence()) throw Error(Errc::not_found, "configs/defaults.yaml has no defaults for " + arch);
+  {
+    std::lock_guard<std::mutex> yaml_lock(defaults_mutex());
+    const YAML::Node list = defaults_root()["defaults"][arch];
+    if (!list || !list.IsSequence()) throw Error(Errc::not_found, "configs/defaults.yaml has no defaults for " + arch);
+  }
   // Parsing the search space and enumerating an architecture cost ~12 ms: done once.
   static std::mutex mu;
   static std::map<std::string, gen::Enumeration> enumerations;
@@ -116,6 +131,9 @@ DefaultMatch default_match(const std::string& arch, int head_dim, const std::str
   }
   const gen::Enumeration& e = cached->second;
   lock.unlock();
+  std::lock_guard<std::mutex> yaml_lock(defaults_mutex());
+  const YAML::Node& root = defaults_root();
+  bh = scale_pairs(bh, measured_sms_of(root, arch), sms);
   // An arch's list may end in `- continue: <arch>`: that arch's entries follow (Blackwell's lists
   // continue with sm_89's). The entries are walked in order, the continuation's after the list's.
   std::vector<YAML::Node> entries;
