@@ -214,7 +214,7 @@ TEST_F(CliCompile, BlackwellDefaultsCompileForTheirArchWithoutSpills) {
       for (const char* policy : {"balanced", "accurate"})
         for (int n : {1024, 0})
           for (int seq_q : {0, 1, 64}) names.insert(tuner::default_variant(arch, d, policy, n, 0, seq_q));
-    ASSERT_GE(names.size(), 8u) << arch;
+    ASSERT_GE(names.size(), 7u) << arch;  // decoding, short and quantized calls of D=64 and 128, and D=256
     const std::string tag = std::string("attn_") + (std::string(arch) == "sm_100" ? "sm100" : "sm120") + "_mma_";
     for (const std::string& n : names) EXPECT_EQ(n.rfind(tag, 0), 0u) << n;
     for (const auto& v : compile_without_spills(arch, names)) EXPECT_EQ(v["arch"].get<std::string>(), arch) << v.dump();

@@ -54,11 +54,12 @@ TEST(Defaults, EveryArchHeadDimAndPolicyHasAnAdmittedVariant) {
   }
 }
 
-// Blackwell runs the mma.sync pipeline with sm_89's defaults (configs/defaults.yaml: no
-// Blackwell GPU has measured its own), but for head dim 256 where the quantized kernels spill
-// (sm_100 every policy, sm_120 the accurate one's FP16 accumulators): there the native kernel.
-// For every call the sm_100 and sm_120 default is that variant for the arch, in its search
-// space.
+// Blackwell runs the mma.sync pipeline with sm_89's choices (configs/defaults.yaml: no Blackwell
+// GPU has measured its own): sm_120 those of the call's policy, sm_100, whose FP8 mma.sync is
+// emulated, those of the accurate policy (FP16 P.V) under every policy; but for head dim 256
+// where the quantized kernels spill (sm_100 every policy, sm_120 the accurate one's FP16
+// accumulators): there the native kernel. For every call the sm_100 and sm_120 default is that
+// variant for the arch, in its search space.
 TEST(Defaults, BlackwellRunsTheAdaDefaultsCompiledForItsOwnArch) {
   const gen::SearchSpace space = gen::SearchSpace::builtin();
   int checked = 0;
@@ -66,15 +67,17 @@ TEST(Defaults, BlackwellRunsTheAdaDefaultsCompiledForItsOwnArch) {
     for (const char* policy : {"accurate", "balanced"})
       for (int n : {1024, 0})
         for (int seq_q : {1, 256, 0}) {
-          const std::string ada = tuner::default_variant("sm_89", d, policy, n, -1, seq_q);
-          ASSERT_EQ(ada.rfind("attn_sm89_", 0), 0u) << ada;
           for (const char* arch : {"sm_100", "sm_120"}) {
+            const bool sm100 = std::string(arch) == "sm_100";
+            const std::string ada = tuner::default_variant("sm_89", d, sm100 ? "accurate" : policy, n, -1, seq_q);
+            ASSERT_EQ(ada.rfind("attn_sm89_", 0), 0u) << ada;
             const std::string v = tuner::default_variant(arch, d, policy, n, -1, seq_q);
             const std::optional<gen::Variant> var = space.find(v);
             ASSERT_TRUE(var.has_value()) << v;
             EXPECT_EQ(var->arch, arch);
             EXPECT_EQ(var->pipeline, "mma") << v;
-            const bool native256 = d == 256 && (std::string(arch) == "sm_100" || std::string(policy) == "accurate");
+            if (sm100) EXPECT_NE(var->get_string("pv"), "fp8") << v << ": FP8 mma.sync is emulated on sm_100";
+            const bool native256 = d == 256 && (sm100 || std::string(policy) == "accurate");
             if (native256) {
               EXPECT_EQ(var->get_string("qk"), "native") << v;
               EXPECT_EQ(var->get_string("pv"), "native") << v;
