@@ -314,9 +314,15 @@ Enumeration SearchSpace::enumerate(const EnumerateOptions& opts) const {
 }
 
 std::optional<Variant> SearchSpace::find(const std::string& name) const {
-  for (auto& v : enumerate().variants)
-    if (v.name == name) return v;
-  return std::nullopt;
+  std::call_once(impl_->by_name_once, [&] {
+    for (auto& v : enumerate().variants) {
+      const std::string key = v.name;
+      impl_->by_name.emplace(key, std::move(v));
+    }
+  });
+  const auto it = impl_->by_name.find(name);
+  if (it == impl_->by_name.end()) return std::nullopt;
+  return it->second;
 }
 
 }  // namespace sage::gen

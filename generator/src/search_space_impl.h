@@ -1,7 +1,9 @@
 // The validated in-memory model of a search space, shared by the loader
 // (search_space_load.cpp), enumeration (search_space.cpp) and naming (variant.cpp).
 #pragma once
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -84,6 +86,11 @@ struct SearchSpace::Impl {
 
   const detail::Axis* find_axis(const std::string& name) const;
   const ArchInfo* find_arch(const std::string& name) const;
+
+  // SearchSpace::find's index of every kept variant by name, built at its first call (an
+  // enumeration of the whole space renders and hashes each variant: ~0.5 s on 2 cores).
+  mutable std::once_flag by_name_once;
+  mutable std::unordered_map<std::string, Variant> by_name;
 };
 
 namespace detail {
