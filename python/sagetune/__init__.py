@@ -4,6 +4,7 @@
     o = sagetune.attention(q, k, v, is_causal=True)          # q, k, v: CUDA fp16/bf16 tensors
     o, lse = sagetune.attention(q, k, v, return_lse=True)
     o = sagetune.sdpa(q, k, v, is_causal=True)                # F.scaled_dot_product_attention's signature
+    o = sagetune.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)  # packed sequences
 
 The kernels run on PyTorch's current CUDA stream of the tensors' device; the workspace comes
 from PyTorch's caching allocator. The first call for a problem bucket selects the tuned kernel
@@ -24,7 +25,7 @@ except ImportError:
 if _torch_module is not None:
     from . import _op  # registers torch.ops.sagetune.attention
 
-__all__ = ["attention", "sdpa", "variant", "SageError", "LIBRARY_PATH"]
+__all__ = ["attention", "attention_varlen", "sdpa", "variant", "SageError", "LIBRARY_PATH"]
 
 
 def _torch():
@@ -114,6 +115,59 @@ def attention(q, k, v, is_causal=False, tensor_layout="HND", sm_scale=None, retu
                   policy)
     if layout != tensor_layout:
         o = o.transpose(1, 2)
+    return (o, lse) if return_lse else o
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal=False, sm_scale=None,
+                     return_lse=False, policy="balanced"):
+    """Attention over a batch of sequences of different lengths, packed one after another.
+
+    q: [total_q, Hq, D], k and v: [total_k, Hkv, D] (fp16 or bf16 CUDA tensors); sequence b's
+    queries are rows cu_seqlens_q[b]:cu_seqlens_q[b + 1] of q, its keys and values rows
+    cu_seqlens_k[b]:cu_seqlens_k[b + 1] of k and v. cu_seqlens_*: int32 CUDA tensors of
+    batch + 1 nondecreasing offsets from 0 (as flash_attn_varlen_func takes them). max_seqlen_q
+    and max_seqlen_k: the longest sequence's lengths (ints; rows of a longer sequence past them
+    are not computed). D: 64, 128 or a multiple of 8 below 128. Causal masking is bottom-right
+    aligned per sequence; rows that see no key (a sequence without keys, or causal rows before
+    the first) get O = 0 and LSE -inf.
+
+    Runs the unquantized (FP16/BF16 MMA) kernels under every policy. Returns o [total_q, Hq, D]
+    (and with return_lse the natural-log LSE, fp32 [Hq, total_q]).
+    """
+    torch = _torch()
+    if policy not in _capi.POLICIES:
+        raise ValueError(f"sagetune.attention_varlen: policy must be one of {', '.join(_capi.POLICIES)}, got {policy!r}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"sagetune.attention_varlen: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if not t.is_cuda:
+            raise ValueError(f"sagetune.attention_varlen: {name} is on {t.device}; the kernels need CUDA tensors")
+        if t.dim() != 3:
+            raise ValueError(f"sagetune.attention_varlen: {name} must be 3-D [total, heads, head_dim], got shape "
+                             f"{tuple(t.shape)}")
+        if t.dtype not in _op.DTYPES:
+            raise TypeError(f"sagetune.attention_varlen: {name} is {t.dtype}; supported: torch.float16, torch.bfloat16")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise TypeError(f"sagetune.attention_varlen: q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"sagetune.attention_varlen: q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
+    if k.shape != v.shape or k.shape[2] != q.shape[2]:
+        raise ValueError(f"sagetune.attention_varlen: k and v must have one shape and q's head_dim, got q "
+                         f"{tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    for name, c in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        if not isinstance(c, torch.Tensor) or c.dtype != torch.int32 or c.dim() != 1 or c.device != q.device:
+            raise TypeError(f"sagetune.attention_varlen: {name} must be a 1-D torch.int32 tensor on {q.device}")
+    if cu_seqlens_q.shape[0] < 2 or cu_seqlens_q.shape != cu_seqlens_k.shape:
+        raise ValueError("sagetune.attention_varlen: cu_seqlens_q and cu_seqlens_k must both hold batch + 1 >= 2 offsets, "
+                         f"got {cu_seqlens_q.shape[0]} and {cu_seqlens_k.shape[0]}")
+    if sm_scale is not None and not (sm_scale > 0):
+        raise ValueError(f"sagetune.attention_varlen: sm_scale must be > 0 (None for 1/sqrt(head_dim)), got {sm_scale}")
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        raise RuntimeError("sagetune.attention_varlen has no backward pass: call it under torch.no_grad() or "
+                           "torch.inference_mode()")
+    call = torch.ops.sagetune.attention_varlen if torch.compiler.is_compiling() else _op.launch_varlen
+    o, lse = call(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k), bool(is_causal),
+                  0.0 if sm_scale is None else float(sm_scale), bool(return_lse), policy)
     return (o, lse) if return_lse else o
 
 

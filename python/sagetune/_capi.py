@@ -139,6 +139,29 @@ _lib.sage_attention_strided.argtypes = [
     ctypes.c_void_p,  # stream
 ]
 _lib.sage_attention_strided.restype = ctypes.c_int
+class Varlen(ctypes.Structure):
+    """sage_varlen: a variable-length batch's offsets (device int32 arrays) and packed totals."""
+
+    _fields_ = [("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_kv", ctypes.c_void_p), ("total_q", ctypes.c_int),
+                ("total_kv", ctypes.c_int)]
+
+
+_lib.sage_workspace_size_varlen.argtypes = [ctypes.POINTER(AttentionDesc), ctypes.POINTER(Varlen),
+                                            ctypes.POINTER(ctypes.c_size_t)]
+_lib.sage_workspace_size_varlen.restype = ctypes.c_int
+_lib.sage_attention_varlen.argtypes = [
+    ctypes.POINTER(AttentionDesc),
+    ctypes.POINTER(Varlen),
+    ctypes.c_void_p,  # q
+    ctypes.c_void_p,  # k
+    ctypes.c_void_p,  # v
+    ctypes.c_void_p,  # o
+    ctypes.c_void_p,  # lse (float*)
+    ctypes.c_void_p,  # workspace
+    ctypes.c_size_t,  # workspace bytes
+    ctypes.c_void_p,  # stream
+]
+_lib.sage_attention_varlen.restype = ctypes.c_int
 _lib.sage_variant_name.argtypes = [ctypes.POINTER(AttentionDesc), ctypes.c_char_p, ctypes.c_size_t]
 _lib.sage_variant_name.restype = ctypes.c_int
 _lib.sage_last_error.argtypes = []
@@ -206,3 +229,21 @@ def attention_strided(desc, q, q_strides, k, k_strides, v, v_strides, o, o_strid
         return ctypes.byref(Strides(*x)) if x is not None else None
     _check(_lib.sage_attention_strided(ctypes.byref(desc), q, st(q_strides), k, st(k_strides), v, st(v_strides), o,
                                        st(o_strides), lse or None, workspace or None, workspace_bytes, stream or None))
+
+
+def make_varlen(cu_seqlens_q, cu_seqlens_kv, total_q, total_kv):
+    """A sage_varlen over two device int32 arrays (raw addresses) of batch + 1 offsets."""
+    return Varlen(cu_seqlens_q or None, cu_seqlens_kv or None, int(total_q), int(total_kv))
+
+
+def workspace_size_varlen(desc, varlen):
+    """Bytes of workspace sage_attention_varlen() needs (selects the kernel at the first call)."""
+    n = ctypes.c_size_t(0)
+    _check(_lib.sage_workspace_size_varlen(ctypes.byref(desc), ctypes.byref(varlen), ctypes.byref(n)))
+    return n.value
+
+
+def attention_varlen(desc, varlen, q, k, v, o, lse=0, workspace=0, workspace_bytes=0, stream=0):
+    """sage_attention_varlen() on raw device addresses (ints); raises SageError on failure."""
+    _check(_lib.sage_attention_varlen(ctypes.byref(desc), ctypes.byref(varlen), q, k, v, o, lse or None,
+                                      workspace or None, workspace_bytes, stream or None))

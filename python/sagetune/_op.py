@@ -124,3 +124,58 @@ def _(q, k, v, is_causal, layout, sm_scale, return_lse, policy):
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = q.new_empty((b, hq, nq) if return_lse else (0,), dtype=torch.float32)
     return o, lse
+
+
+def launch_varlen(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, is_causal, sm_scale, return_lse,
+                  policy):
+    """(o, lse) of a variable-length batch: q [total_q, Hq, D], k and v [total_kv, Hkv, D], the
+    offsets int32 CUDA tensors of batch + 1 entries; o contiguous like q, lse fp32 [Hq, total_q]
+    or None. Non-contiguous tensors are copied."""
+    q, k, v = [t if t.is_contiguous() and t.data_ptr() % 16 == 0 else t.clone(memory_format=torch.contiguous_format)
+               for t in (q, k, v)]
+    cu_seqlens_q, cu_seqlens_kv = cu_seqlens_q.contiguous(), cu_seqlens_kv.contiguous()
+    index = q.device.index
+    if torch.cuda.current_device() != index:
+        with torch.cuda.device(index):
+            return launch_varlen(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, is_causal, sm_scale,
+                                 return_lse, policy)
+    tq, hq, d = q.shape
+    tkv, hkv = k.shape[0], k.shape[1]
+    batch = cu_seqlens_q.shape[0] - 1
+    if tq == 0:  # no query rows: nothing to compute (an empty tensor has no address to pass)
+        return torch.empty(q.shape, dtype=q.dtype, device=q.device), (
+            torch.empty((hq, 0), dtype=torch.float32, device=q.device) if return_lse else None)
+    stream = _current_stream(index)
+    # Every offset is clamped on the device; an empty tensor's address is never read.
+    desc = _capi.make_desc(batch, hq, hkv, max(1, max_seqlen_q), max(1, max_seqlen_kv), d, layout="NHD",
+                           dtype=DTYPES[q.dtype], causal=is_causal, sm_scale=sm_scale, policy=policy)
+    vl = _capi.make_varlen(cu_seqlens_q.data_ptr(), cu_seqlens_kv.data_ptr(), tq, tkv)
+    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty((hq, tq), dtype=torch.float32, device=q.device) if return_lse else None
+    key = ("varlen", batch, hq, hkv, max_seqlen_q, max_seqlen_kv, d, q.dtype, is_causal, policy, index)
+    ws_bytes = _DESCS.get(key)
+    if ws_bytes is None:
+        ws_bytes = _capi.workspace_size_varlen(desc, vl)  # selects the kernel (the bucket's first call)
+        if len(_DESCS) >= _DESCS_MAX:
+            _DESCS.clear()
+        _DESCS[key] = ws_bytes
+    ws = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
+    _capi.attention_varlen(desc, vl, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                           lse.data_ptr() if return_lse else 0, ws.data_ptr() if ws_bytes else 0, ws_bytes, stream)
+    return o, lse
+
+
+@torch.library.custom_op("sagetune::attention_varlen", mutates_args=(), device_types="cuda")
+def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
+                     cu_seqlens_kv: torch.Tensor, max_seqlen_q: int, max_seqlen_kv: int, is_causal: bool,
+                     sm_scale: float, return_lse: bool, policy: str) -> tuple[torch.Tensor, torch.Tensor]:
+    o, lse = launch_varlen(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, is_causal, sm_scale,
+                           return_lse, policy)
+    return o, lse if lse is not None else q.new_empty((0,), dtype=torch.float32)
+
+
+@attention_varlen.register_fake
+def _(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, is_causal, sm_scale, return_lse, policy):
+    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = q.new_empty((q.shape[1], q.shape[0]) if return_lse else (0,), dtype=torch.float32)
+    return o, lse

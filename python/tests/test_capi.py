@@ -118,6 +118,29 @@ class CapiTest(unittest.TestCase):
             _capi.variant_name(good(batch=0))
         self.assertEqual(cm.exception.status, _capi.ERR_INVALID_ARGUMENT)
 
+    def test_varlen_fields_reach_the_library_field_by_field(self):
+        self.assertEqual(_capi.ctypes.sizeof(_capi.Varlen), 24)
+        nhd = good(layout="NHD")
+
+        def refused(status, text, vl, desc=nhd, lse=0):
+            with self.assertRaises(SageError) as cm:
+                _capi.attention_varlen(desc, vl, Q, K, V, O, lse)
+            self.assertEqual(cm.exception.status, status, str(cm.exception))
+            self.assertIn(text, str(cm.exception))
+
+        refused(_capi.ERR_INVALID_ARGUMENT, "varlen->total_q and total_kv must be >= 0, got -2 and 7",
+                _capi.make_varlen(0x70000, 0x80000, -2, 7))
+        refused(_capi.ERR_INVALID_ARGUMENT, "varlen->cu_seqlens_kv is NULL", _capi.make_varlen(0x70000, 0, 5, 7))
+        refused(_capi.ERR_INVALID_ARGUMENT, "varlen->cu_seqlens_q (0x70001) must be 4-byte aligned",
+                _capi.make_varlen(0x70001, 0x80000, 5, 7))
+        refused(_capi.ERR_INVALID_ARGUMENT, "desc->layout must be SAGE_LAYOUT_NHD",
+                _capi.make_varlen(0x70000, 0x80000, 5, 7), desc=good())
+        refused(_capi.ERR_UNSUPPORTED, "head dims 64 and 128", _capi.make_varlen(0x70000, 0x80000, 5, 7),
+                desc=good(layout="NHD", head_dim=256))
+        with self.assertRaises(SageError) as cm:
+            _capi.workspace_size_varlen(good(layout="NHD", head_dim=200), _capi.make_varlen(0x70000, 0x80000, 5, 7))
+        self.assertEqual(cm.exception.status, _capi.ERR_UNSUPPORTED)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -590,3 +590,67 @@ def test_torch_compile_reduce_overhead_and_dynamic_shapes():
         x = inputs(1, 8, 8, n, n, 64, seed=n)
         for g, w in zip(dyn(*x), f(*x)):
             assert torch.equal(g, w), n
+
+
+# ---- variable-length batches (sagetune.attention_varlen) -----------------------------------
+
+def _packed(seq_q, seq_k, hq, hkv, d, dtype=torch.float16, seed=5):
+    g = torch.Generator(device=DEV).manual_seed(seed)
+    q = torch.randn(sum(seq_q), hq, d, device=DEV, dtype=dtype, generator=g)
+    k = torch.randn(sum(seq_k), hkv, d, device=DEV, dtype=dtype, generator=g)
+    v = torch.randn(sum(seq_k), hkv, d, device=DEV, dtype=dtype, generator=g)
+    cu = lambda lens: torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32, device=DEV)  # noqa: E731
+    return q, k, v, cu(seq_q), cu(seq_k)
+
+
+@pytest.mark.parametrize("d,causal,dtype", [(128, True, torch.float16), (64, False, torch.bfloat16),
+                                            (96, True, torch.float16)])
+def test_varlen_matches_each_sequences_fp32_reference(d, causal, dtype):
+    """Each sequence's rows of O and LSE ([Hq, total_q]) against FP32 attention over that
+    sequence alone, at the unquantized kernels' thresholds; a sequence without keys gives
+    zeros and LSE -inf, and causal rows before the first visible key too."""
+    seq_q, seq_k = [300, 1, 517, 64, 40], [300, 700, 517, 0, 20]
+    q, k, v, cq, ck = _packed(seq_q, seq_k, 8, 2, d, dtype)
+    with torch.no_grad():
+        o, lse = sagetune.attention_varlen(q, k, v, cq, ck, max(seq_q), max(seq_k), is_causal=causal,
+                                           return_lse=True)
+    assert o.shape == q.shape and o.dtype == dtype and lse.shape == (8, q.shape[0])
+    outs, refs = [], []
+    for b, (lq, lk) in enumerate(zip(seq_q, seq_k)):
+        rows = slice(int(cq[b]), int(cq[b + 1]))
+        if lk == 0:
+            assert (o[rows] == 0).all() and torch.isneginf(lse[:, rows]).all()
+            continue
+        qs = q[rows].transpose(0, 1)[None]
+        ks = k[int(ck[b]):int(ck[b + 1])].transpose(0, 1)[None]
+        vs = v[int(ck[b]):int(ck[b + 1])].transpose(0, 1)[None]
+        ref, ref_lse = reference(qs, ks, vs, causal)
+        ref, ref_lse = ref[0].transpose(0, 1), ref_lse[0]
+        seen = torch.isfinite(ref_lse)  # [Hq, lq]: rows with a visible key
+        assert (o[rows].transpose(0, 1)[~seen] == 0).all()
+        assert torch.isneginf(lse[:, rows][~seen]).all()
+        torch.testing.assert_close(lse[:, rows][seen], ref_lse[seen], atol=2e-3, rtol=0)
+        outs.append(o[rows].transpose(0, 1)[seen])
+        refs.append(ref.transpose(0, 1)[seen])
+    cos, rel = metrics(torch.cat(outs), torch.cat(refs))
+    assert cos >= 0.99999 and rel <= 0.005, (cos, rel)
+
+
+def test_varlen_clear_errors_and_the_operator():
+    q, k, v, cq, ck = _packed([100, 28], [64, 200], 4, 4, 64)
+    with torch.no_grad():
+        with pytest.raises(ValueError, match="3-D"):
+            sagetune.attention_varlen(q[None], k, v, cq, ck, 100, 200)
+        with pytest.raises(TypeError, match="int32"):
+            sagetune.attention_varlen(q, k, v, cq.long(), ck, 100, 200)
+        with pytest.raises(ValueError, match="batch \\+ 1"):
+            sagetune.attention_varlen(q, k, v, cq, ck[:2], 100, 200)
+        qb, kb, vb, _, _ = _packed([100, 28], [64, 200], 4, 4, 256)
+        with pytest.raises(SageError, match="head dims 64 and 128"):
+            sagetune.attention_varlen(qb, kb, vb, cq, ck, 100, 200)
+        # The same call through torch.ops (what torch.compile traces) gives the eager bits.
+        eager = sagetune.attention_varlen(q, k, v, cq, ck, 100, 200, is_causal=True)
+        o, _ = torch.ops.sagetune.attention_varlen(q, k, v, cq, ck, 100, 200, True, 0.0, False, "balanced")
+        assert torch.equal(o, eager)
+    torch.library.opcheck(torch.ops.sagetune.attention_varlen.default,
+                          (q, k, v, cq, ck, 100, 200, True, 0.0, True, "balanced"))

@@ -75,6 +75,14 @@ AttnProblem checked_problem(const sage_attention_desc* d, Policy* policy) {
   return problem_of(v, policy);
 }
 
+AttnProblem checked_varlen_problem(const sage_attention_desc* d, const sage_varlen* vl, Policy* policy) {
+  if (!d) throw Error(Errc::invalid_argument, "desc is NULL");
+  if (!vl) throw Error(Errc::invalid_argument, "varlen is NULL");
+  DescView v{d->batch, d->heads_q, d->heads_kv, d->seq_q, d->seq_kv, d->head_dim, int(d->layout), int(d->dtype),
+             d->causal, d->sm_scale, int(d->policy)};
+  return varlen_problem_of(v, vl->total_q, vl->total_kv, policy);
+}
+
 }  // namespace
 }  // namespace sage::rt
 
@@ -158,6 +166,36 @@ SAGE_API sage_status sage_attention_strided(const sage_attention_desc* desc, con
       a.so = pick(o_strides, cq);
       rt::check_strides(p, a);
     }
+    rt::run(p, policy, a, workspace, workspace_bytes, static_cast<CUstream>(stream));
+  });
+}
+
+SAGE_API sage_status sage_workspace_size_varlen(const sage_attention_desc* desc, const sage_varlen* varlen,
+                                                size_t* bytes) {
+  return rt::guarded([&] {
+    rt::Policy policy;
+    const AttnProblem p = rt::checked_varlen_problem(desc, varlen, &policy);
+    if (!bytes) throw Error(Errc::invalid_argument, "bytes is NULL");
+    *bytes = rt::workspace_size(p, policy);
+  });
+}
+
+SAGE_API sage_status sage_attention_varlen(const sage_attention_desc* desc, const sage_varlen* varlen, const void* q,
+                                           const void* k, const void* v, void* o, float* lse, void* workspace,
+                                           size_t workspace_bytes, void* stream) {
+  return rt::guarded([&] {
+    rt::Policy policy;
+    AttnProblem p = rt::checked_varlen_problem(desc, varlen, &policy);
+    AttnArgs a;
+    a.q = q;
+    a.k = k;
+    a.v = v;
+    a.o = o;
+    a.lse = lse;
+    a.cu_seqlens_q = varlen->cu_seqlens_q;
+    a.cu_seqlens_kv = varlen->cu_seqlens_kv;
+    rt::check_pointers(a, workspace);
+    p.return_lse = lse != nullptr;
     rt::run(p, policy, a, workspace, workspace_bytes, static_cast<CUstream>(stream));
   });
 }

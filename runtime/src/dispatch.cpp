@@ -198,6 +198,23 @@ void check_memory(const void* ptr, std::size_t bytes, const char* name) {
 
 void check_call_memory(const AttnProblem& p, const AttnArgs& a, const void* ws, std::size_t ws_need) {
   const std::size_t elem = 2;  // FP16 and BF16
+  if (p.varlen) {  // packed [total, heads, D] tensors, [heads_q, total_q] LSE, batch + 1 offsets each
+    const std::size_t q = std::size_t(p.total_q) * p.heads_q * p.head_dim * elem;
+    const std::size_t kv = std::size_t(p.total_kv) * p.heads_kv * p.head_dim * elem;
+    if (q > 0) {
+      check_memory(a.q, q, "q");
+      check_memory(a.o, q, "o");
+    }
+    if (kv > 0) {
+      check_memory(a.k, kv, "k");
+      check_memory(a.v, kv, "v");
+    }
+    if (a.lse && p.total_q > 0) check_memory(a.lse, std::size_t(p.heads_q) * p.total_q * sizeof(float), "lse");
+    check_memory(a.cu_seqlens_q, std::size_t(p.batch + 1) * sizeof(std::int32_t), "cu_seqlens_q");
+    check_memory(a.cu_seqlens_kv, std::size_t(p.batch + 1) * sizeof(std::int32_t), "cu_seqlens_kv");
+    if (ws) check_memory(ws, ws_need, "workspace");
+    return;
+  }
   auto span = [&](const TensorStrides& s, bool is_q, std::int64_t contiguous) {
     return std::size_t(a.strided ? extent_elems(s, p.batch, is_q ? p.heads_q : p.heads_kv, is_q ? p.seq_q : p.seq_kv,
                                                 p.head_dim)

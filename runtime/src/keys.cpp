@@ -37,17 +37,19 @@ const char* to_string(Source s) {
 
 std::string BucketKey::str() const {
   return cat("d", head_dim, "_", causal ? "causal" : "noncausal", "_", to_string(dtype), "_", to_string(layout), "_q",
-             seq_q, "_kv", seq_kv, "_bh", bh, "_", to_string(policy), rows16 ? "_r16" : "");
+             seq_q, "_kv", seq_kv, "_bh", bh, "_", to_string(policy), rows16 ? "_r16" : "", varlen ? "_varlen" : "");
 }
 
 BucketKey BucketKey::parse(const std::string& s) {
   auto bad = [&](const std::string& why) -> Error {
     return Error(Errc::invalid_argument, "bucket key '" + s + "': " + why);
   };
-  const std::vector<std::string> f = split(s, '_');
+  std::vector<std::string> f = split(s, '_');
+  const bool varlen = f.size() > 8 && f.back() == "varlen";
+  if (varlen) f.pop_back();
   if (f.size() != 8 && !(f.size() == 9 && f[8] == "r16"))
     throw bad(cat("expected 8 '_'-separated fields (d128_causal_fp16_HND_q4096_kv4096_bh128_balanced), and an optional "
-                  "ninth, r16; got ", f.size()));
+                  "ninth, r16, each optionally followed by varlen; got ", f.size()));
   auto num = [&](const std::string& field, const char* prefix, const char* name) {
     if (!starts_with(field, prefix)) throw bad(cat("field ", name, " must start with '", prefix, "', got '", field, "'"));
     const std::string digits = field.substr(std::string(prefix).size());
@@ -77,6 +79,7 @@ BucketKey BucketKey::parse(const std::string& s) {
     throw bad("field policy: " + e.message());
   }
   k.rows16 = f.size() == 9;
+  k.varlen = varlen;
   return k;
 }
 
@@ -100,6 +103,7 @@ BucketKey Buckets::key_of(const AttnProblem& p, Policy policy, int call_head_dim
   // Validated problems keep batch and heads_q below 65536 each, so the product fits an int.
   k.bh = bh_bucket(p.batch * p.heads_q);
   k.policy = policy;
+  k.varlen = p.varlen;
   return k;
 }
 
@@ -117,6 +121,7 @@ std::size_t CacheKeyHash::operator()(const CacheKey& k) const noexcept {
   mix(std::size_t(b.bh));
   mix(std::size_t(b.policy));
   mix(std::size_t(b.rows16));
+  mix(std::size_t(b.varlen));
   mix(std::size_t(k.pairs));
   mix(std::size_t(k.sms));
   return h;

@@ -77,6 +77,28 @@ AttnProblem problem_of(const DescView& d, Policy* policy) {
   return p;
 }
 
+AttnProblem varlen_problem_of(const DescView& d, int total_q, int total_kv, Policy* policy) {
+  if (d.layout != 1)
+    throw Error(Errc::invalid_argument, cat("desc->layout must be SAGE_LAYOUT_NHD (1) for a variable-length batch, whose "
+                                            "tensors are packed [total, heads, head_dim]; got ", d.layout));
+  // Causal sequences of more queries than keys are allowed here (their first rows see no key: O
+  // 0, LSE -inf); the dense call's check is on the longest sequences only, which says nothing.
+  DescView dense = d;
+  dense.causal = 0;
+  AttnProblem p = problem_of(dense, policy);
+  p.causal = d.causal == 1;
+  if (total_q < 0 || total_kv < 0)
+    throw Error(Errc::invalid_argument, cat("varlen->total_q and total_kv must be >= 0, got ", total_q, " and ", total_kv));
+  const int kd = kernel_head_dim(d.head_dim);
+  if (kd > 128 || (kd != d.head_dim && d.head_dim % 8 != 0))
+    throw Error(Errc::unsupported, cat("head_dim ", d.head_dim, ": variable-length batches have the kernels of head dims "
+                                       "64 and 128, which also serve a multiple of 8 below 128 (read as zero-padded)"));
+  p.varlen = true;
+  p.total_q = total_q;
+  p.total_kv = total_kv;
+  return p;
+}
+
 void check_pointers(const AttnArgs& a, const void* workspace) {
   if (!a.q) throw Error(Errc::invalid_argument, "q is NULL");
   if (!a.k) throw Error(Errc::invalid_argument, "k is NULL");
@@ -88,6 +110,12 @@ void check_pointers(const AttnArgs& a, const void* workspace) {
   aligned(a.v, 16, "v");
   aligned(a.o, 16, "o");
   if (a.lse) aligned(a.lse, 4, "lse");
+  if (a.cu_seqlens_q || a.cu_seqlens_kv) {  // a variable-length batch: both, as int32 arrays
+    if (!a.cu_seqlens_q) throw Error(Errc::invalid_argument, "varlen->cu_seqlens_q is NULL");
+    if (!a.cu_seqlens_kv) throw Error(Errc::invalid_argument, "varlen->cu_seqlens_kv is NULL");
+    aligned(a.cu_seqlens_q, 4, "varlen->cu_seqlens_q");
+    aligned(a.cu_seqlens_kv, 4, "varlen->cu_seqlens_kv");
+  }
   // 256 bytes: the workspace plan aligns every region to 256 from the base.
   if (workspace) aligned(workspace, 256, "workspace");
 }

@@ -12,6 +12,9 @@
 //     past O;
 //   - strided tensors (views of a packed QKV buffer, a KV cache, O in a slice): bitwise the same
 //     call's on contiguous copies;
+//   - variable-length batches (sage_attention_varlen): each sequence's rows against the FP32
+//     reference of that sequence alone, empty sequences and sequences without keys, offsets past
+//     the totals clamped on the device;
 //   - a call captured into a CUDA graph gives the direct call's bits on every replay, also when
 //     the capture holds the bucket's first call, and a first call works while another thread
 //     captures in global mode.
@@ -26,6 +29,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <latch>
 #include <list>
 #include <memory>
@@ -1433,6 +1437,172 @@ TEST_F(RuntimeGpu, SteadyStateCallsAllocateNothingOnTheHost) {
   sync();
   EXPECT_EQ(failures, 0) << sage_last_error();
   EXPECT_EQ(allocations, 0) << "operator new calls in 400 steady-state calls";
+}
+
+// ---- variable-length batches (sage_attention_varlen) --------------------------------------
+
+// One packed batch: sequences of their own query and key counts, one after another along the
+// rows of [total, heads, D] tensors, with their offsets on the device.
+struct VarlenCase {
+  const char* name;
+  int heads_q, heads_kv, head_dim;
+  bool causal, lse;
+  DType dtype;
+  std::vector<int> seq_q, seq_kv;
+};
+// Lengths cross tile edges, one sequence has no keys, one is empty, and causal sequences of more
+// queries than keys leave their first rows without keys.
+const VarlenCase kVarlenCases[] = {
+    {"D128_FP16_GQA4_Causal_Lse", 8, 2, 128, true, true, DType::fp16, {300, 1, 0, 517, 128, 64}, {300, 700, 5, 517, 129, 63}},
+    {"D64_BF16_NonCausal", 4, 4, 64, false, false, DType::bf16, {1000, 37, 129, 5}, {33, 1000, 0, 250}},
+    {"D64_FP16_MQA_Causal_Lse", 8, 1, 64, true, true, DType::fp16, {200, 333, 1}, {1000, 200, 1}},
+    {"D96_FP16_GQA2_Lse", 4, 2, 96, false, true, DType::fp16, {130, 400}, {260, 90}},  // below 128: read zero-padded
+};
+
+class RuntimeGpuVarlen : public RuntimeGpu, public ::testing::WithParamInterface<VarlenCase> {};
+
+// Each sequence's rows of O and LSE against the FP32 reference of that sequence alone (a dense
+// call on views of its rows), at the native kernels' thresholds (cos >= 0.99999, rel-L1 <=
+// 0.005); the rows of a sequence without keys are 0 with LSE -inf; nothing is written past O;
+// the pooled workspace and the caller's (sage_workspace_size_varlen) give the same bits.
+TEST_P(RuntimeGpuVarlen, EverySequenceMatchesItsOwnFp32Reference) {
+  const VarlenCase& c = GetParam();
+  const int n = int(c.seq_q.size());
+  std::vector<std::int32_t> cu_q{0}, cu_kv{0};
+  for (int b = 0; b < n; ++b) {
+    cu_q.push_back(cu_q.back() + c.seq_q[b]);
+    cu_kv.push_back(cu_kv.back() + c.seq_kv[b]);
+  }
+  const int tq = cu_q.back(), tkv = cu_kv.back(), d = c.head_dim;
+  const int max_q = *std::max_element(c.seq_q.begin(), c.seq_q.end());
+  const int max_kv = *std::max_element(c.seq_kv.begin(), c.seq_kv.end());
+  std::mt19937_64 rng(77);
+  std::normal_distribution<float> normal;
+  auto upload = [&](std::int64_t count) {
+    DeviceBuffer b(static_cast<std::size_t>(std::max<std::int64_t>(count, 8)) * 2);
+    std::vector<std::uint16_t> h(static_cast<std::size_t>(count));
+    for (auto& x : h) x = c.dtype == DType::bf16 ? tuner::float_to_bf16(normal(rng)) : tuner::float_to_half(normal(rng));
+    if (count > 0) b.upload(h.data(), h.size() * 2);
+    return b;
+  };
+  const DeviceBuffer q = upload(std::int64_t(tq) * c.heads_q * d), k = upload(std::int64_t(tkv) * c.heads_kv * d),
+                     v = upload(std::int64_t(tkv) * c.heads_kv * d);
+  constexpr std::size_t kGuard = 4096;
+  const std::size_t o_bytes = std::size_t(tq) * c.heads_q * d * 2;
+  DeviceBuffer o(o_bytes + kGuard), lse(sizeof(float) * std::max(1, tq * c.heads_q)), cq(4 * (n + 1)), ckv(4 * (n + 1));
+  cq.upload(cu_q.data(), 4 * (n + 1));
+  ckv.upload(cu_kv.data(), 4 * (n + 1));
+
+  sage_attention_desc desc = sage_attention_desc_init(n, c.heads_q, c.heads_kv, max_q, max_kv, d);
+  desc.layout = SAGE_LAYOUT_NHD;
+  desc.dtype = c.dtype == DType::bf16 ? SAGE_BF16 : SAGE_FP16;
+  desc.causal = c.causal ? 1 : 0;
+  const sage_varlen vl{cq.as<std::int32_t>(), ckv.as<std::int32_t>(), tq, tkv};
+  auto run = [&](void* ws, std::size_t ws_bytes) {
+    o.fill_bytes(0xff);
+    lse.fill_bytes(0xff);
+    const sage_status st = sage_attention_varlen(&desc, &vl, q.get(), k.get(), v.get(), o.get(),
+                                                 c.lse ? lse.as<float>() : nullptr, ws, ws_bytes, stream_);
+    EXPECT_EQ(st, SAGE_OK) << sage_last_error();
+    sync();
+    return o.to_host<std::uint8_t>(o_bytes + kGuard);
+  };
+  const std::vector<std::uint8_t> pooled = run(nullptr, 0);
+  const std::vector<float> lse_out = lse.to_host<float>(std::size_t(tq) * c.heads_q);
+  std::size_t bytes = 0;
+  ASSERT_EQ(sage_workspace_size_varlen(&desc, &vl, &bytes), SAGE_OK) << sage_last_error();
+  {
+    DeviceBuffer ws(bytes);
+    EXPECT_EQ(run(ws.get(), bytes), pooled) << "the caller's workspace gave other bits than the pooled one";
+  }
+  EXPECT_TRUE(std::all_of(pooled.end() - kGuard, pooled.end(), [](std::uint8_t x) { return x == 0xff; }))
+      << "a byte past O was written";
+  auto value = [&](std::int64_t i) {
+    std::uint16_t h;
+    std::memcpy(&h, pooled.data() + 2 * i, 2);
+    return c.dtype == DType::bf16 ? tuner::bf16_to_float(h) : tuner::half_to_float(h);
+  };
+
+  const auto refmod = tuner::reference_module(arch_);
+  const ReferenceKernel ref(refmod);
+  std::vector<float> got, want;  // every sequence's rows with keys, [Hq, seq_q, D] each
+  int checked = 0;
+  for (int b = 0; b < n; ++b) {
+    const int lq = c.seq_q[b], lk = c.seq_kv[b];
+    if (lq == 0) continue;
+    AttnProblem p = make(1, c.heads_q, c.heads_kv, lq, std::max(lk, 1), d, c.causal, Layout::NHD, c.dtype, true);
+    std::vector<float> ro, rl;
+    if (lk > 0) {
+      AttnArgs a;
+      a.q = q.as<char>() + std::size_t(cu_q[b]) * c.heads_q * d * 2;
+      a.k = k.as<char>() + std::size_t(cu_kv[b]) * c.heads_kv * d * 2;
+      a.v = v.as<char>() + std::size_t(cu_kv[b]) * c.heads_kv * d * 2;
+      DeviceBuffer fo(sizeof(float) * std::size_t(c.heads_q) * lq * d), fl(sizeof(float) * std::size_t(c.heads_q) * lq);
+      ref.run(p, a, fo.as<float>(), fl.as<float>(), stream_);
+      sync();
+      ro = fo.to_host<float>(std::size_t(c.heads_q) * lq * d);
+      rl = fl.to_host<float>(std::size_t(c.heads_q) * lq);
+    }
+    for (int h = 0; h < c.heads_q; ++h)
+      for (int r = 0; r < lq; ++r) {
+        const std::int64_t row = std::int64_t(cu_q[b] + r) * c.heads_q + h;  // O's row in [total, Hq, D]
+        // The reference's rows without a visible key (no keys at all, or a causal row before the
+        // first) are 0 with LSE -inf, as the kernel's must be.
+        const bool none = lk == 0 || (c.causal && r + lk - lq < 0);
+        for (int x = 0; x < d; ++x) {
+          const float g = value(row * d + x);
+          if (none) {
+            EXPECT_EQ(g, 0.f) << "sequence " << b << " head " << h << " row " << r << " has no key";
+            continue;
+          }
+          got.push_back(g);
+          want.push_back(ro[(std::size_t(h) * lq + r) * d + x]);
+        }
+        if (c.lse) {
+          const float l = lse_out[std::size_t(h) * tq + cu_q[b] + r];  // LSE [Hq, total_q]
+          if (none) {
+            EXPECT_TRUE(std::isinf(l) && l < 0) << "sequence " << b << " row " << r << ": LSE " << l;
+          } else {
+            EXPECT_NEAR(l, rl[std::size_t(h) * lq + r], 2e-3) << "sequence " << b << " head " << h << " row " << r;
+          }
+        }
+      }
+    ++checked;
+  }
+  ASSERT_FALSE(got.empty());
+  const tuner::Metrics m = tuner::compare(got.data(), want.data(), got.size());
+  EXPECT_EQ(m.nonfinite, 0);
+  EXPECT_GE(m.cos, 0.99999) << m.str();
+  EXPECT_LE(m.rel_l1, 0.005) << m.str();
+  std::printf("[ varlen   ] %s: %d sequences, %s\n", c.name, checked, m.str().c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, RuntimeGpuVarlen, ::testing::ValuesIn(kVarlenCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// A sequence longer than desc->seq_q (the longest sequence, as the caller states it) has its rows
+// past it left unwritten, and nothing else changes: the grid covers seq_q's query tiles only.
+// Offsets past the totals are clamped on the device: no access leaves the tensors.
+TEST_F(RuntimeGpu, VarlenOffsetsPastTheTotalsReadAndWriteNothingOutside) {
+  const int hq = 2, d = 64;
+  const std::vector<std::int32_t> cu{0, 100, 5000};  // the second sequence claims rows past the total (200)
+  DeviceBuffer q(200 * hq * d * 2), k(200 * hq * d * 2), v(200 * hq * d * 2), o(200 * hq * d * 2 + 4096), cq(12), ckv(12);
+  q.fill_bytes(0x3c);  // FP16 1.0 pairs (0x3c3c is 1.06)
+  k.fill_bytes(0x3c);
+  v.fill_bytes(0x3c);
+  o.fill_bytes(0xff);
+  cq.upload(cu.data(), 12);
+  ckv.upload(cu.data(), 12);
+  sage_attention_desc desc = sage_attention_desc_init(2, hq, hq, 5000, 5000, d);
+  desc.layout = SAGE_LAYOUT_NHD;
+  const sage_varlen vl{cq.as<std::int32_t>(), ckv.as<std::int32_t>(), 200, 200};
+  ASSERT_EQ(sage_attention_varlen(&desc, &vl, q.get(), k.get(), v.get(), o.get(), nullptr, nullptr, 0, stream_), SAGE_OK)
+      << sage_last_error();
+  sync();
+  const auto out = o.to_host<std::uint16_t>(200 * hq * d + 2048);
+  // Every row of the 200 is written (V's rows are all 0x3c3c: O is that value), the guard not.
+  for (int i = 0; i < 200 * hq * d; ++i) ASSERT_EQ(out[std::size_t(i)], 0x3c3c) << i;
+  for (int i = 200 * hq * d; i < 200 * hq * d + 2048; ++i) ASSERT_EQ(out[std::size_t(i)], 0xffff) << i;
 }
 
 TEST_F(RuntimeGpu, WorkspaceTooSmallThenLastErrorClears) {

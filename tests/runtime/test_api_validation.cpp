@@ -234,6 +234,72 @@ TEST(RuntimeApiValidation, StridedArguments) {
   EXPECT_EQ(c.status, SAGE_ERR_NO_DEVICE) << c.message;
 }
 
+// sage_attention_varlen: the dense call's checks, then the variable-length batch's own (packed
+// NHD tensors, totals, offsets arrays, the head dims its kernels have).
+sage_attention_desc good_varlen() {
+  sage_attention_desc d = sage_attention_desc_init(3, 8, 2, 300, 500, 128);  // longest sequences
+  d.layout = SAGE_LAYOUT_NHD;
+  return d;
+}
+const int32_t* const kCuQ = reinterpret_cast<const int32_t*>(0x70000);
+const int32_t* const kCuKv = reinterpret_cast<const int32_t*>(0x80000);
+Outcome call_varlen(const sage_attention_desc& d, sage_varlen vl, float* lse = nullptr) {
+  const sage_status s = sage_attention_varlen(&d, &vl, kQ, kK, kV, kO, lse, nullptr, 0, nullptr);
+  return {s, sage_last_error()};
+}
+
+TEST(RuntimeApiValidation, VarlenArguments) {
+  const sage_varlen vl{kCuQ, kCuKv, 600, 1000};
+  const sage_attention_desc d = good_varlen();
+  EXPECT_EQ(sage_attention_varlen(nullptr, &vl, kQ, kK, kV, kO, nullptr, nullptr, 0, nullptr), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("desc is NULL"), std::string::npos);
+  EXPECT_EQ(sage_attention_varlen(&d, nullptr, kQ, kK, kV, kO, nullptr, nullptr, 0, nullptr), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("varlen is NULL"), std::string::npos);
+  size_t n = 0;
+  EXPECT_EQ(sage_workspace_size_varlen(&d, &vl, nullptr), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("bytes is NULL"), std::string::npos);
+  EXPECT_EQ(sage_workspace_size_varlen(&d, nullptr, &n), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("varlen is NULL"), std::string::npos);
+  // The packed tensors are [total, heads, head_dim]: HND is refused, naming the layout.
+  sage_attention_desc hnd = d;
+  hnd.layout = SAGE_LAYOUT_HND;
+  EXPECT_REJECTED(call_varlen(hnd, vl), SAGE_ERR_INVALID_ARGUMENT, "desc->layout must be SAGE_LAYOUT_NHD");
+  // The dense checks still apply (here: the longest sequence's length).
+  sage_attention_desc zero = d;
+  zero.seq_kv = 0;
+  EXPECT_REJECTED(call_varlen(zero, vl), SAGE_ERR_INVALID_ARGUMENT, "desc->seq_kv must be >= 1, got 0");
+  EXPECT_REJECTED(call_varlen(d, {kCuQ, kCuKv, -1, 1000}), SAGE_ERR_INVALID_ARGUMENT,
+                  "varlen->total_q and total_kv must be >= 0, got -1 and 1000");
+  EXPECT_REJECTED(call_varlen(d, {nullptr, kCuKv, 600, 1000}), SAGE_ERR_INVALID_ARGUMENT, "varlen->cu_seqlens_q is NULL");
+  EXPECT_REJECTED(call_varlen(d, {kCuQ, nullptr, 600, 1000}), SAGE_ERR_INVALID_ARGUMENT, "varlen->cu_seqlens_kv is NULL");
+  EXPECT_REJECTED(call_varlen(d, {reinterpret_cast<const int32_t*>(0x70002), kCuKv, 600, 1000}),
+                  SAGE_ERR_INVALID_ARGUMENT, "varlen->cu_seqlens_q (0x70002) must be 4-byte aligned");
+  EXPECT_REJECTED(call_varlen(d, vl, reinterpret_cast<float*>(0x50002)), SAGE_ERR_INVALID_ARGUMENT,
+                  "lse (0x50002) must be 4-byte aligned");
+  // Head dims: 64, 128 and multiples of 8 below 128 have kernels; 256, and those that need padded
+  // copies, do not.
+  for (int hd : {256, 160, 100}) {
+    sage_attention_desc x = d;
+    x.head_dim = hd;
+    EXPECT_REJECTED(call_varlen(x, vl), SAGE_ERR_UNSUPPORTED, "variable-length batches have the kernels of head dims 64 and 128");
+  }
+  // Causal sequences may have more queries than keys (their first rows see none): not refused
+  // here, unlike the dense call. Without a device the call gets as far as needing one.
+  std::string why;
+  if (!cu::have_device(&why)) {
+    sage_attention_desc causal = d;
+    causal.causal = 1;
+    causal.seq_q = 900;
+    EXPECT_EQ(call_varlen(causal, vl).status, SAGE_ERR_NO_DEVICE);
+    for (int hd : {64, 128, 72, 40}) {
+      sage_attention_desc x = d;
+      x.head_dim = hd;
+      EXPECT_EQ(call_varlen(x, vl).status, SAGE_ERR_NO_DEVICE) << hd;
+    }
+    EXPECT_EQ(sage_workspace_size_varlen(&d, &vl, &n), SAGE_ERR_NO_DEVICE);
+  }
+}
+
 TEST(RuntimeApiValidation, StatusStringsAreDistinct) {
   std::set<std::string> seen;
   for (int s = SAGE_OK; s <= SAGE_ERR_INTERNAL; ++s) {
@@ -281,6 +347,16 @@ TEST(RuntimeApiValidation, CppWrapperThrowsWithStatusAndMessage) {
   }
   EXPECT_THROW(a.workspace_size(), sage::ApiError);
   EXPECT_THROW(a.variant(), sage::ApiError);
+  const sage_varlen vl{kCuQ, kCuKv, 16, 16};
+  EXPECT_THROW(a.run_varlen(vl, kQ, kK, kV, kO), sage::ApiError);
+  EXPECT_THROW(a.workspace_size_varlen(vl), sage::ApiError);
+  try {
+    sage::Attention(2, 4, 4, 16, 16, 256).layout(SAGE_LAYOUT_NHD).run_varlen(vl, kQ, kK, kV, kO);
+    ADD_FAILURE() << "no exception";
+  } catch (const sage::ApiError& e) {
+    EXPECT_EQ(e.status(), SAGE_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(e.what()).find("head dims 64 and 128"), std::string::npos) << e.what();
+  }
   const sage_strides odd{1 << 20, 128, 132};
   try {
     sage::Attention(1, 4, 4, 16, 16, 128).run_strided(kQ, &odd, kK, nullptr, kV, nullptr, kO, nullptr);

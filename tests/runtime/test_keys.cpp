@@ -139,6 +139,10 @@ TEST(RuntimeKeys, CacheKeyIsEqualWithinABucketAndDiffersAcrossEveryField) {
   different.push_back({ctx, b.key_of(problem(4, 32, 8, 3000, 9000, 128), Policy::balanced)});   // seq_kv bucket
   different.push_back({ctx, b.key_of(problem(16, 32, 8, 3000, 3500, 128), Policy::balanced)});  // bh bucket
   different.push_back({ctx, b.key_of(base, Policy::balanced, 72)});  // a d=72 call: rows16
+  AttnProblem varlen = problem(4, 32, 8, 3000, 3500, 128, false, Layout::NHD);  // a variable-length batch
+  varlen.varlen = true;
+  varlen.total_q = varlen.total_kv = 9000;
+  different.push_back({ctx, b.key_of(varlen, Policy::balanced)});  // (the dense NHD call is above)
   // The bucket's other batch x query heads (B=3 H=32: 96 pairs, bucket 128): configs/defaults.yaml's
   // max_bh matches the exact count, so such calls get their own selection.
   const AttnProblem fewer = problem(3, 32, 8, 3000, 3500, 128);
@@ -272,6 +276,64 @@ namespace sage {
 namespace {
 // TMA coordinates are 32-bit: a TMA variant refuses problems whose tiled rows reach 2^31 (with a
 // reason), while the same config without TMA, and smaller problems, are served.
+// A variable-length batch has a bucket of its own (its kernels are the `varlen` defaults), whose
+// key names it and parses back; the dense bucket of the same sizes stays apart.
+TEST(RuntimeKeys, VariableLengthBatchesHaveABucketOfTheirOwn) {
+  const Buckets b = builtin_buckets();
+  AttnProblem p = problem(3, 16, 4, 2000, 2000, 128, false, Layout::NHD);
+  const BucketKey dense = b.key_of(p, Policy::balanced);
+  p.varlen = true;
+  p.total_q = p.total_kv = 4500;
+  const BucketKey k = b.key_of(p, Policy::balanced);
+  EXPECT_TRUE(k.varlen);
+  EXPECT_FALSE(dense.varlen);
+  EXPECT_EQ(k.str(), dense.str() + "_varlen");
+  EXPECT_EQ(BucketKey::parse(k.str()), k);
+  const BucketKey r16 = b.key_of(p, Policy::balanced, 72);
+  EXPECT_EQ(r16.str(), dense.str() + "_r16_varlen");
+  EXPECT_EQ(BucketKey::parse(r16.str()), r16);
+  EXPECT_THROW(BucketKey::parse(dense.str() + "_varlen_r16"), Error);
+  EXPECT_THROW(BucketKey::parse(dense.str() + "_lenvar"), Error);
+  EXPECT_EQ(p.str(), "B3 Hq16 Hkv4 Nq2000 Nkv2000 D128 NHD fp16 varlen Tq4500 Tkv4500");
+}
+
+// Only the native kernels of the plain schedule at head dims 64 and 128 (mma.sync, and wgmma
+// with TMA) have the varlen entry; every other variant refuses a variable-length batch, saying
+// which kernels do.
+TEST(KernelConfigLimits, OnlyTheNativePlainKernelsServeVariableLengthBatches) {
+  const KernelConfig native = KernelConfig::parse(
+      "pipeline=mma;name=t;head_dim=128;block_m=128;block_n=64;warps=8;stages=2;qk=native;pv=native;"
+      "granularity=none;smooth_k=false;smooth_q=false;smooth_v=false;schedule=plain;min_ctas=1;threads=256;"
+      "smem_bytes=65536");
+  AttnProblem p = problem(3, 16, 4, 2000, 2000, 128, false, Layout::NHD);
+  p.varlen = true;
+  EXPECT_TRUE(has_varlen_entry(native));
+  EXPECT_EQ(native.cannot_implement(p), "");
+  KernelConfig quantized = native;
+  quantized.qk = "int8";
+  quantized.pv = "fp8";
+  KernelConfig decode = native;
+  decode.schedule = "decode";
+  KernelConfig d256 = native;
+  d256.head_dim = 256;
+  KernelConfig wgmma = native;
+  wgmma.pipeline = "wgmma";
+  wgmma.tma = true;
+  EXPECT_TRUE(has_varlen_entry(wgmma));
+  EXPECT_EQ(wgmma.cannot_implement(p), "");
+  KernelConfig persistent = wgmma;
+  persistent.schedule = "persistent_pingpong";
+  KernelConfig pv8 = wgmma;
+  pv8.pv = "fp8";
+  for (const KernelConfig& c : {quantized, decode, d256, persistent, pv8}) {
+    EXPECT_FALSE(has_varlen_entry(c)) << c.str();
+    EXPECT_NE(c.cannot_implement(p).find("variable-length batches run on the native"), std::string::npos) << c.str();
+    AttnProblem dense = p;
+    dense.varlen = false;
+    if (c.head_dim == 128) EXPECT_EQ(c.cannot_implement(dense), "") << c.str();
+  }
+}
+
 TEST(KernelConfigLimits, TmaVariantsRefuseMoreRowsThanTheirCoordinatesAddress) {
   KernelConfig c = KernelConfig::parse(
       "pipeline=wgmma;name=t;head_dim=64;block_m=64;block_n=128;warps=4;stages=2;qk=int8;pv=fp8;"

@@ -17,6 +17,9 @@
 #include "sage/gen/search_space.h"
 #include "sage/tuner/problems.h"
 #include "sage/tuner/tune.h"
+#include "sage/tuner/variants.h"
+#include "sage/common/error.h"
+#include "sage/internal/launch.h"
 
 namespace sage {
 namespace {
@@ -52,6 +55,48 @@ TEST(Defaults, EveryArchHeadDimAndPolicyHasAnAdmittedVariant) {
       }
     }
   }
+}
+
+// Variable-length batches: every architecture has a `varlen` default at head dims 64 and 128
+// under every policy and whatever the longest sequence, a variant of its own arch whose module
+// has the entry sage_attn_varlen (the native mma.sync kernels of the plain schedule); those
+// entries serve no dense call, and head dim 256 has none (it spilled).
+TEST(Defaults, EveryArchHasAVarlenKernelAtHeadDims64And128) {
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  const tuner::ProblemsConfig cfg = tuner::ProblemsConfig::builtin();
+  int checked = 0;
+  for (const std::string& arch : space.archs()) {
+    for (int d : {64, 128}) {
+      for (const auto& [name, policy] : cfg.policies) {
+        for (int n : {0, 128, 4096, 32768}) {
+          for (int causal : {0, 1}) {
+            std::string v;
+            ASSERT_NO_THROW(v = tuner::default_variant(arch, d, name, n, causal, n, false, 8, 0, true))
+                << arch << " d" << d << " " << name;
+            const std::optional<gen::Variant> var = space.find(v);
+            ASSERT_TRUE(var.has_value()) << v;
+            EXPECT_EQ(var->arch, arch);
+            EXPECT_EQ(var->get_int("head_dim"), d);
+            EXPECT_TRUE(has_varlen_entry(tuner::kernel_config(*var))) << v;
+            EXPECT_TRUE(policy.admits_pv(var->get_string("pv"))) << v << " under " << name;
+            ++checked;
+          }
+        }
+        // The dense call of the same shape never takes a varlen entry's (they follow their own).
+        const tuner::DefaultMatch dense = tuner::default_match(arch, d, name, 4096, 0, 4096, false, 8);
+        EXPECT_EQ(dense.conditions.find("varlen"), std::string::npos) << arch << " " << dense.conditions;
+        const tuner::DefaultMatch vl = tuner::default_match(arch, d, name, 4096, 0, 4096, false, 8, 0, true);
+        EXPECT_NE(vl.conditions.find("varlen true"), std::string::npos) << arch << " " << vl.conditions;
+      }
+    }
+    try {
+      tuner::default_variant(arch, 256, "balanced", 0, -1, 0, false, 0, 0, true);
+      ADD_FAILURE() << arch << " has a varlen default at head dim 256";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("for variable-length batches"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(checked, int(space.archs().size()) * 2 * int(cfg.policies.size()) * 4 * 2);
 }
 
 // Blackwell runs the mma.sync pipeline with sm_89's choices (configs/defaults.yaml: no Blackwell
@@ -704,7 +749,7 @@ TEST(Defaults, EveryEntryNamesKnownKeysOnly) {
   ASSERT_NE(f, nullptr);
   const YAML::Node root = YAML::Load(std::string(f->view()));
   const std::vector<std::string> known = {"head_dim", "policies", "max_seq_kv", "max_seq_q", "min_seq_q",
-                                          "causal",   "rows16",   "max_bh",     "params"};
+                                          "causal",   "rows16",   "max_bh",     "varlen",    "params"};
   int entries = 0;
   for (const auto& arch : root["defaults"])
     for (std::size_t i = 0; i < arch.second.size(); ++i) {

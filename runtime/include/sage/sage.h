@@ -125,6 +125,38 @@ SAGE_API sage_status sage_attention_strided(const sage_attention_desc* desc, con
                                             const sage_strides* v_strides, void* o, const sage_strides* o_strides,
                                             float* lse, void* workspace, size_t workspace_bytes, void* stream);
 
+/* Variable-length batches: desc->batch sequences packed one after another along the rows of
+ * q, k, v and o, which are [total_q, heads_q, head_dim] and [total_kv, heads_kv, head_dim]
+ * (contiguous; desc->layout must be SAGE_LAYOUT_NHD). Sequence b's queries are rows
+ * cu_seqlens_q[b] to cu_seqlens_q[b + 1] - 1, its keys and values rows cu_seqlens_kv[b] to
+ * cu_seqlens_kv[b + 1] - 1: two device arrays of batch + 1 nondecreasing int32 offsets from 0,
+ * the last at most total_q / total_kv (every offset is clamped to [0, total] on the device, so
+ * no offset reads or writes outside the tensors; the library does not read them on the host).
+ * desc->seq_q and desc->seq_kv are the longest sequence's lengths (an upper bound: a sequence's
+ * rows past desc->seq_q are not computed), which also pick the kernel. Causal masks are
+ * bottom-right aligned per sequence; a sequence of more queries than keys leaves its first rows
+ * without keys (O 0, LSE -inf), and an empty one is skipped. `lse`, when not NULL, receives FP32
+ * [heads_q, total_q]. head_dim: 64, 128, or a multiple of 8 below 128. The kernels are the
+ * unquantized (FP16/BF16 MMA) ones under every policy: wgmma with TMA on sm_90a, mma.sync on
+ * the other architectures (docs/runtime.md); an exported static build has none
+ * (SAGE_ERR_NOT_IN_BUILD). */
+typedef struct sage_varlen {
+  const int32_t* cu_seqlens_q;  /* device memory, batch + 1 offsets, 4-byte aligned */
+  const int32_t* cu_seqlens_kv; /* device memory, batch + 1 offsets, 4-byte aligned */
+  int total_q, total_kv;        /* rows of q and o, of k and v */
+} sage_varlen;
+
+/* Bytes of workspace sage_attention_varlen() needs for `desc` and `varlen` on the current
+ * context's streams (selecting the kernel if needed). */
+SAGE_API sage_status sage_workspace_size_varlen(const sage_attention_desc* desc, const sage_varlen* varlen,
+                                                size_t* bytes);
+
+/* Runs attention over a variable-length batch on `stream`; workspace, stream and thread-safety
+ * as sage_attention(). */
+SAGE_API sage_status sage_attention_varlen(const sage_attention_desc* desc, const sage_varlen* varlen, const void* q,
+                                           const void* k, const void* v, void* o, float* lse, void* workspace,
+                                           size_t workspace_bytes, void* stream);
+
 /* Writes the name of the variant that serves `desc` on the current device into `name`
  * (NUL-terminated, truncated to `capacity` bytes), selecting it first if needed. */
 SAGE_API sage_status sage_variant_name(const sage_attention_desc* desc, char* name, size_t capacity);

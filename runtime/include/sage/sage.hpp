@@ -76,6 +76,18 @@ class Attention {
            const RunOptions& opt = {}) const {
     check(sage_attention(&desc_, q, k, v, o, opt.lse, opt.workspace, opt.workspace_bytes, stream));
   }
+  // A variable-length batch (sage_attention_varlen): this descriptor's batch is the sequence
+  // count, seq_q / seq_kv the longest sequence's, its layout NHD; q, k, v, o packed
+  // [total, heads, head_dim]; RunOptions::lse then FP32 [heads_q, total_q].
+  void run_varlen(const sage_varlen& varlen, const void* q, const void* k, const void* v, void* o,
+                  void* stream = nullptr, const RunOptions& opt = {}) const {
+    check(sage_attention_varlen(&desc_, &varlen, q, k, v, o, opt.lse, opt.workspace, opt.workspace_bytes, stream));
+  }
+  std::size_t workspace_size_varlen(const sage_varlen& varlen) const {
+    std::size_t n = 0;
+    check(sage_workspace_size_varlen(&desc_, &varlen, &n));
+    return n;
+  }
   // The same on tensors with strides of their own (sage_attention_strided; nullptr: contiguous).
   void run_strided(const void* q, const sage_strides* qs, const void* k, const sage_strides* ks, const void* v,
                    const sage_strides* vs, void* o, const sage_strides* os, void* stream = nullptr,

@@ -147,7 +147,8 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
   // Fast path (the first call with a tuned database): a stored winner with its verified cubin
   // and the launcher config recorded with its variant needs no search space (parsing and
   // enumerating it costs ~12 ms). Head dims were validated against the build already.
-  {
+  // A variable-length batch takes its `varlen` default (the tuner times no such batches).
+  if (!key.varlen) {
     const tuner::WinnerKey wk{fp, problem_key(key), tuner::generator_hash(), tuner::nvrtc_version()};
     jit::Choice c = jit::choose(lookup(), wk, arch, log_enabled(), key.rows16, p.batch * p.heads_q, sms);
     if (c.cubin && c.source != Source::default_variant) {
@@ -181,7 +182,13 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
                                        arch, " (", fp.name, ")"));
 
   const tuner::WinnerKey wk{fp, problem_key(key), tuner::generator_hash(), tuner::nvrtc_version()};
-  jit::Choice c = jit::choose(lookup(), wk, arch, log_enabled(), key.rows16, p.batch * p.heads_q, sms);
+  jit::Choice c;
+  if (key.varlen) {
+    c.variant = tuner::default_variant(arch, key.head_dim, to_string(key.policy), key.seq_kv, key.causal ? 1 : 0,
+                                       key.seq_q, false, p.batch * p.heads_q, sms, true);
+  } else {
+    c = jit::choose(lookup(), wk, arch, log_enabled(), key.rows16, p.batch * p.heads_q, sms);
+  }
   Resolved r;
   Selection& s = r.selection;
   s.notes = take_warnings();

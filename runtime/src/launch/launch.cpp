@@ -210,6 +210,9 @@ std::string KernelConfig::cannot_implement(const AttnProblem& p) const {
     return cat("head_dim ", p.head_dim, ": the variant's is ", head_dim,
                " (below it, a multiple of 8 runs as zero-padded to it)");
   if (p.heads_q % p.heads_kv != 0) return "heads_q must be a multiple of heads_kv";
+  if (p.varlen && !has_varlen_entry(*this))
+    return "variable-length batches run on the native (unquantized) kernels of the plain schedule, head dims 64 and "
+           "128";
   if (tma && qk != "native" && block_m > 0 && block_n > 0) {
     // TMA coordinates are 32-bit: the rows of the tiled Q and K must stay below 2^31.
     const std::int64_t q_rows = std::int64_t(p.batch) * p.heads_q * cdiv(p.seq_q, block_m) * block_m;
@@ -306,6 +309,11 @@ std::uint64_t context_id(CUcontext ctx) {
 // kernels of the TMA loader and the plain or turns schedule but those of INT8 P.V (which have
 // an LSE entry, sage_attn_lse, instead); on the mma.sync pipeline the
 // unquantized ones and INT8 Q.K^T with FP16, FP16-accumulator or FP8 P.V.
+bool has_varlen_entry(const KernelConfig& c) {
+  return (c.pipeline == "mma" || c.pipeline == "wgmma") && c.qk == "native" && c.pv == "native" &&
+         c.schedule == "plain" && (c.head_dim == 64 || c.head_dim == 128);
+}
+
 bool has_q3_entry(const KernelConfig& c) {
   if (c.head_dim == 256) return c.pipeline == "wgmma" || c.qk == "native" || c.pv == "fp16";
   if (c.head_dim != 128) return false;
@@ -330,9 +338,10 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   // int8 P.V: a second entry for calls that return the LSE (it also sums P before rounding).
   if (cfg_.pv == "int8") attn_lse_ = module_->function("sage_attn_lse");
   if (has_q3_entry(cfg_)) attn_q3_ = module_->function("sage_attn_q3");
+  if (has_varlen_entry(cfg_)) attn_varlen_ = module_->function("sage_attn_varlen");
   const cu::Api& a = cu::api();
   if (cfg_.smem_bytes > 48 * 1024)
-    for (CUfunction f : {attn_, attn_lse_, attn_q3_})
+    for (CUfunction f : {attn_, attn_lse_, attn_q3_, attn_varlen_})
       if (f) SAGE_CU(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, cfg_.smem_bytes));
   CUdevice dev;
   SAGE_CU(cuCtxGetDevice(&dev));
@@ -436,7 +445,8 @@ int AttnKernel::pack_rows(const AttnProblem& p) const { return pack_rows_for(cfg
 int pack_rows_for(const KernelConfig& cfg_, const AttnProblem& p, int pack_heads) {
   const bool native = cfg_.qk == "native", mma_native = native && cfg_.pipeline == "mma";
   const bool persistent = cfg_.schedule.rfind("persistent", 0) == 0;
-  if (pack_heads == 0 || !native || !(persistent || mma_native) || p.heads_kv <= 0 || p.heads_q <= p.heads_kv)
+  if (pack_heads == 0 || !native || !(persistent || mma_native) || p.heads_kv <= 0 || p.heads_q <= p.heads_kv ||
+      p.varlen)
     return 0;
   const int g = p.heads_q / p.heads_kv;
   if (mma_native && cfg_.schedule == "decode") return decode_pack_rows(cfg_.block_m, g, p.seq_q);
@@ -509,6 +519,7 @@ int decode_split_ranges(std::int64_t units, std::int64_t slots, int seq_kv, std:
   return ranges >= 2 ? int(ranges) : 0;
 }
 int AttnKernel::mma_split_ranges(const AttnProblem& p) const {
+  if (p.varlen) return 0;  // each CTA runs its sequence's query tile whole (attn_mma.cuh: varlen_view)
   const std::int64_t units = mma_units(p), slots = std::max<std::int64_t>(1, this->slots(p));
   const int pack = pack_rows(p);
   const std::int64_t rows = pack > 0 ? std::int64_t(std::min(pack, p.seq_q)) *
@@ -843,6 +854,16 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
   s.q_tiles = w.q_tiles;
   s.k_tiles = w.k_tiles;
   s.num_sms = sms(p);
+  if (p.varlen) {
+    // The kernel's view of each sequence (attn_mma.cuh: varlen_view) clamps every offset to the
+    // packed rows, so cu_seqlens can send no access out of q, k, v, o or lse.
+    if (!a.cu_seqlens_q || !a.cu_seqlens_kv)
+      throw Error(Errc::invalid_argument, "a variable-length batch needs cu_seqlens_q and cu_seqlens_kv");
+    s.cu_seqlens_q = a.cu_seqlens_q;
+    s.cu_seqlens_kv = a.cu_seqlens_kv;
+    s.seq_q = p.total_q;
+    s.seq_kv = p.total_kv;
+  }
   if (native()) {
     s.pack_rows = pack_rows(p);
     s.causal_single = causal_single(p) ? 1 : 0;
@@ -868,6 +889,18 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
             t->stride_n % 8 != 0)
           throw Error(Errc::invalid_argument,
                       cat(cfg_.name, ": q, k and v must be 16-byte aligned, their strides multiples of 8 elements"));
+      return;
+    }
+    if (p.varlen) {
+      // The maps cover the packed tensors as one sequence of every row ([1, total, heads, D]); each
+      // CTA reads its sequence's rows from there (attn_native.cuh: attn_kernel_varlen). A map
+      // needs a row: a batch without keys (or queries) has a map of one row it never reads.
+      AttnProblem packed = p;
+      packed.batch = 1;
+      packed.seq_q = std::max(p.total_q, 1);
+      packed.seq_kv = std::max(p.total_kv, 1);
+      packed.varlen = false;
+      native_tensor_maps(packed, s);
       return;
     }
     native_tensor_maps(p, s);
@@ -1080,6 +1113,17 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
   // Calls of up to three quarters of the variant's head dim (192 of 256, 96 of 128) run the
   // three-quarter entry where the module has one.
   const bool q3 = attn_q3_ && runs_q3_entry(cfg_, p.head_dim);
+  if (p.varlen) {
+    // (query tiles of the longest sequence, heads, sequences): a CTA past its sequence's tiles
+    // returns at once
+    if (p.total_q == 0) return;  // no query rows: nothing to compute nor write
+    if (!attn_varlen_) throw Error(Errc::unsupported, cat(cfg_.name, ": no entry for variable-length batches"));
+    if (s.q_tiles > 0x7fffffff || p.batch > kGridYZLimit)
+      throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles or sequences for one launch"));
+    launch(attn_varlen_, unsigned(s.q_tiles), unsigned(p.heads_q), unsigned(p.batch), unsigned(cfg_.threads),
+           unsigned(cfg_.smem_bytes), stream, s);
+    return;
+  }
   if (mma_native() && (s.split_ranges > 0 || s.pack_rows > 0)) {
     // (query tiles x ranges, heads, batch): heads are kv heads where packed (attn_mma.cuh: cta_coords)
     const std::int64_t x = std::int64_t(s.q_tiles) * std::max(1, s.split_ranges);

@@ -58,11 +58,19 @@ void AttnProblem::validate() const {
   if (!(sm_scale >= 0.f) || std::isinf(sm_scale))
     throw Error(Errc::invalid_argument, cat("sm_scale must be finite and >= 0 (0 means 1/sqrt(d)), got ", sm_scale));
   if (sms < 0) throw Error(Errc::invalid_argument, cat("sms must be >= 0 (0: every SM of the device), got ", sms));
+  if (varlen) {
+    if (total_q < 0 || total_kv < 0)
+      throw Error(Errc::invalid_argument, cat("total_q and total_kv must be >= 0, got ", total_q, " and ", total_kv));
+    if (layout != Layout::NHD)
+      throw Error(Errc::invalid_argument,
+                  "a variable-length batch's tensors are packed [total, heads, head_dim]: its layout must be NHD");
+  }
 }
 
 std::string AttnProblem::str() const {
   return cat("B", batch, " Hq", heads_q, " Hkv", heads_kv, " Nq", seq_q, " Nkv", seq_kv, " D", head_dim, " ",
              to_string(layout), " ", to_string(dtype), causal ? " causal" : "", return_lse ? " lse" : "",
+             varlen ? cat(" varlen Tq", total_q, " Tkv", total_kv) : std::string(),
              sms > 0 ? cat(" on ", sms, " SMs") : std::string());
 }
 

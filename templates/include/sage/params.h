@@ -26,8 +26,9 @@ typedef std::int64_t sage_i64;
 // decode schedule packs a GQA group larger than a tile into q_tiles tiles a kv head. 11:
 // split_share (the persistent split kernel's partials merged by several ranges, a share each).
 // 12: tma_v8 (the native pingpong kernel's FP8 V^T tiles in the workspace). 13: tma_vs (their
-// scales, read by a tensor TMA load).
-#define SAGE_KERNEL_ABI_VERSION 13
+// scales, read by a tensor TMA load). 14: variable-length batches (cu_seqlens_q/kv, varlen,
+// lse_stride_h, q_row0, kv_row0; the native kernels' sage_attn_varlen entry).
+#define SAGE_KERNEL_ABI_VERSION 14
 
 // Element types of the user's tensors.
 enum SageDType { SAGE_DTYPE_FP16 = 0, SAGE_DTYPE_BF16 = 1 };
@@ -127,6 +128,22 @@ struct SageAttnParams {
   // V8 jobs), stored and read by TMA in boxes of head_dim rows of 128 bytes (128B swizzle);
   // tma_vs: their scales (v_scale), FP32 [tiles][4] in boxes of one tile's 16 bytes.
   struct alignas(64) SageTensorMap { unsigned long long opaque[16]; } tma_q, tma_k, tma_v, tma_o, tma_v8, tma_vs;
+  // Variable-length batches (the entry sage_attn_varlen; null elsewhere): the sequences are
+  // packed one after another along the sequence dimension of q, k, v and o ([total, heads, D]
+  // with batch strides 0), sequence b's queries at rows [cu_seqlens_q[b], cu_seqlens_q[b + 1])
+  // and its keys at rows [cu_seqlens_kv[b], cu_seqlens_kv[b + 1]); `batch` is the sequence
+  // count, seq_q and seq_kv are the packed totals (the rows q/o and k/v hold: every offset is
+  // clamped to them), q_tiles the grid's query tiles (of the longest sequence). Each CTA runs
+  // its sequence as a call of its own (attn_mma.cuh: varlen_view), with varlen = 1 there; the
+  // native mma.sync kernels and the plain native wgmma kernel have the entry. LSE
+  // is [heads_q, total] (lse_stride_h = the total; 0: seq_q, the dense [B, heads_q, seq_q]).
+  // q_row0, kv_row0: in a sequence's view, its first rows in the packed tensors (the TMA
+  // kernels' coordinates; the others offset the view's pointers instead).
+  const sage_i32* cu_seqlens_q;
+  const sage_i32* cu_seqlens_kv;
+  sage_i32 varlen;
+  sage_i32 lse_stride_h;
+  sage_i32 q_row0, kv_row0;
 };
 
 // The FP32 reference attention's arguments: O and LSE in FP32, [B, Hq, Nq, D] / [B, Hq, Nq].

@@ -41,6 +41,11 @@ struct KernelConfig {
   std::string cannot_implement(const AttnProblem& p) const;
 };
 
+// Whether a variant's module has the entry sage_attn_varlen (variable-length batches): the
+// native (unquantized) kernels of the plain schedule at head dims 64 and 128, mma.sync (every
+// arch) and wgmma (sm_90a: TMA over the packed tensors).
+bool has_varlen_entry(const KernelConfig& c);
+
 // Whether a variant's module has the entry sage_attn_q3, which computes three quarters of the
 // head dim (calls of up to 192 columns at 256, 96 at 128), and whether a call of `head_dim`
 // columns on it runs that entry (the templates' rule: launch.cpp).
@@ -80,6 +85,10 @@ struct AttnArgs {
   float* lse = nullptr;
   bool strided = false;
   TensorStrides sq, sk, sv, so;
+  // A variable-length batch (AttnProblem::varlen): device arrays of batch + 1 offsets, sequence
+  // b's rows [cu[b], cu[b + 1]) of the packed tensors.
+  const std::int32_t* cu_seqlens_q = nullptr;
+  const std::int32_t* cu_seqlens_kv = nullptr;
 };
 
 // Where each part of the workspace starts (bytes from its base). Sizes depend on the
@@ -324,6 +333,7 @@ class AttnKernel {
   bool dependent_ = false;       // sage_prep_v and sage_attn launch as programmatic dependents
   CUfunction attn_q3_ = nullptr;   // calls of up to 3/4 of the head dim (sage_attn_q3; has_q3_entry)
   CUfunction attn_lse_ = nullptr;  // the entry for calls with an LSE, where it differs (pv int8)
+  CUfunction attn_varlen_ = nullptr;  // variable-length batches (sage_attn_varlen; has_varlen_entry)
   int num_sms_ = 0;  // the device's
   int per_sm_ = 0;   // persistent and native mma: CTAs an SM holds
   int mma_split_ranges(const AttnProblem& p) const;

@@ -24,6 +24,12 @@ struct AttnProblem {
   // rt::stream_sms), which sizes the persistent grids and the key splits to what is resident at
   // once there. 0: every SM of the device.
   int sms = 0;
+  // A variable-length batch (sage_attention_varlen): `batch` sequences packed one after another
+  // along the sequence dimension of [total, heads, D] tensors (layout NHD, batch stride 0), their
+  // offsets in device arrays (AttnArgs::cu_seqlens_q/kv); seq_q and seq_kv are the longest
+  // sequence's (the grid's query tiles, the bucket), total_q and total_kv the packed rows.
+  bool varlen = false;
+  int total_q = 0, total_kv = 0;
 
   float scale() const;   // sm_scale, or its default
   // Element strides (batch, head, seq) of a [B, heads, seq, D] tensor in this layout.
@@ -32,9 +38,12 @@ struct AttnProblem {
   std::int64_t kv_elems() const { return std::int64_t(batch) * heads_kv * seq_kv * head_dim; }
   // 4*B*Hq*Nq*Nkv*D (halved for causal when Nq == Nkv; exact visible-pair count otherwise).
   double flops() const;
-  // Throws Error(invalid_argument) for sizes < 1, heads_q % heads_kv != 0, sms < 0.
+  // Throws Error(invalid_argument) for sizes < 1, heads_q % heads_kv != 0, sms < 0; varlen:
+  // totals < 0, or a layout other than NHD.
   void validate() const;
-  std::string str() const;  // "B4 Hq32 Hkv32 Nq4096 Nkv4096 D128 HND fp16 causal" (" on 64 SMs" with sms)
+  // "B4 Hq32 Hkv32 Nq4096 Nkv4096 D128 HND fp16 causal" (" on 64 SMs" with sms; varlen: " varlen
+  // Tq9000 Tkv9000", the packed totals, with Nq/Nkv the longest sequence's)
+  std::string str() const;
 };
 
 }  // namespace sage

@@ -38,9 +38,13 @@ struct BucketKey {
   // has no such field) and serve it only where defaults.yaml has no entry of its own for it
   // (tuner::rows16_default, jit::choose); a static build's table ignores it.
   bool rows16 = false;
+  // A variable-length batch (AttnProblem::varlen; seq_q and seq_kv its longest sequence's). Its
+  // kernels are configs/defaults.yaml's `varlen` entries (the native mma.sync kernels that
+  // have sage_attn_varlen), never a tuned winner; a static build's table has none.
+  bool varlen = false;
 
   // "d128_causal_fp16_HND_q4096_kv4096_bh128_balanced": tuner::ProblemKey::str()'s form, with
-  // "_r16" appended where rows16 is set.
+  // "_r16" appended where rows16 is set, then "_varlen" where varlen is.
   std::string str() const;
   // Inverse of str(); throws Error(invalid_argument) naming the key and the bad field.
   static BucketKey parse(const std::string& s);
@@ -126,6 +130,10 @@ struct DescView {
   float sm_scale;
   int policy;
 };
+// A variable-length batch's descriptor (sage_attention_varlen): as problem_of, then varlen with
+// the packed totals; the layout must be NHD, and head_dim one the varlen kernels read in place
+// (64, 128, or a multiple of 8 below 128: no padded copies).
+AttnProblem varlen_problem_of(const DescView& d, int total_q, int total_kv, Policy* policy);
 AttnProblem problem_of(const DescView& d, Policy* policy);
 // Null and alignment checks of one call's pointers (lse and workspace may be null).
 void check_pointers(const AttnArgs& a, const void* workspace);

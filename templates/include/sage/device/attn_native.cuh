@@ -633,8 +633,12 @@ SAGE_DEV bool fast_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2], f
 // runs, V before it waits for the next tile's K. One warpgroup with two or more stages keeps a
 // CTA barrier per tile after P V and refills K and V together (H100, D=64, 64x64 and 64x128
 // tiles, two stages: 2-5% faster than SPLIT).
-template <class Cfg, bool BF16, int BOXES = 0>
-SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
+// `p`: the call, or with VARLEN the view of this CTA's sequence (mma_attn::varlen_view: b = 0,
+// its lengths); `g`: the kernel's parameters, whose tensor maps TMA reads in place (a view's
+// copies of them are local memory), over the packed [1, total, heads, D] tensors with VARLEN,
+// whose sequence starts at rows p.q_row0 and p.kv_row0.
+template <class Cfg, bool BF16, int BOXES = 0, bool VARLEN = false>
+SAGE_DEV void attn_kernel_t(const SageAttnParams& p, const SageAttnParams& g) {
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES, CH = Cfg::CHUNKS;
   constexpr int NWARPS = Cfg::CONSUMERS / 32;
   constexpr bool SPLIT = ST == 1 || Cfg::WGS > 1;
@@ -652,6 +656,7 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
   const wgmma_attn::CtaTile<Cfg> c(p, threadIdx.x);
   const int warp = c.warp, wg = c.wg, h = c.h, hkv = c.hkv, b = c.b, m0 = c.m0, row0 = c.row0;
   const int n_tiles = c.n_tiles, mask_from = c.mask_from;
+  const int q_row0 = VARLEN ? p.q_row0 : 0, kv_row0 = VARLEN ? p.kv_row0 : 0;
   const u32 sQ = smem_addr(smem);
   const u32 sK0 = sQ + Cfg::SMEM_Q;
   const u32 sV0 = sK0 + ST * Cfg::SMEM_K_STAGE;
@@ -672,21 +677,23 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p) {
 #pragma unroll
     for (int cc = 0; cc < CH; ++cc)
       if (D < 256 || cc < boxes)
-        tma_load_4d(sK0 + slot * Cfg::SMEM_K_STAGE + cc * BN * 128, &p.tma_k, cc * 64, tile * BN, hkv, b, k_full(slot));
+        tma_load_4d(sK0 + slot * Cfg::SMEM_K_STAGE + cc * BN * 128, &g.tma_k, cc * 64, tile * BN + kv_row0, hkv, b,
+                    k_full(slot));
   };
   auto load_v = [&](int tile, int slot) {
     mbar_arrive_expect_tx(v_full(slot), D == 256 ? boxes * BN * 128 : Cfg::SMEM_V_STAGE);
 #pragma unroll
     for (int cc = 0; cc < CH; ++cc)
       if (D < 256 || cc < boxes)
-        tma_load_4d(sV0 + slot * Cfg::SMEM_V_STAGE + cc * BN * 128, &p.tma_v, cc * 64, tile * BN, hkv, b, v_full(slot));
+        tma_load_4d(sV0 + slot * Cfg::SMEM_V_STAGE + cc * BN * 128, &g.tma_v, cc * 64, tile * BN + kv_row0, hkv, b,
+                    v_full(slot));
   };
-  wgmma_attn::tma_barriers_init(p, bar0, 1 + 2 * ST, SPLIT ? 2 * ST : 0, NWARPS);
+  wgmma_attn::tma_barriers_init(g, bar0, 1 + 2 * ST, SPLIT ? 2 * ST : 0, NWARPS);
   if (threadIdx.x == 0) {
     mbar_arrive_expect_tx(bar0, D == 256 ? boxes * BM * 128 : Cfg::SMEM_Q);
 #pragma unroll
     for (int cc = 0; cc < CH; ++cc)
-      if (D < 256 || cc < boxes) tma_load_4d(sQ + cc * BM * 128, &p.tma_q, cc * 64, m0, h, b, bar0);
+      if (D < 256 || cc < boxes) tma_load_4d(sQ + cc * BM * 128, &g.tma_q, cc * 64, m0 + q_row0, h, b, bar0);
 #pragma unroll
     for (int s = 0; s < ST; ++s)
       if (s < n_tiles) {
@@ -1873,9 +1880,21 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
     else attn_kernel_persistent_t<Cfg, false, QN>(p);
   } else {
     constexpr int BOXES = QN == 3 ? 3 : 0;
-    if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_t<Cfg, true, BOXES>(p);
-    else attn_kernel_t<Cfg, false, BOXES>(p);
+    if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_t<Cfg, true, BOXES>(p, p);
+    else attn_kernel_t<Cfg, false, BOXES>(p, p);
   }
+}
+
+// Variable-length batches (p.cu_seqlens_q; the plain kernel): each CTA runs its sequence as a
+// call of its own (mma_attn::varlen_view), its tiles read through the maps over the packed
+// tensors at the sequence's first rows.
+template <class Cfg>
+SAGE_DEV void attn_kernel_varlen(const SageAttnParams& p) {
+  static_assert(!Cfg::PERSISTENT, "variable-length batches run on the plain kernel");
+  SageAttnParams v = p;
+  if (!mma_attn::varlen_view<Cfg::BM, Cfg::BN>(p, v)) return;
+  if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_t<Cfg, true, 0, true>(v, p);
+  else attn_kernel_t<Cfg, false, 0, true>(v, p);
 }
 
 }  // namespace native_attn

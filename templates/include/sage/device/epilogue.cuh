@@ -45,7 +45,8 @@ SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const floa
           lse = (m[a][hh] + lg2(ls) - shift) * kLn2;
           if (p.q_kmean) lse += p.q_kmean[idx];
         }
-        p.lse[idx] = lse;
+        // a variable-length batch's LSE: [heads_q, total] (SageAttnParams::lse_stride_h)
+        p.lse[p.lse_stride_h > 0 ? i64(h) * p.lse_stride_h + row : idx] = lse;
       }
     }
   const float* vscale = Cfg::V8 ? p.v_scale + kv_bh * D : nullptr;
