@@ -45,26 +45,29 @@ def _physical_layout(tensors, layout):
     return None
 
 
-def _check_tensors(q, k, v, tensor_layout):
+def _check_tensors(q, k, v, tensor_layout, fn="sagetune.attention", shape=None):
+    """q, k, v as the kernels take them: CUDA tensors of one supported dtype and device, k and v
+    of one shape, no autograd; `shape` names the dims (default: the 4-D layout's)."""
     torch = _torch()
+    shape = shape or ("[B, H, N, D]" if tensor_layout == "HND" else "[B, N, H, D]")
+    ndim = shape.count(",") + 1
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
-            raise TypeError(f"sagetune.attention: {name} must be a torch.Tensor, got {type(t).__name__}")
+            raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
         if not t.is_cuda:
-            raise ValueError(f"sagetune.attention: {name} is on {t.device}; the kernels need CUDA tensors")
-        if t.dim() != 4:
-            raise ValueError(f"sagetune.attention: {name} must be 4-D ({'[B, H, N, D]' if tensor_layout == 'HND' else '[B, N, H, D]'}),"
-                             f" got shape {tuple(t.shape)}")
+            raise ValueError(f"{fn}: {name} is on {t.device}; the kernels need CUDA tensors")
+        if t.dim() != ndim:
+            raise ValueError(f"{fn}: {name} must be {ndim}-D ({shape}), got shape {tuple(t.shape)}")
         if t.dtype not in _op.DTYPES:
-            raise TypeError(f"sagetune.attention: {name} is {t.dtype}; supported: torch.float16, torch.bfloat16")
+            raise TypeError(f"{fn}: {name} is {t.dtype}; supported: torch.float16, torch.bfloat16")
     if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"sagetune.attention: q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+        raise TypeError(f"{fn}: q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     if not (q.device == k.device == v.device):
-        raise ValueError(f"sagetune.attention: q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
+        raise ValueError(f"{fn}: q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
     if k.shape != v.shape:
-        raise ValueError(f"sagetune.attention: k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
+        raise ValueError(f"{fn}: k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
-        raise RuntimeError("sagetune.attention has no backward pass: call it under torch.no_grad() or "
+        raise RuntimeError(f"{fn} has no backward pass: call it under torch.no_grad() or "
                            "torch.inference_mode(), or use torch.nn.functional.scaled_dot_product_attention for training")
 
 
@@ -137,23 +140,10 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     torch = _torch()
     if policy not in _capi.POLICIES:
         raise ValueError(f"sagetune.attention_varlen: policy must be one of {', '.join(_capi.POLICIES)}, got {policy!r}")
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"sagetune.attention_varlen: {name} must be a torch.Tensor, got {type(t).__name__}")
-        if not t.is_cuda:
-            raise ValueError(f"sagetune.attention_varlen: {name} is on {t.device}; the kernels need CUDA tensors")
-        if t.dim() != 3:
-            raise ValueError(f"sagetune.attention_varlen: {name} must be 3-D [total, heads, head_dim], got shape "
-                             f"{tuple(t.shape)}")
-        if t.dtype not in _op.DTYPES:
-            raise TypeError(f"sagetune.attention_varlen: {name} is {t.dtype}; supported: torch.float16, torch.bfloat16")
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"sagetune.attention_varlen: q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    if not (q.device == k.device == v.device):
-        raise ValueError(f"sagetune.attention_varlen: q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
-    if k.shape != v.shape or k.shape[2] != q.shape[2]:
-        raise ValueError(f"sagetune.attention_varlen: k and v must have one shape and q's head_dim, got q "
-                         f"{tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    _check_tensors(q, k, v, "NHD", fn="sagetune.attention_varlen", shape="[total, heads, head_dim]")
+    if k.shape[2] != q.shape[2]:
+        raise ValueError(f"sagetune.attention_varlen: k and v must have q's head_dim, got q {tuple(q.shape)}, "
+                         f"k {tuple(k.shape)}")
     for name, c in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
         if not isinstance(c, torch.Tensor) or c.dtype != torch.int32 or c.dim() != 1 or c.device != q.device:
             raise TypeError(f"sagetune.attention_varlen: {name} must be a 1-D torch.int32 tensor on {q.device}")
@@ -162,9 +152,6 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
                          f"got {cu_seqlens_q.shape[0]} and {cu_seqlens_k.shape[0]}")
     if sm_scale is not None and not (sm_scale > 0):
         raise ValueError(f"sagetune.attention_varlen: sm_scale must be > 0 (None for 1/sqrt(head_dim)), got {sm_scale}")
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
-        raise RuntimeError("sagetune.attention_varlen has no backward pass: call it under torch.no_grad() or "
-                           "torch.inference_mode()")
     call = torch.ops.sagetune.attention_varlen if torch.compiler.is_compiling() else _op.launch_varlen
     o, lse = call(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k), bool(is_causal),
                   0.0 if sm_scale is None else float(sm_scale), bool(return_lse), policy)

@@ -75,6 +75,17 @@ AttnProblem checked_problem(const sage_attention_desc* d, Policy* policy) {
   return problem_of(v, policy);
 }
 
+// One call's tensors (checked by check_pointers after).
+AttnArgs args_of(const void* q, const void* k, const void* v, void* o, float* lse) {
+  AttnArgs a;
+  a.q = q;
+  a.k = k;
+  a.v = v;
+  a.o = o;
+  a.lse = lse;
+  return a;
+}
+
 AttnProblem checked_varlen_problem(const sage_attention_desc* d, const sage_varlen* vl, Policy* policy) {
   if (!d) throw Error(Errc::invalid_argument, "desc is NULL");
   if (!vl) throw Error(Errc::invalid_argument, "varlen is NULL");
@@ -140,12 +151,7 @@ SAGE_API sage_status sage_attention_strided(const sage_attention_desc* desc, con
   return rt::guarded([&] {
     rt::Policy policy;
     if (!desc) throw Error(Errc::invalid_argument, "desc is NULL");
-    AttnArgs a;
-    a.q = q;
-    a.k = k;
-    a.v = v;
-    a.o = o;
-    a.lse = lse;
+    AttnArgs a = rt::args_of(q, k, v, o, lse);
     rt::check_pointers(a, workspace);
     AttnProblem p = rt::checked_problem(desc, &policy);
     p.return_lse = lse != nullptr;
@@ -186,12 +192,7 @@ SAGE_API sage_status sage_attention_varlen(const sage_attention_desc* desc, cons
   return rt::guarded([&] {
     rt::Policy policy;
     AttnProblem p = rt::checked_varlen_problem(desc, varlen, &policy);
-    AttnArgs a;
-    a.q = q;
-    a.k = k;
-    a.v = v;
-    a.o = o;
-    a.lse = lse;
+    AttnArgs a = rt::args_of(q, k, v, o, lse);
     a.cu_seqlens_q = varlen->cu_seqlens_q;
     a.cu_seqlens_kv = varlen->cu_seqlens_kv;
     rt::check_pointers(a, workspace);
