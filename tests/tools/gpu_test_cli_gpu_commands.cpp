@@ -126,6 +126,31 @@ TEST(CliGpu, BenchPrintsTopsAndPrepBandwidth) {
   EXPECT_EQ(shape.out.find("TOPS"), std::string::npos) << shape.out;
 }
 
+// bench --varlen: one variable-length batch a head dim and mask, timed on the varlen default (a
+// variant with the entry), its TOPS from the sequences' own pairs; a variant without the entry
+// is refused, naming why.
+TEST(CliGpu, BenchTimesAVariableLengthBatch) {
+  SAGE_REQUIRE_GPU();
+  CliSandbox s;
+  CliRun b = s.run("bench --varlen 1000x3,64,0,2000 -d 64,128 --causal both --heads 8 --heads-kv 2 --samples 3 "
+                   "--cooldown 0 --json");
+  ASSERT_EQ(b.rc, 0) << b.out << b.err;
+  auto doc = nlohmann::json::parse(b.out);
+  ASSERT_EQ(doc["results"].size(), 4u);
+  for (const auto& r : doc["results"]) {
+    EXPECT_EQ(r["seq"].get<int>(), 5064) << r.dump();  // the packed tokens
+    EXPECT_EQ(r["varlen"].size(), 6u) << r.dump();
+    EXPECT_GT(r["tops"].get<double>(), 1.0) << r.dump();
+    EXPECT_NE(r["variant"].get<std::string>().find("qk-native_pv-native"), std::string::npos) << r.dump();
+    EXPECT_NE(r["variant"].get<std::string>().find("plain"), std::string::npos) << r.dump();
+  }
+  CliRun quantized = s.run(cat("bench --varlen 512x2 -d 128 --causal no --samples 1 --variant ",
+                               tuner::default_variant(tuner::arch_for_cc(tuner::fingerprint_device(0).cc), 128,
+                                                      "balanced", 32768, 0, 32768)));
+  EXPECT_EQ(quantized.rc, 2) << quantized.err;
+  EXPECT_NE(quantized.err.find("has no entry for variable-length batches"), std::string::npos) << quantized.err;
+}
+
 // bench --sms: the calls run on a green context of that many SMs, sized to them (the persistent
 // grid of the partition's CTAs), and the report says so; a count the GPU lacks is refused.
 TEST(CliGpu, BenchRunsOnAGreenContextOfTheSmsAsked) {

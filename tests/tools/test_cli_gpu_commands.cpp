@@ -71,6 +71,9 @@ TEST(CliBench, BadArgumentsAreUsageErrors) {
       {"bench --order sideways", "--order must be short-first or as-given, got 'sideways'"},
       {"bench --cooldown -1", "--cooldown must be 0 to 600 seconds"},
       {"bench --warmup-ms -5", "--warmup-ms must be 0 to 10000"},
+      {"bench --varlen 2048y8", "--varlen: bad item '2048y8' (a length, or length x count: 2048x8)"},
+      {"bench --varlen 64,,32", "--varlen: bad item ''"},
+      {"bench --varlen 2048x0", "--varlen: '2048x0' needs a length >= 0 and a count of 1 to 65535"},
   };
   for (const auto& [args, message] : bad) {
     CliRun r = s.run(args);

@@ -37,7 +37,30 @@ struct BenchArgs {
   double cooldown_s = 1.0;  // GPU idle before each cell after the first
   double warmup_ms = 25;    // each measurement warms up at least this long (clocks out of idle)
   bool json = false, tuned = false;
+  // --varlen: one variable-length batch of these sequences (keys = queries each) instead of the
+  // grid of lengths, packed [total, heads, D] (sage_attention_varlen)
+  std::vector<int> varlen;
 };
+
+// "2048x8,64,1500": lengths, each optionally repeated (x count).
+std::vector<int> varlen_lengths(const std::string& s) {
+  std::vector<int> out;
+  for (const auto& item : split(s, ',')) {
+    const auto x = item.find('x');
+    auto number = [&](const std::string& t) {
+      if (t.empty() || t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos)
+        throw Error(Errc::invalid_argument, cat("--varlen: bad item '", item, "' (a length, or length x count: 2048x8)"));
+      return std::stoi(t);
+    };
+    const int len = number(item.substr(0, x));
+    const int count = x == std::string::npos ? 1 : number(item.substr(x + 1));
+    if (len < 0 || count < 1 || count > 65535)
+      throw Error(Errc::invalid_argument, cat("--varlen: '", item, "' needs a length >= 0 and a count of 1 to 65535"));
+    out.insert(out.end(), std::size_t(count), len);
+  }
+  if (out.empty() || out.size() > 65535) throw Error(Errc::invalid_argument, "--varlen needs 1 to 65535 sequences");
+  return out;
+}
 
 std::string f(double v, const char* fm) {
   char b[64];
@@ -128,9 +151,42 @@ int run_bench(const BenchArgs& a) {
     AttnProblem p;
   };
   std::vector<Cell> cells;
+  // --varlen: the sequences' offsets on the device, one cell a head dim and mask (n: the tokens).
+  std::int64_t varlen_total = 0;
+  double varlen_pairs = 0;  // the sequences' (query, key) pairs a head, without a mask
+  DeviceBuffer cu_seqlens;
+  if (!a.varlen.empty()) {
+    std::vector<std::int32_t> cu{0};
+    for (int l : a.varlen) {
+      varlen_total += l;
+      if (varlen_total > 0x7fffffff) throw Error(Errc::invalid_argument, "--varlen: more than 2^31 tokens");
+      cu.push_back(std::int32_t(varlen_total));
+      varlen_pairs += double(l) * l;
+    }
+    cu_seqlens = DeviceBuffer(cu.size() * sizeof(std::int32_t));
+    cu_seqlens.upload(cu.data(), cu.size() * sizeof(std::int32_t));
+    for (int d : a.dims)
+      for (bool causal : causals) {
+        AttnProblem p;
+        p.batch = int(a.varlen.size());
+        p.heads_q = p.heads_kv = a.heads;
+        if (a.heads_kv > 0) p.heads_kv = a.heads_kv;
+        p.seq_q = p.seq_kv = std::max(1, *std::max_element(a.varlen.begin(), a.varlen.end()));
+        p.head_dim = d;
+        kernel_dim(d);
+        p.causal = causal;
+        p.layout = Layout::NHD;
+        p.dtype = parse_dtype(a.dtype);
+        p.sms = green ? green->sms() : 0;
+        p.varlen = true;
+        p.total_q = p.total_kv = int(varlen_total);
+        p.validate();
+        cells.push_back({d, causal, int(varlen_total), p});
+      }
+  }
   for (int d : a.dims)
     for (bool causal : causals)
-      for (int n : a.seqs) {
+      for (int n : a.varlen.empty() ? a.seqs : std::vector<int>{}) {
         AttnProblem p;
         p.batch = a.batch;
         p.heads_q = p.heads_kv = a.heads;
@@ -187,10 +243,14 @@ int run_bench(const BenchArgs& a) {
       tuner::WinnerKey wk{fp, pcfg.key_of(kp, a.policy), tuner::generator_hash(), tuner::nvrtc_version()};
       if (auto w = store->winner(wk)) names.push_back(w->variant);
     }
+    if (p.varlen) {  // only the varlen defaults serve such a batch (the runtime's selection)
+      own.reset();
+      if (a.variants.empty()) names.clear();
+    }
     if (names.empty() && a.variants.empty())
       names.push_back(own ? *own
                           : tuner::default_variant(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q, false, bh,
-                                                   sms));
+                                                   sms, p.varlen));
     for (const std::string& name : names) {
       auto k = kernel_for(name);
       if (!first && a.cooldown_s > 0) {
@@ -198,26 +258,43 @@ int run_bench(const BenchArgs& a) {
         std::this_thread::sleep_for(std::chrono::duration<double>(a.cooldown_s));
       }
       first = false;
+      if (p.varlen && !has_varlen_entry(k->config()))
+        throw Error(Errc::invalid_argument, cat(name, " has no entry for variable-length batches (", k->config().cannot_implement(p), ")"));
+      // A variable-length batch's packed tensors are a dense [1, total, heads, D] call's.
+      AttnProblem buffers = p;
+      if (p.varlen) {
+        buffers.varlen = false;
+        buffers.batch = 1;
+        buffers.seq_q = buffers.seq_kv = std::max(1, p.total_q);
+      }
       std::vector<tuner::AttnBuffers> in;
       for (int s = 0; s < 2; ++s) {
-        in.emplace_back(p);
+        in.emplace_back(buffers);
         in.back().fill(*refmod, tuner::InputKind::gaussian, 77 + s, stream);
       }
+      auto args = [&](int i) {
+        AttnArgs x = in[i % 2].args();
+        if (p.varlen) x.cu_seqlens_q = x.cu_seqlens_kv = cu_seqlens.as<std::int32_t>();
+        return x;
+      };
       DeviceBuffer ws(k->workspace_size(p));
-      auto e2e = timer.time([&](int i) { k->run(p, in[i % 2].args(), ws.get(), stream); }, to);
+      auto e2e = timer.time([&](int i) { k->run(p, args(i), ws.get(), stream); }, to);
       // Native (unquantized) variants have no preparation: its columns read "-" (and 0 in JSON),
       // and their call is the attention kernel alone, so its columns are the e2e measurement (a
       // second measurement of the same launch, taken after the first under the H100's power
       // cap, read up to 15% apart from it, mostly slower).
       tuner::TimingResult prep{}, attn = e2e;
       if (k->has_prep()) {
-        prep = timer.time([&](int i) { k->run_prep(p, in[i % 2].args(), ws.get(), stream); }, to);
-        attn = timer.time([&](int i) { k->run_attn(p, in[i % 2].args(), ws.get(), stream); }, to);
+        prep = timer.time([&](int i) { k->run_prep(p, args(i), ws.get(), stream); }, to);
+        attn = timer.time([&](int i) { k->run_attn(p, args(i), ws.get(), stream); }, to);
       }
-      const double tops = p.flops() / (e2e.median_ms * 1e-3) / 1e12;
+      // A variable-length batch: 4 x H x D x its sequences' pairs, halved for causal as the grid's
+      // cells are (the pairs below the diagonal included).
+      const double flops = p.varlen ? 4.0 * p.heads_q * p.head_dim * (causal ? varlen_pairs / 2 : varlen_pairs) : p.flops();
+      const double tops = flops / (e2e.median_ms * 1e-3) / 1e12;
       const double prep_tbs = k->has_prep() ? k->prep_bytes(p) / (prep.median_ms * 1e-3) / 1e12 : 0.0;
-      const double attn_tops = p.flops() / (attn.median_ms * 1e-3) / 1e12;
-      rows.push_back({cat(d), causal ? "yes" : "no", cat(n), name, ms(e2e.median_ms), f(tops, "%.0f"),
+      const double attn_tops = flops / (attn.median_ms * 1e-3) / 1e12;
+      rows.push_back({cat(d), causal ? "yes" : "no", p.varlen ? cat(p.batch, " seqs, ", n) : cat(n), name, ms(e2e.median_ms), f(tops, "%.0f"),
                       k->has_prep() ? ms(prep.median_ms) : "-", k->has_prep() ? f(prep_tbs, "%.2f") : "-",
                       ms(attn.median_ms), f(attn_tops, "%.0f"),
                       f(e2e.spread() * 100, "%.1f%%")});
@@ -227,6 +304,7 @@ int run_bench(const BenchArgs& a) {
                      {"spread", e2e.spread()}, {"seq_kv", p.seq_kv}, {"heads_kv", p.heads_kv},
                      {"layout", to_string(p.layout)}, {"dtype", to_string(p.dtype)}, {"sms", sms},
                      {"launch", launch_text(*k, p)}});
+      if (p.varlen) out.back()["varlen"] = a.varlen;
       if (!a.json) {
         std::fprintf(stderr, "\r\033[K  d%d %s N=%d %s: %.0f TOPS", d, causal ? "causal" : "", n, name.c_str(), tops);
         std::fflush(stderr);
@@ -244,8 +322,12 @@ int run_bench(const BenchArgs& a) {
     std::cout << nlohmann::json{{"device", fp.key()}, {"results", out}}.dump(2) << "\n";
   } else {
     std::fprintf(stderr, "\r\033[K");
-    std::cout << "device: " << fp.key() << "  (B=" << a.batch << ", H=" << a.heads
-              << ", TOPS = 4*B*H*N^2*D / time, halved for causal; preparation included in e2e)\n\n";
+    if (!a.varlen.empty())
+      std::cout << "device: " << fp.key() << "  (a variable-length batch of " << a.varlen.size() << " sequences, "
+                << varlen_total << " tokens, H=" << a.heads << ", NHD; TOPS = 4*H*D*sum(N^2) / time, halved for causal)\n\n";
+    else
+      std::cout << "device: " << fp.key() << "  (B=" << a.batch << ", H=" << a.heads
+                << ", TOPS = 4*B*H*N^2*D / time, halved for causal; preparation included in e2e)\n\n";
     store::print_table(std::cout, {"D", "causal", "N", "variant", "e2e ms", "TOPS", "prep ms", "prep TB/s", "attn ms",
                                    "attn TOPS", "spread"},
                        rows);
@@ -305,10 +387,16 @@ static Registrar reg_bench(
           ->check(CLI::PositiveNumber);
       sub.add_option("--db", a->db, "tune database for --tuned");
       sub.add_flag("--json", a->json, "print JSON");
+      auto varlen = std::make_shared<std::string>();
+      sub.add_option("--varlen", *varlen,
+                     "time one variable-length batch (sage_attention_varlen) of these sequence lengths instead of "
+                     "the grid, keys = queries each, comma-separated, 'LxC' for C sequences of L: 2048x8,64,1500 "
+                     "(--batch and --seq do not apply; the layout is NHD)");
       return [=]() {
         BenchArgs x = *a;
         x.dims = ints(*dims, "--head-dim");
         x.seqs = ints(*seqs, "--seq");
+        if (!varlen->empty()) x.varlen = varlen_lengths(*varlen);
         if (x.batch < 1 || x.heads < 1 || x.samples < 1) throw Error(Errc::invalid_argument, "--batch, --heads and --samples must be >= 1");
         if (x.heads_kv < 0 || x.seq_kv < 0) throw Error(Errc::invalid_argument, "--heads-kv and --seq-kv must be >= 1");
         if (x.order != "short-first" && x.order != "as-given")
