@@ -130,9 +130,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     cu_seqlens_k[b]:cu_seqlens_k[b + 1] of k and v. cu_seqlens_*: int32 CUDA tensors of
     batch + 1 nondecreasing offsets from 0 (as flash_attn_varlen_func takes them). max_seqlen_q
     and max_seqlen_k: the longest sequence's lengths (ints; rows of a longer sequence past them
-    are not computed). D: 64, 128 or a multiple of 8 below 128. Causal masking is bottom-right
-    aligned per sequence; rows that see no key (a sequence without keys, or causal rows before
-    the first) get O = 0 and LSE -inf.
+    are not computed). D: 64, 128 (on sm_90a also 256) or a multiple of 8 below one of them.
+    Causal masking is bottom-right aligned per sequence; rows that see no key (a sequence
+    without keys, or causal rows before the first) get O = 0 and LSE -inf.
 
     Runs the unquantized (FP16/BF16 MMA) kernels under every policy. Returns o [total_q, Hq, D]
     (and with return_lse the natural-log LSE, fp32 [Hq, total_q]).

@@ -90,9 +90,10 @@ AttnProblem varlen_problem_of(const DescView& d, int total_q, int total_kv, Poli
   if (total_q < 0 || total_kv < 0)
     throw Error(Errc::invalid_argument, cat("varlen->total_q and total_kv must be >= 0, got ", total_q, " and ", total_kv));
   const int kd = kernel_head_dim(d.head_dim);
-  if (kd > 128 || (kd != d.head_dim && d.head_dim % 8 != 0))
-    throw Error(Errc::unsupported, cat("head_dim ", d.head_dim, ": variable-length batches have the kernels of head dims "
-                                       "64 and 128, which also serve a multiple of 8 below 128 (read as zero-padded)"));
+  if (kd != d.head_dim && d.head_dim % 8 != 0)
+    throw Error(Errc::unsupported, cat("head_dim ", d.head_dim, ": variable-length batches run on the kernels of head "
+                                       "dims 64 and 128 (on sm_90a also 256), and on a multiple of 8 below one of them "
+                                       "(read as zero-padded); any other would need padded copies"));
   p.varlen = true;
   p.total_q = total_q;
   p.total_kv = total_kv;

@@ -321,6 +321,9 @@ TEST(KernelConfigLimits, OnlyTheNativePlainKernelsServeVariableLengthBatches) {
   wgmma.tma = true;
   EXPECT_TRUE(has_varlen_entry(wgmma));
   EXPECT_EQ(wgmma.cannot_implement(p), "");
+  KernelConfig wgmma256 = wgmma;  // the wgmma entry has head dim 256 too (the mma.sync one spilled)
+  wgmma256.head_dim = 256;
+  EXPECT_TRUE(has_varlen_entry(wgmma256));
   KernelConfig persistent = wgmma;
   persistent.schedule = "persistent_pingpong";
   KernelConfig pv8 = wgmma;

@@ -136,7 +136,8 @@ SAGE_API sage_status sage_attention_strided(const sage_attention_desc* desc, con
  * rows past desc->seq_q are not computed), which also pick the kernel. Causal masks are
  * bottom-right aligned per sequence; a sequence of more queries than keys leaves its first rows
  * without keys (O 0, LSE -inf), and an empty one is skipped. `lse`, when not NULL, receives FP32
- * [heads_q, total_q]. head_dim: 64, 128, or a multiple of 8 below 128. The kernels are the
+ * [heads_q, total_q]. head_dim: 64, 128 (on sm_90a also 256), or a multiple of 8 below one of
+ * them (SAGE_ERR_UNSUPPORTED on a GPU without that head dim's kernel). The kernels are the
  * unquantized (FP16/BF16 MMA) ones under every policy: wgmma with TMA on sm_90a, mma.sync on
  * the other architectures (docs/runtime.md); an exported static build has none
  * (SAGE_ERR_NOT_IN_BUILD). */

@@ -184,8 +184,14 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
   const tuner::WinnerKey wk{fp, problem_key(key), tuner::generator_hash(), tuner::nvrtc_version()};
   jit::Choice c;
   if (key.varlen) {
-    c.variant = tuner::default_variant(arch, key.head_dim, to_string(key.policy), key.seq_kv, key.causal ? 1 : 0,
-                                       key.seq_q, false, p.batch * p.heads_q, sms, true);
+    try {
+      c.variant = tuner::default_variant(arch, key.head_dim, to_string(key.policy), key.seq_kv, key.causal ? 1 : 0,
+                                         key.seq_q, false, p.batch * p.heads_q, sms, true);
+    } catch (const Error& e) {
+      if (e.code() != Errc::not_found) throw;
+      throw Error(Errc::unsupported, cat("variable-length batches at head dim ", key.head_dim, " have no kernel on ",
+                                         arch, " (", fp.name, "): head dims 64 and 128 run everywhere, 256 on sm_90a"));
+    }
   } else {
     c = jit::choose(lookup(), wk, arch, log_enabled(), key.rows16, p.batch * p.heads_q, sms);
   }

@@ -212,7 +212,7 @@ std::string KernelConfig::cannot_implement(const AttnProblem& p) const {
   if (p.heads_q % p.heads_kv != 0) return "heads_q must be a multiple of heads_kv";
   if (p.varlen && !has_varlen_entry(*this))
     return "variable-length batches run on the native (unquantized) kernels of the plain schedule, head dims 64 and "
-           "128";
+           "128 (wgmma: and 256)";
   if (tma && qk != "native" && block_m > 0 && block_n > 0) {
     // TMA coordinates are 32-bit: the rows of the tiled Q and K must stay below 2^31.
     const std::int64_t q_rows = std::int64_t(p.batch) * p.heads_q * cdiv(p.seq_q, block_m) * block_m;
@@ -310,8 +310,9 @@ std::uint64_t context_id(CUcontext ctx) {
 // an LSE entry, sage_attn_lse, instead); on the mma.sync pipeline the
 // unquantized ones and INT8 Q.K^T with FP16, FP16-accumulator or FP8 P.V.
 bool has_varlen_entry(const KernelConfig& c) {
+  // (the mma.sync entry spilled at head dim 256; the wgmma one does not)
   return (c.pipeline == "mma" || c.pipeline == "wgmma") && c.qk == "native" && c.pv == "native" &&
-         c.schedule == "plain" && (c.head_dim == 64 || c.head_dim == 128);
+         c.schedule == "plain" && (c.head_dim == 64 || c.head_dim == 128 || (c.pipeline == "wgmma" && c.head_dim == 256));
 }
 
 bool has_q3_entry(const KernelConfig& c) {

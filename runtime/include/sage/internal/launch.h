@@ -43,7 +43,7 @@ struct KernelConfig {
 
 // Whether a variant's module has the entry sage_attn_varlen (variable-length batches): the
 // native (unquantized) kernels of the plain schedule at head dims 64 and 128, mma.sync (every
-// arch) and wgmma (sm_90a: TMA over the packed tensors).
+// arch) and wgmma (sm_90a: TMA over the packed tensors; also at head dim 256).
 bool has_varlen_entry(const KernelConfig& c);
 
 // Whether a variant's module has the entry sage_attn_q3, which computes three quarters of the

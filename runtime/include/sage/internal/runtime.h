@@ -131,8 +131,9 @@ struct DescView {
   int policy;
 };
 // A variable-length batch's descriptor (sage_attention_varlen): as problem_of, then varlen with
-// the packed totals; the layout must be NHD, and head_dim one the varlen kernels read in place
-// (64, 128, or a multiple of 8 below 128: no padded copies).
+// the packed totals; the layout must be NHD, and head_dim one the kernels read in place (a
+// kernel head dim, or a multiple of 8 below one: no padded copies). Which head dims an arch
+// serves is its `varlen` defaults' (head dim 256: sm_90a only).
 AttnProblem varlen_problem_of(const DescView& d, int total_q, int total_kv, Policy* policy);
 AttnProblem problem_of(const DescView& d, Policy* policy);
 // Null and alignment checks of one call's pointers (lse and workspace may be null).
