@@ -122,6 +122,29 @@ TEST(CliSelect, BlackwellEntriesNameTheListThatHoldsThem) {
   EXPECT_EQ(quant.out.find("continues"), std::string::npos) << quant.out;
 }
 
+// --varlen: a variable-length batch's varlen default, its own bucket, the entry that gave it and
+// the bench command that times it; head dim 256 off Hopper has none, which it says.
+TEST(CliSelect, VariableLengthBatchesNameTheirVarlenEntry) {
+  CliSandbox s;
+  const nlohmann::json j = select_json(s, "--varlen -d 128 -n 2048 -b 8 --heads 32 --heads-kv 8 --causal yes");
+  EXPECT_EQ(j["variant"], tuner::default_variant("sm_90a", 128, "balanced", 2048, 1, 2048, false, 256, 0, true));
+  EXPECT_EQ(j["source"], "varlen default");
+  EXPECT_EQ(j["layout"], "NHD");
+  EXPECT_EQ(j["varlen"], true);
+  EXPECT_EQ(j["bucket"], "d128_causal_fp16_NHD_q2048_kv2048_bh512_balanced_varlen");
+  EXPECT_NE(j["defaults_entry"]["conditions"].get<std::string>().find("varlen true"), std::string::npos) << j.dump();
+  // The dense call of the same shape takes another entry.
+  const nlohmann::json dense = select_json(s, "-d 128 -n 2048 -b 8 --heads 32 --heads-kv 8 --causal yes --layout NHD");
+  EXPECT_NE(dense["variant"], j["variant"]);
+  CliRun text = s.run("select --arch sm_89 --varlen -d 64 -n 512 -b 16");
+  ASSERT_EQ(text.rc, 0) << text.err;
+  EXPECT_NE(text.out.find("varlen:  16 sequences packed"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(" --varlen 512x16 "), std::string::npos) << text.out;
+  CliRun none = s.run("select --arch sm_80 --varlen -d 256 -n 2048");
+  EXPECT_NE(none.rc, 0);
+  EXPECT_NE(none.err.find("for variable-length batches"), std::string::npos) << none.err;
+}
+
 // --sms: the defaults of a call on another SM count (a GPU of the architecture with fewer SMs, a
 // green context's partition), whose max_bh edges move with one wave's places.
 TEST(CliSelect, SmsReadTheWaveEdgesForThatManySms) {

@@ -26,6 +26,7 @@ struct SelectArgs {
   int sms = 0;  // the SMs the call runs on (0: this GPU's; with --arch, as the defaults were measured)
   std::string causal = "no", layout = "HND", dtype = "fp16", policy = "balanced", arch, db;
   bool json = false;
+  bool varlen = false;  // a variable-length batch (-b sequences, -n / --seq-kv the longest)
 };
 
 // The smallest kernel head dim at or above d (configs/search_space.yaml: 64, 128 and 256 on
@@ -46,10 +47,10 @@ int run_select(const SelectArgs& a) {
   p.head_dim = a.head_dim;
   if (a.causal != "yes" && a.causal != "no") throw Error(Errc::invalid_argument, "--causal must be yes or no");
   p.causal = a.causal == "yes";
-  p.layout = parse_layout(a.layout);
+  p.layout = a.varlen ? Layout::NHD : parse_layout(a.layout);
   p.dtype = parse_dtype(a.dtype);
   p.validate();
-  if (p.causal && p.seq_q > p.seq_kv)
+  if (p.causal && p.seq_q > p.seq_kv && !a.varlen)
     throw Error(Errc::invalid_argument, cat("causal needs -n <= --seq-kv (bottom-right aligned mask), got ", p.seq_q,
                                             " > ", p.seq_kv));
   const int kd = kernel_head_dim(p.head_dim);
@@ -89,13 +90,17 @@ int run_select(const SelectArgs& a) {
   // that default differs from the bucket boundary's it leads a winner timed at the boundary.
   const int pairs = p.batch * p.heads_q;
   const int pairs_as = tuner::pairs_at_measured_sms(arch, pairs, sms);
-  const auto own = rows16 ? tuner::rows16_default(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0,
+  const auto own = rows16 && !a.varlen ? tuner::rows16_default(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0,
                                                   key.seq_q_bucket, pairs, sms)
                           : std::nullopt;
-  const auto own_pairs = own ? std::nullopt
+  const auto own_pairs = own || a.varlen ? std::nullopt
                              : tuner::pairs_default(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0,
                                                     key.seq_q_bucket, rows16, pairs, key.bh_bucket, sms);
-  if (own) {
+  if (a.varlen) {
+    source = "varlen default";
+    why = "a variable-length batch: configs/defaults.yaml's varlen entries serve it (tuned winners are of dense "
+          "buckets)";
+  } else if (own) {
     source = "rows16 default";
     why = "rows 16 but not 32 bytes long a multiple of: configs/defaults.yaml's rows16 entry for this bucket serves "
           "them ahead of a winner tuned on aligned rows";
@@ -125,8 +130,8 @@ int run_select(const SelectArgs& a) {
     why = "--arch: the databases' winners belong to a device and were not consulted";
   }
   if (variant.empty()) {
-    entry = tuner::default_match(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0, key.seq_q_bucket, rows16,
-                                 pairs, sms);
+    entry = tuner::default_match(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0, key.seq_q_bucket,
+                                 rows16 && !a.varlen, pairs, sms, a.varlen);
     variant = entry.variant;
     if (source.empty()) source = "default";
   }
@@ -141,10 +146,11 @@ int run_select(const SelectArgs& a) {
                         {"seq", p.seq_q},
                         {"seq_kv", p.seq_kv},
                         {"causal", p.causal},
-                        {"layout", a.layout},
+                        {"layout", to_string(p.layout)},
                         {"dtype", a.dtype},
                         {"policy", a.policy},
-                        {"bucket", key.str()},
+                        {"bucket", key.str() + (a.varlen ? "_varlen" : "")},
+                        {"varlen", a.varlen},
                         {"arch", arch},
                         {"device", fp ? fp->name : ""},
                         {"sms", sms},
@@ -166,9 +172,12 @@ int run_select(const SelectArgs& a) {
     std::cout << " (on the head dim " << kd << " kernels, "
               << (p.head_dim % 8 == 0 ? "rows read as zero-padded in place" : "through zero-padded copies") << ")";
   std::cout << ", B=" << p.batch << ", Hq=" << p.heads_q << ", Hkv=" << p.heads_kv << ", " << p.seq_q << " queries over "
-            << p.seq_kv << " keys, " << (p.causal ? "causal" : "no mask") << ", " << a.dtype << ", " << a.layout
+            << p.seq_kv << " keys, " << (p.causal ? "causal" : "no mask") << ", " << a.dtype << ", " << to_string(p.layout)
             << ", policy " << a.policy << "\n";
-  std::cout << "bucket:  " << key.str() << "\n";
+  if (a.varlen)
+    std::cout << "varlen:  " << p.batch << " sequences packed [total, heads, D], the longest " << p.seq_q
+              << " queries over " << p.seq_kv << " keys\n";
+  std::cout << "bucket:  " << key.str() << (a.varlen ? "_varlen" : "") << "\n";
   std::cout << "arch:    " << arch << (fp ? " (this GPU: " + fp->name + ")" : std::string(" (--arch)")) << "\n";
   if (pairs_as != pairs)
     std::cout << "SMs:     " << sms << ": " << pairs << " (sequence, query head) pairs fill the waves as " << pairs_as
@@ -183,6 +192,14 @@ int run_select(const SelectArgs& a) {
   // bench runs head dims below the kernels' that are multiples of 8 in place, as the runtime
   // does; others (copies in the runtime) it times at the kernels' head dim.
   const int bench_d = p.head_dim % 8 == 0 ? p.head_dim : kd;
+  if (a.varlen) {
+    std::cout << "time it: "
+              << cat("sage-tune bench --variant ", variant, " -d ", bench_d, " --varlen ", p.seq_q, "x", p.batch,
+                     " --heads ", p.heads_q, p.heads_kv != p.heads_q ? cat(" --heads-kv ", p.heads_kv) : std::string(),
+                     " --causal ", a.causal, a.dtype != "fp16" ? " --dtype " + a.dtype : std::string())
+              << "\n";
+    return kOk;
+  }
   std::cout << "time it: "
             << cat("sage-tune bench --variant ", variant, " -d ", bench_d, " -n ", p.seq_q,
                    p.seq_kv != p.seq_q ? cat(" --seq-kv ", p.seq_kv) : std::string(), " --batch ", p.batch, " --heads ",
@@ -216,6 +233,9 @@ Registrar reg_select(
                      "SMs the call runs on: another GPU of the architecture (H100 PCIe 114, H20 78) or a green "
                      "context's partition; default: this GPU's, or with --arch the count the defaults were measured on");
       sub.add_flag("--json", a->json, "print JSON");
+      sub.add_flag("--varlen", a->varlen,
+                   "a variable-length batch (sage_attention_varlen): -b sequences packed [total, heads, D], -n and "
+                   "--seq-kv the longest; shows its varlen default");
       return [a]() { return run_select(*a); };
     },
     52);
