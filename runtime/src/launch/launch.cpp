@@ -302,6 +302,14 @@ std::uint64_t context_id(CUcontext ctx) {
 
 // ---- AttnKernel -----------------------------------------------------------------------------
 
+// The variants whose module has the entry sage_attn_varlen (the templates' rule): the native
+// kernels of the plain schedule with FP16/BF16 P.V, at head dims 64 and 128, and on the wgmma
+// pipeline 256 too (the mma.sync entry spilled there).
+bool has_varlen_entry(const KernelConfig& c) {
+  return (c.pipeline == "mma" || c.pipeline == "wgmma") && c.qk == "native" && c.pv == "native" &&
+         c.schedule == "plain" && (c.head_dim == 64 || c.head_dim == 128 || (c.pipeline == "wgmma" && c.head_dim == 256));
+}
+
 // The variants whose module has an entry of its own for calls of up to three quarters of the
 // head dim, sage_attn_q3 (the templates' rule). Head dim 256 (calls of up to 192 columns):
 // every wgmma one, and on the mma.sync pipeline the unquantized ones and those of FP16 P.V.
@@ -309,12 +317,6 @@ std::uint64_t context_id(CUcontext ctx) {
 // kernels of the TMA loader and the plain or turns schedule but those of INT8 P.V (which have
 // an LSE entry, sage_attn_lse, instead); on the mma.sync pipeline the
 // unquantized ones and INT8 Q.K^T with FP16, FP16-accumulator or FP8 P.V.
-bool has_varlen_entry(const KernelConfig& c) {
-  // (the mma.sync entry spilled at head dim 256; the wgmma one does not)
-  return (c.pipeline == "mma" || c.pipeline == "wgmma") && c.qk == "native" && c.pv == "native" &&
-         c.schedule == "plain" && (c.head_dim == 64 || c.head_dim == 128 || (c.pipeline == "wgmma" && c.head_dim == 256));
-}
-
 bool has_q3_entry(const KernelConfig& c) {
   if (c.head_dim == 256) return c.pipeline == "wgmma" || c.qk == "native" || c.pv == "fp16";
   if (c.head_dim != 128) return false;
@@ -714,6 +716,9 @@ std::string launch_text(const AttnKernel& k, const AttnProblem& kp) {
   const WorkspacePlan w = k.plan(kp);
   std::string t;
   if (k.persistent()) t = cat(k.persistent_grid(kp), " CTAs (persistent, ", k.persistent_units(kp), " work units)");
+  else if (kp.varlen)
+    t = cat(kp.batch, " sequences of up to ", w.q_tiles, " query tiles of up to ", w.k_tiles,
+            " key tiles (variable lengths, a CTA a sequence's query tile)");
   else t = cat(w.q_tiles, " query tiles of ", w.k_tiles, " key tiles");
   if (w.split_ranges > 0) {
     t += cat("; keys split into ", w.split_ranges, " ranges");
