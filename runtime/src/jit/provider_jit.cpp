@@ -181,7 +181,6 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
     throw Error(Errc::unsupported, cat("the search space has no attention variant with head_dim ", key.head_dim, " for ",
                                        arch, " (", fp.name, ")"));
 
-  const tuner::WinnerKey wk{fp, problem_key(key), tuner::generator_hash(), tuner::nvrtc_version()};
   jit::Choice c;
   if (key.varlen) {
     try {
@@ -193,6 +192,7 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
                                          arch, " (", fp.name, "): head dims 64 and 128 run everywhere, 256 on sm_90a"));
     }
   } else {
+    const tuner::WinnerKey wk{fp, problem_key(key), tuner::generator_hash(), tuner::nvrtc_version()};
     c = jit::choose(lookup(), wk, arch, log_enabled(), key.rows16, p.batch * p.heads_q, sms);
   }
   Resolved r;
