@@ -1449,7 +1449,19 @@ struct VarlenCase {
   bool causal, lse;
   DType dtype;
   std::vector<int> seq_q, seq_kv;
+  // The call's policy (the public API's selection), or an sm_90a variant (its name after
+  // "attn_sm90a_") run through the launcher: the quantized kernels' entry (other GPUs skip it).
+  sage_policy policy = SAGE_POLICY_ACCURATE;
+  const char* variant = nullptr;
+  // V = 100 at channel 5 of kv head 0, on five rows of the last sequence between the rows the
+  // statistics sample (every (seq_kv / 512)-th): past FP8 V's sampled range, so that the exact
+  // pass (sage_prep_v_varlen) must quantize that sequence's V again. That channel's rows of O
+  // are then checked apart.
+  bool v_outlier = false;
 };
+constexpr const char* kQuantVarlen128 = "wgmma_d128_m64_n128_wg1_s2_qk-int8-thread_pv-fp8_smk_rsum_fq_tma_sch-plain_occ3";
+constexpr const char* kQuantVarlen128Wg3 = "wgmma_d128_m192_n128_wg3_s4_qk-int8-thread_pv-fp8_smk_rsum_fq_tma_sch-plain_occ1";
+constexpr const char* kQuantVarlen64 = "wgmma_d64_m64_n128_wg1_s3_qk-int8-thread_pv-fp8_smk_rsum_fq_tma_sch-plain_occ4";
 // Lengths cross tile edges, one sequence has no keys, one is empty, and causal sequences of more
 // queries than keys leave their first rows without keys.
 const VarlenCase kVarlenCases[] = {
@@ -1459,6 +1471,26 @@ const VarlenCase kVarlenCases[] = {
     {"D96_FP16_GQA2_Lse", 4, 2, 96, false, true, DType::fp16, {130, 400}, {260, 90}},  // below 128: read zero-padded
     // head dim 256: sm_90a's wgmma kernel (the mma.sync entry spilled: other GPUs refuse it)
     {"D256_BF16_GQA2_Causal_Lse", 4, 2, 256, true, true, DType::bf16, {200, 65, 300}, {700, 64, 300}},
+    // The default policy: on sm_90a the quantized kernels past its varlen entries' lengths.
+    {"D128_FP16_GQA4_Balanced_Lse", 8, 2, 128, false, true, DType::fp16, {3000, 1, 0, 4100, 700}, {3000, 900, 5, 4100, 64},
+     SAGE_POLICY_BALANCED},
+    {"D64_BF16_Causal_Balanced", 4, 4, 64, true, false, DType::bf16, {5000, 37, 129}, {5000, 1000, 0}, SAGE_POLICY_BALANCED},
+    // The quantized kernels' entry (INT8 Q.K^T, FP8 P.V; per-sequence statistics and tiles):
+    // sequences of more than the statistics' 512-row sample (so the exact pass over FP8 V runs
+    // where a sample misses a value), of no keys, empty, and below 128 columns.
+    {"Quant_D128_FP16_GQA4_Causal_Lse", 8, 2, 128, true, true, DType::fp16, {300, 1, 0, 1517, 128, 64, 900},
+     {300, 700, 5, 1517, 129, 63, 2000}, SAGE_POLICY_BALANCED, kQuantVarlen128},
+    {"Quant_D128_BF16_NonCausal_ThreeWarpgroups", 4, 4, 128, false, false, DType::bf16, {1000, 37, 129, 5, 700},
+     {33, 1000, 0, 250, 3000}, SAGE_POLICY_BALANCED, kQuantVarlen128Wg3},
+    {"Quant_D64_FP16_MQA_Causal_Lse", 8, 1, 64, true, true, DType::fp16, {200, 333, 1, 2100}, {1000, 200, 1, 2100},
+     SAGE_POLICY_BALANCED, kQuantVarlen64},
+    {"Quant_D96_FP16_GQA2_Lse", 4, 2, 96, false, true, DType::fp16, {130, 400}, {260, 90}, SAGE_POLICY_BALANCED,
+     kQuantVarlen128},
+    {"Quant_D128_FP16_VPastItsSampledRange", 4, 2, 128, false, false, DType::fp16, {100, 700, 2000}, {100, 700, 2000},
+     SAGE_POLICY_BALANCED, kQuantVarlen128, true},
+    // head dim 256's quantized kernel of one warpgroup has the entry too (not a varlen default)
+    {"Quant_D256_BF16_GQA2_Causal_Lse", 4, 2, 256, true, true, DType::bf16, {200, 65, 1300}, {700, 64, 1300},
+     SAGE_POLICY_BALANCED, "wgmma_d256_m64_n128_wg1_s2_qk-int8-thread_pv-fp8_smk_fq_tma_sch-plain_occ1"},
 };
 
 class RuntimeGpuVarlen : public RuntimeGpu, public ::testing::WithParamInterface<VarlenCase> {};
@@ -1469,6 +1501,7 @@ class RuntimeGpuVarlen : public RuntimeGpu, public ::testing::WithParamInterface
 // the pooled workspace and the caller's (sage_workspace_size_varlen) give the same bits.
 TEST_P(RuntimeGpuVarlen, EverySequenceMatchesItsOwnFp32Reference) {
   const VarlenCase& c = GetParam();
+  if (c.variant && arch_ != "sm_90a") GTEST_SKIP() << "the quantized kernels' varlen entry is sm_90a's (wgmma, TMA)";
   if (c.head_dim == 256 && arch_ != "sm_90a") {
     sage_attention_desc d = sage_attention_desc_init(1, 4, 4, 64, 64, 256);
     d.layout = SAGE_LAYOUT_NHD;
@@ -1499,8 +1532,19 @@ TEST_P(RuntimeGpuVarlen, EverySequenceMatchesItsOwnFp32Reference) {
     if (count > 0) b.upload(h.data(), h.size() * 2);
     return b;
   };
-  const DeviceBuffer q = upload(std::int64_t(tq) * c.heads_q * d), k = upload(std::int64_t(tkv) * c.heads_kv * d),
-                     v = upload(std::int64_t(tkv) * c.heads_kv * d);
+  const DeviceBuffer q = upload(std::int64_t(tq) * c.heads_q * d), k = upload(std::int64_t(tkv) * c.heads_kv * d);
+  DeviceBuffer v = upload(std::int64_t(tkv) * c.heads_kv * d);
+  constexpr int kOutlierCol = 5;
+  if (c.v_outlier) {
+    const int last = n - 1, len = c.seq_kv[std::size_t(last)], stride = std::max(1, len / 512);
+    ASSERT_GT(len, 512) << "the outliers must lie between sampled rows";
+    std::vector<std::uint16_t> h = v.to_host<std::uint16_t>(std::size_t(tkv) * c.heads_kv * d);
+    for (int i = 0; i < 5; ++i) {
+      const int r = (100 + 300 * i) / stride * stride + 1;  // between two sampled rows
+      h[(std::size_t(cu_kv[std::size_t(last)] + r) * c.heads_kv + 0) * d + kOutlierCol] = tuner::float_to_half(100.f);
+    }
+    v.upload(h.data(), h.size() * 2);
+  }
   constexpr std::size_t kGuard = 4096;
   const std::size_t o_bytes = std::size_t(tq) * c.heads_q * d * 2;
   DeviceBuffer o(o_bytes + kGuard), lse(sizeof(float) * std::max(1, tq * c.heads_q)), cq(4 * (n + 1)), ckv(4 * (n + 1));
@@ -1511,23 +1555,51 @@ TEST_P(RuntimeGpuVarlen, EverySequenceMatchesItsOwnFp32Reference) {
   desc.layout = SAGE_LAYOUT_NHD;
   desc.dtype = c.dtype == DType::bf16 ? SAGE_BF16 : SAGE_FP16;
   desc.causal = c.causal ? 1 : 0;
+  desc.policy = c.policy;
   const sage_varlen vl{cq.as<std::int32_t>(), ckv.as<std::int32_t>(), tq, tkv};
+  // A named variant: the launcher, on the problem the runtime would make of the call.
+  std::shared_ptr<AttnKernel> kernel;
+  AttnProblem kp = make(n, c.heads_q, c.heads_kv, max_q, max_kv, d, c.causal, Layout::NHD, c.dtype, c.lse);
+  kp.varlen = true;
+  kp.total_q = tq;
+  kp.total_kv = tkv;
+  AttnArgs ka;
+  if (c.variant) {
+    kernel = launcher(cat("attn_sm90a_", c.variant));
+    ka.q = q.get();
+    ka.k = k.get();
+    ka.v = v.get();
+    ka.o = o.get();
+    ka.lse = c.lse ? lse.as<float>() : nullptr;
+    ka.cu_seqlens_q = cq.as<std::int32_t>();
+    ka.cu_seqlens_kv = ckv.as<std::int32_t>();
+  }
   auto run = [&](void* ws, std::size_t ws_bytes) {
     o.fill_bytes(0xff);
     lse.fill_bytes(0xff);
-    const sage_status st = sage_attention_varlen(&desc, &vl, q.get(), k.get(), v.get(), o.get(),
-                                                 c.lse ? lse.as<float>() : nullptr, ws, ws_bytes, stream_);
-    EXPECT_EQ(st, SAGE_OK) << sage_last_error();
+    if (kernel) {
+      kernel->run(kp, ka, ws, stream_);
+    } else {
+      const sage_status st = sage_attention_varlen(&desc, &vl, q.get(), k.get(), v.get(), o.get(),
+                                                   c.lse ? lse.as<float>() : nullptr, ws, ws_bytes, stream_);
+      EXPECT_EQ(st, SAGE_OK) << sage_last_error();
+    }
     sync();
     return o.to_host<std::uint8_t>(o_bytes + kGuard);
   };
-  const std::vector<std::uint8_t> pooled = run(nullptr, 0);
+  std::optional<DeviceBuffer> own_ws;
+  if (kernel) own_ws.emplace(kernel->workspace_size(kp));
+  const std::vector<std::uint8_t> pooled = run(kernel ? own_ws->get() : nullptr, 0);
   const std::vector<float> lse_out = lse.to_host<float>(std::size_t(tq) * c.heads_q);
   std::size_t bytes = 0;
-  ASSERT_EQ(sage_workspace_size_varlen(&desc, &vl, &bytes), SAGE_OK) << sage_last_error();
+  if (kernel) {
+    bytes = kernel->workspace_size(kp);
+  } else {
+    ASSERT_EQ(sage_workspace_size_varlen(&desc, &vl, &bytes), SAGE_OK) << sage_last_error();
+  }
   {
     DeviceBuffer ws(bytes);
-    EXPECT_EQ(run(ws.get(), bytes), pooled) << "the caller's workspace gave other bits than the pooled one";
+    EXPECT_EQ(run(ws.get(), bytes), pooled) << "a second workspace gave other bits than the first";
   }
   EXPECT_TRUE(std::all_of(pooled.end() - kGuard, pooled.end(), [](std::uint8_t x) { return x == 0xff; }))
       << "a byte past O was written";
@@ -1540,7 +1612,14 @@ TEST_P(RuntimeGpuVarlen, EverySequenceMatchesItsOwnFp32Reference) {
   const auto refmod = tuner::reference_module(arch_);
   const ReferenceKernel ref(refmod);
   std::vector<float> got, want;  // every sequence's rows with keys, [Hq, seq_q, D] each
+  std::vector<float> got_col, want_col;  // v_outlier: the outlier channel of the last sequence's kv head 0
   int checked = 0;
+  // Accurate: the native kernels' thresholds. Balanced: configs/problems.yaml's (Gaussian inputs),
+  // and the LSE within 0.05, as the kernel suite's quantized kernels (INT8 scores of a row over
+  // few keys: errors of 0.03 were measured on the H200).
+  const bool exact_policy = c.policy == SAGE_POLICY_ACCURATE;
+  const double lse_tol = exact_policy ? 2e-3 : 5e-2;
+  double lse_err = 0;
   for (int b = 0; b < n; ++b) {
     const int lq = c.seq_q[b], lk = c.seq_kv[b];
     if (lq == 0) continue;
@@ -1571,13 +1650,18 @@ TEST_P(RuntimeGpuVarlen, EverySequenceMatchesItsOwnFp32Reference) {
           }
           got.push_back(g);
           want.push_back(ro[(std::size_t(h) * lq + r) * d + x]);
+          if (c.v_outlier && b == n - 1 && x == kOutlierCol && h < c.heads_q / c.heads_kv) {
+            got_col.push_back(g);
+            want_col.push_back(want.back());
+          }
         }
         if (c.lse) {
           const float l = lse_out[std::size_t(h) * tq + cu_q[b] + r];  // LSE [Hq, total_q]
           if (none) {
             EXPECT_TRUE(std::isinf(l) && l < 0) << "sequence " << b << " row " << r << ": LSE " << l;
           } else {
-            EXPECT_NEAR(l, rl[std::size_t(h) * lq + r], 2e-3) << "sequence " << b << " head " << h << " row " << r;
+            EXPECT_NEAR(l, rl[std::size_t(h) * lq + r], lse_tol) << "sequence " << b << " head " << h << " row " << r;
+            lse_err = std::max(lse_err, double(std::fabs(l - rl[std::size_t(h) * lq + r])));
           }
         }
       }
@@ -1586,9 +1670,16 @@ TEST_P(RuntimeGpuVarlen, EverySequenceMatchesItsOwnFp32Reference) {
   ASSERT_FALSE(got.empty());
   const tuner::Metrics m = tuner::compare(got.data(), want.data(), got.size());
   EXPECT_EQ(m.nonfinite, 0);
-  EXPECT_GE(m.cos, 0.99999) << m.str();
-  EXPECT_LE(m.rel_l1, 0.005) << m.str();
-  std::printf("[ varlen   ] %s: %d sequences, %s\n", c.name, checked, m.str().c_str());
+  EXPECT_GE(m.cos, exact_policy ? 0.99999 : 0.999) << m.str();
+  EXPECT_LE(m.rel_l1, exact_policy ? 0.005 : 0.04) << m.str();
+  std::printf("[ varlen   ] %s: %d sequences, %s, LSE max error %.2e\n", c.name, checked, m.str().c_str(), lse_err);
+  if (c.v_outlier) {
+    ASSERT_FALSE(got_col.empty());
+    const tuner::Metrics mc = tuner::compare(got_col.data(), want_col.data(), got_col.size());
+    EXPECT_GE(mc.cos, 0.999) << "the outlier channel: " << mc.str();
+    EXPECT_LE(mc.rel_l1, 0.04) << "the outlier channel: " << mc.str();
+    std::printf("[ varlen   ] %s: the outlier channel %s\n", c.name, mc.str().c_str());
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, RuntimeGpuVarlen, ::testing::ValuesIn(kVarlenCases),
@@ -1617,6 +1708,45 @@ TEST_F(RuntimeGpu, VarlenOffsetsPastTheTotalsReadAndWriteNothingOutside) {
   // Every row of the 200 is written (V's rows are all 0x3c3c: O is that value), the guard not.
   for (int i = 0; i < 200 * hq * d; ++i) ASSERT_EQ(out[std::size_t(i)], 0x3c3c) << i;
   for (int i = 200 * hq * d; i < 200 * hq * d + 2048; ++i) ASSERT_EQ(out[std::size_t(i)], 0xffff) << i;
+}
+
+// The quantized kernels' entry on the same offsets: its preparation's tiles and statistics and
+// the attention kernel's reads stay within the tensors and the workspace (the sequences' tiles
+// start at cu_seqlens_kv[b] / 128 + b of a row of total / 128 + batch, whatever the offsets), every
+// row of O is written (V constant: O is V's value within FP8's rounding), the guard is not.
+TEST_F(RuntimeGpu, VarlenOffsetsPastTheTotalsStayInsideOnTheQuantizedKernels) {
+  if (arch_ != "sm_90a") GTEST_SKIP() << "the quantized kernels' varlen entry is sm_90a's (wgmma, TMA)";
+  const int hq = 2, d = 64;
+  const std::vector<std::int32_t> cu{0, 100, 5000};
+  DeviceBuffer q(200 * hq * d * 2), k(200 * hq * d * 2), v(200 * hq * d * 2), o(200 * hq * d * 2 + 4096), cq(12), ckv(12);
+  q.fill_bytes(0x3c);
+  k.fill_bytes(0x3c);
+  v.fill_bytes(0x3c);
+  o.fill_bytes(0xff);
+  cq.upload(cu.data(), 12);
+  ckv.upload(cu.data(), 12);
+  AttnProblem p = make(2, hq, hq, 5000, 5000, d, false, Layout::NHD);
+  p.varlen = true;
+  p.total_q = p.total_kv = 200;
+  auto kernel = launcher(cat("attn_sm90a_", kQuantVarlen64));
+  const std::size_t bytes = kernel->workspace_size(p);
+  DeviceBuffer ws(bytes + 4096);
+  ws.fill_bytes(0xa5);
+  AttnArgs a;
+  a.q = q.get();
+  a.k = k.get();
+  a.v = v.get();
+  a.o = o.get();
+  a.cu_seqlens_q = cq.as<std::int32_t>();
+  a.cu_seqlens_kv = ckv.as<std::int32_t>();
+  kernel->run(p, a, ws.get(), stream_);
+  sync();
+  const auto out = o.to_host<std::uint16_t>(200 * hq * d + 2048);
+  for (int i = 0; i < 200 * hq * d; ++i) ASSERT_NEAR(tuner::half_to_float(out[std::size_t(i)]), 1.0586f, 0.01f) << i;
+  for (int i = 200 * hq * d; i < 200 * hq * d + 2048; ++i) ASSERT_EQ(out[std::size_t(i)], 0xffff) << i;
+  const auto tail = ws.to_host<std::uint8_t>(bytes + 4096);
+  EXPECT_TRUE(std::all_of(tail.begin() + std::ptrdiff_t(bytes), tail.end(), [](std::uint8_t x) { return x == 0xa5; }))
+      << "a byte past the workspace was written";
 }
 
 TEST_F(RuntimeGpu, WorkspaceTooSmallThenLastErrorClears) {

@@ -300,7 +300,7 @@ TEST(RuntimeKeys, VariableLengthBatchesHaveABucketOfTheirOwn) {
 // Only the native kernels of the plain schedule at head dims 64 and 128 (mma.sync, and wgmma
 // with TMA) have the varlen entry; every other variant refuses a variable-length batch, saying
 // which kernels do.
-TEST(KernelConfigLimits, OnlyTheNativePlainKernelsServeVariableLengthBatches) {
+TEST(KernelConfigLimits, VariableLengthBatchesRunOnTheNativePlainAndTheQuantizedFuseQKernels) {
   const KernelConfig native = KernelConfig::parse(
       "pipeline=mma;name=t;head_dim=128;block_m=128;block_n=64;warps=8;stages=2;qk=native;pv=native;"
       "granularity=none;smooth_k=false;smooth_q=false;smooth_v=false;schedule=plain;min_ctas=1;threads=256;"
@@ -328,9 +328,30 @@ TEST(KernelConfigLimits, OnlyTheNativePlainKernelsServeVariableLengthBatches) {
   persistent.schedule = "persistent_pingpong";
   KernelConfig pv8 = wgmma;
   pv8.pv = "fp8";
-  for (const KernelConfig& c : {quantized, decode, d256, persistent, pv8}) {
+  // The quantized wgmma kernels of FP8 P.V, TMA and the plain or turns schedule that quantize
+  // Q themselves have the entry (their preparation keeps no Q, so its per-sequence tiles need
+  // only K and V); the others not.
+  KernelConfig fuse_q = KernelConfig::parse(
+      "pipeline=wgmma;name=q;head_dim=128;block_m=64;block_n=128;warps=4;stages=2;qk=int8;pv=fp8;"
+      "granularity=per_thread;smooth_k=true;smooth_q=false;smooth_v=false;schedule=plain;min_ctas=3;tma=true;"
+      "fuse_q=true;threads=128;smem_bytes=65536");
+  EXPECT_TRUE(has_varlen_entry(fuse_q));
+  EXPECT_EQ(fuse_q.cannot_implement(p), "");
+  KernelConfig turns = fuse_q;
+  turns.schedule = "turns";
+  EXPECT_TRUE(has_varlen_entry(turns));
+  KernelConfig q_in_prep = fuse_q;
+  q_in_prep.fuse_q = false;
+  KernelConfig pv_int8 = fuse_q;
+  pv_int8.pv = "int8";
+  KernelConfig no_tma = fuse_q;
+  no_tma.tma = false;
+  KernelConfig ws = fuse_q;
+  ws.schedule = "ws_overlap";
+  for (const KernelConfig& c : {quantized, decode, d256, persistent, pv8, q_in_prep, pv_int8, no_tma, ws}) {
     EXPECT_FALSE(has_varlen_entry(c)) << c.str();
     EXPECT_NE(c.cannot_implement(p).find("variable-length batches run on the native"), std::string::npos) << c.str();
+    EXPECT_NE(c.cannot_implement(p).find("that quantize Q themselves (fuse_q)"), std::string::npos) << c.str();
     AttnProblem dense = p;
     dense.varlen = false;
     if (c.head_dim == 128) EXPECT_EQ(c.cannot_implement(dense), "") << c.str();
@@ -353,6 +374,20 @@ TEST(KernelConfigLimits, TmaVariantsRefuseMoreRowsThanTheirCoordinatesAddress) {
   AttnProblem small = big;
   small.seq_q = small.seq_kv = 1024;  // 2^30 rows
   EXPECT_EQ(c.cannot_implement(small), "");
+  // A variable-length batch on the kernels that quantize Q themselves: K's rows are each kv
+  // head's row of total_kv / 128 + batch tiles (Q is the caller's, read in place).
+  c.fuse_q = true;
+  AttnProblem packed;
+  packed.batch = 1000;
+  packed.heads_q = packed.heads_kv = 4096;
+  packed.seq_q = packed.seq_kv = 32768;
+  packed.head_dim = 64;
+  packed.layout = Layout::NHD;
+  packed.varlen = true;
+  packed.total_q = packed.total_kv = 1 << 20;  // 4096 x (8192 + 1000) x 128 rows > 2^31
+  EXPECT_NE(c.cannot_implement(packed).find("2^31"), std::string::npos) << c.cannot_implement(packed);
+  packed.total_q = packed.total_kv = 1 << 17;  // 4096 x (1024 + 1000) x 128 rows < 2^31
+  EXPECT_EQ(c.cannot_implement(packed), "");
   c.tma = false;
   EXPECT_EQ(c.cannot_implement(big), "");
 }

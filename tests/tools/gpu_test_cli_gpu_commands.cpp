@@ -132,8 +132,10 @@ TEST(CliGpu, BenchPrintsTopsAndPrepBandwidth) {
 TEST(CliGpu, BenchTimesAVariableLengthBatch) {
   SAGE_REQUIRE_GPU();
   CliSandbox s;
+  const std::string arch = tuner::arch_for_cc(tuner::fingerprint_device(0).cc);
+  // The accurate policy: the native plain kernels (no preparation).
   CliRun b = s.run("bench --varlen 1000x3,64,0,2000 -d 64,128 --causal both --heads 8 --heads-kv 2 --samples 3 "
-                   "--cooldown 0 --json");
+                   "--cooldown 0 --json --policy accurate");
   ASSERT_EQ(b.rc, 0) << b.out << b.err;
   auto doc = nlohmann::json::parse(b.out);
   ASSERT_EQ(doc["results"].size(), 4u);
@@ -144,11 +146,28 @@ TEST(CliGpu, BenchTimesAVariableLengthBatch) {
     EXPECT_NE(r["variant"].get<std::string>().find("qk-native_pv-native"), std::string::npos) << r.dump();
     EXPECT_NE(r["variant"].get<std::string>().find("plain"), std::string::npos) << r.dump();
   }
-  CliRun quantized = s.run(cat("bench --varlen 512x2 -d 128 --causal no --samples 1 --variant ",
-                               tuner::default_variant(tuner::arch_for_cc(tuner::fingerprint_device(0).cc), 128,
-                                                      "balanced", 32768, 0, 32768)));
-  EXPECT_EQ(quantized.rc, 2) << quantized.err;
-  EXPECT_NE(quantized.err.find("has no entry for variable-length batches"), std::string::npos) << quantized.err;
+  // The default policy past 1K keys: on sm_90a the quantized kernels' entry, its preparation timed
+  // apart (elsewhere the native kernels).
+  CliRun q = s.run("bench --varlen 2000x2,700 -d 128 --causal no --heads 8 --heads-kv 2 --samples 3 --cooldown 0 --json");
+  ASSERT_EQ(q.rc, 0) << q.out << q.err;
+  const auto qdoc = nlohmann::json::parse(q.out);
+  ASSERT_EQ(qdoc["results"].size(), 1u);
+  const auto& r = qdoc["results"][0];
+  if (arch == "sm_90a") {
+    EXPECT_NE(r["variant"].get<std::string>().find("qk-int8-thread_pv-fp8"), std::string::npos) << r.dump();
+    EXPECT_NE(r["variant"].get<std::string>().find("_fq_tma_"), std::string::npos) << r.dump();
+    EXPECT_GT(r["prep_ms"].get<double>(), 0.0) << r.dump();
+    EXPECT_GT(r["attn_ms"].get<double>(), 0.0) << r.dump();
+  } else {
+    EXPECT_NE(r["variant"].get<std::string>().find("qk-native_pv-native"), std::string::npos) << r.dump();
+  }
+  EXPECT_GT(r["tops"].get<double>(), 1.0) << r.dump();
+  // A variant without the entry (the dense default at 2K keys: sm_90a's persistent native kernel,
+  // elsewhere a quantized mma.sync one) is refused with the reason.
+  CliRun other = s.run(cat("bench --varlen 512x2 -d 128 --causal no --samples 1 --variant ",
+                           tuner::default_variant(arch, 128, "balanced", 2048, 0, 2048)));
+  EXPECT_EQ(other.rc, 2) << other.err;
+  EXPECT_NE(other.err.find("has no entry for variable-length batches"), std::string::npos) << other.err;
 }
 
 // bench --sms: the calls run on a green context of that many SMs, sized to them (the persistent

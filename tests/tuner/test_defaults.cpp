@@ -62,6 +62,42 @@ TEST(Defaults, EveryArchHeadDimAndPolicyHasAnAdmittedVariant) {
 // arch whose module has the entry sage_attn_varlen (the native kernels of the plain schedule);
 // those entries serve no dense call, and head dim 256 has none but on sm_90a (the mma.sync entry
 // spilled there).
+// Variable-length batches on sm_90a: under the balanced and fast policies past the shortest
+// batches (D=128: 512 keys, causal 1K; D=64: 1K) the quantized kernels' varlen entry, INT8 Q.K^T
+// quantized in the kernel with FP8 P.V (three warpgroups past 8K keys at D=128); the accurate
+// policy and the other architectures the native kernels.
+TEST(Defaults, HopperVarlenBatchesPastOneKRunTheQuantizedKernelsUnderBalancedAndFast) {
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  auto pick = [&](const std::string& arch, int d, const std::string& policy, int n, int causal) {
+    const std::string v = tuner::default_variant(arch, d, policy, n, causal, n, false, 64, 0, true);
+    const std::optional<gen::Variant> var = space.find(v);
+    EXPECT_TRUE(var.has_value()) << v;
+    EXPECT_TRUE(has_varlen_entry(tuner::kernel_config(*var))) << v;
+    return *var;
+  };
+  for (const std::string policy : {"balanced", "fast"}) {
+    for (int d : {64, 128}) {
+      for (int causal : {0, 1}) {
+        const int shortest = d == 64 || causal ? 1024 : 512;
+        for (int n : {shortest + 1, 2048, 4096, 8192, 16384, 65536}) {
+          const gen::Variant v = pick("sm_90a", d, policy, n, causal);
+          EXPECT_EQ(v.get_string("qk"), "int8") << v.name << " n " << n;
+          EXPECT_EQ(v.get_string("pv"), "fp8") << v.name;
+          EXPECT_TRUE(v.get_bool("fuse_q")) << v.name;
+          if (d == 128) EXPECT_EQ(v.get_int("warpgroups"), n > 8192 ? 3 : 1) << v.name << " n " << n;
+        }
+        for (int n : {1, 128, shortest}) EXPECT_EQ(pick("sm_90a", d, policy, n, causal).get_string("qk"), "native") << n;
+      }
+    }
+  }
+  for (const std::string arch : {"sm_90a", "sm_89", "sm_80"})
+    for (int d : {64, 128})
+      for (int n : {128, 4096, 32768}) {
+        EXPECT_EQ(pick(arch, d, "accurate", n, 0).get_string("qk"), "native") << arch << " d" << d << " n " << n;
+        if (arch != "sm_90a") EXPECT_EQ(pick(arch, d, "balanced", n, 1).get_string("qk"), "native") << arch;
+      }
+}
+
 TEST(Defaults, EveryArchHasAVarlenKernelAtHeadDims64And128) {
   const gen::SearchSpace space = gen::SearchSpace::builtin();
   const tuner::ProblemsConfig cfg = tuner::ProblemsConfig::builtin();

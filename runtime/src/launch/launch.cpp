@@ -212,11 +212,15 @@ std::string KernelConfig::cannot_implement(const AttnProblem& p) const {
   if (p.heads_q % p.heads_kv != 0) return "heads_q must be a multiple of heads_kv";
   if (p.varlen && !has_varlen_entry(*this))
     return "variable-length batches run on the native (unquantized) kernels of the plain schedule, head dims 64 and "
-           "128 (wgmma: and 256)";
+           "128 (wgmma: and 256), and on the quantized wgmma kernels of FP8 P.V, the TMA loader and the plain or turns "
+           "schedule that quantize Q themselves (fuse_q)";
   if (tma && qk != "native" && block_m > 0 && block_n > 0) {
-    // TMA coordinates are 32-bit: the rows of the tiled Q and K must stay below 2^31.
-    const std::int64_t q_rows = std::int64_t(p.batch) * p.heads_q * cdiv(p.seq_q, block_m) * block_m;
-    const std::int64_t k_rows = std::int64_t(p.batch) * p.heads_kv * cdiv(p.seq_kv, block_n) * block_n;
+    // TMA coordinates are 32-bit: the rows of the tiled Q and K must stay below 2^31 (a
+    // variable-length batch: K's kv_tile_pitch tiles a head, V^T's columns as many tokens).
+    // (fuse_q: Q is read from the caller's tensor through a 4-D map, its rows below seq_q)
+    const std::int64_t q_rows = fuse_q ? 0 : std::int64_t(p.batch) * p.heads_q * cdiv(p.seq_q, block_m) * block_m;
+    const std::int64_t k_rows = p.varlen ? std::int64_t(p.heads_kv) * (p.total_kv / block_n + p.batch) * block_n
+                                         : std::int64_t(p.batch) * p.heads_kv * cdiv(p.seq_kv, block_n) * block_n;
     if (std::max(q_rows, k_rows) >= (std::int64_t(1) << 31))
       return cat("batch x heads x padded sequence (", std::max(q_rows, k_rows),
                  " rows) exceeds the 2^31 rows a TMA variant addresses");
@@ -304,8 +308,12 @@ std::uint64_t context_id(CUcontext ctx) {
 
 // The variants whose module has the entry sage_attn_varlen (the templates' rule): the native
 // kernels of the plain schedule with FP16/BF16 P.V, at head dims 64 and 128, and on the wgmma
-// pipeline 256 too (the mma.sync entry spilled there).
+// pipeline 256 too (the mma.sync entry spilled there); and the quantized wgmma kernels of FP8
+// P.V, the TMA loader and the plain or turns schedule that quantize Q themselves (fuse_q), with
+// sage_prep_varlen and sage_prep_v_varlen (their preparation keeps no Q in the workspace).
 bool has_varlen_entry(const KernelConfig& c) {
+  if (c.pipeline == "wgmma" && c.qk != "native")  // quantized: those that quantize Q themselves (attn_wgmma.cu.j2)
+    return c.pv == "fp8" && c.tma && c.fuse_q && (c.schedule == "plain" || c.schedule == "turns");
   return (c.pipeline == "mma" || c.pipeline == "wgmma") && c.qk == "native" && c.pv == "native" &&
          c.schedule == "plain" && (c.head_dim == 64 || c.head_dim == 128 || (c.pipeline == "wgmma" && c.head_dim == 256));
 }
@@ -341,7 +349,13 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   // int8 P.V: a second entry for calls that return the LSE (it also sums P before rounding).
   if (cfg_.pv == "int8") attn_lse_ = module_->function("sage_attn_lse");
   if (has_q3_entry(cfg_)) attn_q3_ = module_->function("sage_attn_q3");
-  if (has_varlen_entry(cfg_)) attn_varlen_ = module_->function("sage_attn_varlen");
+  if (has_varlen_entry(cfg_)) {
+    attn_varlen_ = module_->function("sage_attn_varlen");
+    if (!native()) {
+      prep_varlen_ = module_->function("sage_prep_varlen");
+      prep_v_varlen_ = module_->function("sage_prep_v_varlen");
+    }
+  }
   const cu::Api& a = cu::api();
   if (cfg_.smem_bytes > 48 * 1024)
     for (CUfunction f : {attn_, attn_lse_, attn_q3_, attn_varlen_})
@@ -768,7 +782,11 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
     return w;
   }
   const std::int64_t bhq = std::int64_t(p.batch) * p.heads_q, bhk = std::int64_t(p.batch) * p.heads_kv;
-  const std::int64_t npad = std::int64_t(w.k_tiles) * c.block_n;
+  // A variable-length batch: each kv head's K and V tiles in a row of kv_tile_pitch (params.h),
+  // the statistics, V's scales and means per (sequence, kv head) as a batch's.
+  if (p.varlen) w.kv_tile_pitch = int(p.total_kv / c.block_n + p.batch);
+  const std::int64_t npad = p.varlen ? std::int64_t(w.kv_tile_pitch) * c.block_n : std::int64_t(w.k_tiles) * c.block_n;
+  const std::int64_t kv_rows = p.varlen ? std::int64_t(p.heads_kv) * npad : bhk * npad;  // K rows (V^T columns x rows / D)
   const bool v8 = v_8bit(c);
   w.has_stats = stat_kinds(c) > 0;
   w.has_q_mean = c.smooth_q;
@@ -778,6 +796,8 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   w.has_v_prep = v8 || c.smooth_v || p.dtype == DType::bf16 || p.head_dim < c.head_dim;
   w.has_v_scale = v8;
   w.has_v_mean = c.smooth_v;
+  // (a variable-length batch: each sequence's view reads at most stat_rows of its keys, and
+  // p.seq_kv is the longest sequence's)
   w.stat_rows = c.pv == "int8" ? p.seq_kv : std::min(p.seq_kv, kStatSampleRows);
   const bool sampled = w.stat_rows < p.seq_kv;
   w.v_exact_pass = c.pv == "fp8" && sampled;
@@ -788,8 +808,10 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   // pace). A sample: one CTA of each kind per (batch, kv head), which leaves room in the first
   // wave for quantization CTAs (H100, B=4 H=32, preparation ms against two splits: D=128 4K
   // 0.176-0.179 vs 0.194-0.195, 16K 0.61-0.62 vs 0.69-0.70; D=64 4K 0.135-0.136 vs 0.143-0.145).
-  w.stat_splits =
-      sampled ? 1 : std::max(1, std::min<int>(cdiv(std::int64_t(sms(p)), bhk), cdiv(w.stat_rows, 256)));
+  // A variable-length batch: one split (each sequence's statistics in one CTA of each kind).
+  w.stat_splits = sampled || p.varlen
+                      ? 1
+                      : std::max(1, std::min<int>(cdiv(std::int64_t(sms(p)), bhk), cdiv(w.stat_rows, 256)));
   std::size_t off = 0;
   auto take = [&](std::size_t bytes) {
     std::size_t at = off;
@@ -809,10 +831,10 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
     w.q_mean_quant = take(std::size_t(bhq) * w.q_tiles * qrow_bytes(c));
     w.q_mean_scale = take(sizeof(float) * bhq * w.q_tiles);
   }
-  if (w.has_q_kmean) w.q_kmean = take(sizeof(float) * bhq * p.seq_q);
-  w.k_quant = take(std::size_t(bhk) * npad * qrow_bytes(c));
-  w.k_scale = take(sizeof(float) * bhk * w.k_tiles * k_groups(c));
-  if (w.has_v_prep) w.v_prep = take(std::size_t(bhk) * npad * c.head_dim * (v8 ? 1 : 2));
+  if (w.has_q_kmean) w.q_kmean = take(sizeof(float) * (p.varlen ? std::int64_t(p.heads_q) * p.total_q : bhq * p.seq_q));
+  w.k_quant = take(std::size_t(kv_rows) * qrow_bytes(c));
+  w.k_scale = take(sizeof(float) * (kv_rows / c.block_n) * k_groups(c));
+  if (w.has_v_prep) w.v_prep = take(std::size_t(kv_rows) * c.head_dim * (v8 ? 1 : 2));
   if (w.has_v_scale) w.v_scale = take(sizeof(float) * bhk * c.head_dim);
   if (w.has_v_mean) w.v_mean = take(sizeof(float) * bhk * c.head_dim);
   w.total = std::max<std::size_t>(off, 256);
@@ -822,13 +844,16 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
 double AttnKernel::prep_bytes(const AttnProblem& p) const {
   if (native()) return 0;
   const WorkspacePlan w = plan(p);
-  const double q = double(p.q_elems()), kv = double(p.kv_elems());
+  // (a variable-length batch: the packed rows, and K's and V's tiles in rows of kv_tile_pitch)
+  const double q = p.varlen ? double(p.heads_q) * p.total_q * p.head_dim : double(p.q_elems());
+  const double kv = p.varlen ? double(p.heads_kv) * p.total_kv * p.head_dim : double(p.kv_elems());
   const double bhq = double(p.batch) * p.heads_q, bhk = double(p.batch) * p.heads_kv;
+  const double kv_tiles = p.varlen ? double(p.heads_kv) * w.kv_tile_pitch : bhk * w.k_tiles;
   const double qrow = double(qrow_bytes(cfg_)) / cfg_.head_dim;  // bytes per quantized element
   const bool v8 = v_8bit(cfg_);
   double bytes = 0;
   if (w.has_stats) {  // stats: read K (smoothing) and V (8-bit range, smoothing), or a sample; write partials
-    bytes += stat_kinds(cfg_) * kv * 2 * (double(w.stat_rows) / p.seq_kv);
+    bytes += stat_kinds(cfg_) * kv * 2 * std::min(1.0, double(w.stat_rows) / std::max(p.seq_kv, 1));
     bytes += 4.0 * w.stat_splits * bhk * 4 * cfg_.head_dim + 8.0 * bhk;
   }
   // quant: reads Q, K (and V when prepared); writes them quantized (padded tiles) + scales.
@@ -838,9 +863,9 @@ double AttnKernel::prep_bytes(const AttnProblem& p) const {
   } else if (w.has_q_kmean) {
     bytes += q * 2;
   }
-  bytes += kv * 2 + bhk * w.k_tiles * cfg_.block_n * cfg_.head_dim * qrow + 4.0 * bhk * w.k_tiles * k_groups(cfg_);
-  if (w.has_v_prep) bytes += kv * 2 + bhk * w.k_tiles * cfg_.block_n * cfg_.head_dim * (v8 ? 1 : 2);
-  if (w.has_q_kmean) bytes += 4.0 * bhq * p.seq_q;
+  bytes += kv * 2 + kv_tiles * cfg_.block_n * cfg_.head_dim * qrow + 4.0 * kv_tiles * k_groups(cfg_);
+  if (w.has_v_prep) bytes += kv * 2 + kv_tiles * cfg_.block_n * cfg_.head_dim * (v8 ? 1 : 2);
+  if (w.has_q_kmean) bytes += 4.0 * (p.varlen ? double(p.heads_q) * p.total_q : bhq * p.seq_q);
   return bytes;
 }
 
@@ -928,6 +953,7 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
   s.v_prep = at(w.has_v_prep, w.v_prep);
   s.v_scale = reinterpret_cast<float*>(at(w.has_v_scale, w.v_scale));
   s.v_mean = reinterpret_cast<float*>(at(w.has_v_mean, w.v_mean));
+  s.kv_tile_pitch = w.kv_tile_pitch;
   if (cfg_.tma) tensor_maps(w, p, s);
 }
 
@@ -1064,21 +1090,32 @@ void AttnKernel::tensor_maps(const WorkspacePlan& w, const AttnProblem& p, SageA
   // Rows longer than 128 bytes (INT8 head_dim 256) are read as boxes of 128 bytes (the 128B
   // swizzle's most), which the kernel loads side by side (WgmmaAttnConfig::QK_BOX).
   const int qk_box = int(std::min<std::int64_t>(qrow, 128));
-  const std::int64_t npad = std::int64_t(w.k_tiles) * c.block_n;
+  // A variable-length batch (w.kv_tile_pitch): K's and V's rows of tiles a kv head
+  // (attn_wgmma.cuh: attn_kernel_tma), Q's map over the packed [1, total_q, Hq, D] tensor.
+  const std::int64_t npad = std::int64_t(p.varlen ? w.kv_tile_pitch : w.k_tiles) * c.block_n;
+  const std::int64_t kv_heads = std::int64_t(p.varlen ? 1 : p.batch) * p.heads_kv;
   const std::int64_t q_rows = std::int64_t(p.batch) * p.heads_q * w.q_tiles * c.block_m;
-  const std::int64_t k_rows = std::int64_t(p.batch) * p.heads_kv * npad;
-  const std::int64_t v_rows = std::int64_t(p.batch) * p.heads_kv * c.head_dim;
+  const std::int64_t k_rows = kv_heads * npad;
+  const std::int64_t v_rows = kv_heads * c.head_dim;
+  AttnProblem packed = p;
+  if (p.varlen) {
+    if (!c.fuse_q) throw Error(Errc::unsupported, cat(c.name, ": variable-length batches need fuse_q"));
+    packed.batch = 1;
+    packed.seq_q = std::max(p.total_q, 1);
+    packed.seq_kv = std::max(p.total_kv, 1);
+    packed.varlen = false;
+  }
   static_assert(sizeof(s.tma_q) == 128 && alignof(decltype(s.tma_q)) == 64, "tensor map slots");
   // fuse_q: Q is the caller's tensor (4-D map, like the native family's), K and V the workspace's.
   const void* q_src = c.fuse_q ? s.q.ptr : static_cast<const void*>(s.q_quant);
   if (c.fuse_q) require_tma_aligned(c.name, "Q", {q_src});
-  const std::array<std::int64_t, 20> key = c.fuse_q ? user_shape(p, s) : std::array<std::int64_t, 20>{};
+  const std::array<std::int64_t, 20> key = c.fuse_q ? user_shape(packed, s) : std::array<std::int64_t, 20>{};
   std::lock_guard<std::mutex> lock(tma_mu_);
   TmaCache& t = tma_cache_;
   if (t.q != q_src || t.k != s.k_quant || t.v != s.v_prep || t.q_rows != q_rows || t.k_rows != k_rows ||
       t.v_rows != v_rows || t.npad != npad || t.shape != key) {
     t.q = nullptr;  // invalid until all three are encoded
-    if (c.fuse_q) encode_user(t.maps[0], s.q, p, p.heads_q, p.seq_q, c.block_m);
+    if (c.fuse_q) encode_user(t.maps[0], s.q, packed, packed.heads_q, packed.seq_q, c.block_m);
     else encode_rows(t.maps[0], s.q_quant, qrow, q_rows, qk_box, c.block_m);
     encode_rows(t.maps[1], s.k_quant, qrow, k_rows, qk_box, c.block_n);
     encode_rows(t.maps[2], s.v_prep, npad, v_rows, c.block_n, c.head_dim);
@@ -1101,6 +1138,20 @@ void AttnKernel::tensor_maps(const WorkspacePlan& w, const AttnProblem& p, SageA
 void AttnKernel::launch_prep(const AttnProblem& p, const WorkspacePlan& w, const SageAttnParams& s,
                              CUstream stream) const {
   if (!prep_) return;  // native: nothing to prepare
+  if (p.varlen) {
+    // (quant.cuh: prep_kernel_varlen) the statistics of each (sequence, kv head), then each kv
+    // head's row of K and V tiles, then Q jobs for the LSE correction only (fuse_q).
+    if (!prep_varlen_) throw Error(Errc::unsupported, cat(cfg_.name, ": no preparation for variable-length batches"));
+    if (p.total_q == 0) return;  // nothing to compute (launch_attn launches nothing either)
+    const std::int64_t stats = std::int64_t(stat_kinds(cfg_)) * p.batch * p.heads_kv;
+    const std::int64_t jobs = std::int64_t(p.heads_kv) * w.kv_tile_pitch * (w.has_v_prep ? 2 : 1) +
+                              (s.q_kmean ? std::int64_t(p.batch) * p.heads_q * w.q_tiles : 0);
+    if (stats + jobs > 0x7fffffff) throw Error(Errc::unsupported, cat(p.str(), ": too many tiles for one launch"));
+    launch(prep_varlen_, unsigned(stats + jobs), 1, 1, kPrepThreads, 0, stream, s);
+    if (w.v_exact_pass)
+      launch(prep_v_varlen_, unsigned(std::int64_t(p.batch) * p.heads_kv), 1, 1, kPrepThreads, 0, stream, s, dependent_);
+    return;
+  }
   // Statistics CTAs first (lower block indices: dispatched before any CTA that waits for them).
   const std::int64_t stats = std::int64_t(stat_kinds(cfg_)) * s.stat_splits * p.batch * p.heads_kv;
   // fuse_q: Q tiles only for the LSE correction (the kernel's Q_IN_ATTN rule).
@@ -1126,8 +1177,9 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
     if (!attn_varlen_) throw Error(Errc::unsupported, cat(cfg_.name, ": no entry for variable-length batches"));
     if (s.q_tiles > 0x7fffffff || p.batch > kGridYZLimit)
       throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles or sequences for one launch"));
+    // (the quantized kernels' entry waits for the preparation: a programmatic dependent)
     launch(attn_varlen_, unsigned(s.q_tiles), unsigned(p.heads_q), unsigned(p.batch), unsigned(cfg_.threads),
-           unsigned(cfg_.smem_bytes), stream, s);
+           unsigned(cfg_.smem_bytes), stream, s, dependent_);
     return;
   }
   if (mma_native() && (s.split_ranges > 0 || s.pack_rows > 0)) {

@@ -27,8 +27,9 @@ typedef std::int64_t sage_i64;
 // split_share (the persistent split kernel's partials merged by several ranges, a share each).
 // 12: tma_v8 (the native pingpong kernel's FP8 V^T tiles in the workspace). 13: tma_vs (their
 // scales, read by a tensor TMA load). 14: variable-length batches (cu_seqlens_q/kv, varlen,
-// lse_stride_h, q_row0, kv_row0; the native kernels' sage_attn_varlen entry).
-#define SAGE_KERNEL_ABI_VERSION 14
+// lse_stride_h, q_row0, kv_row0; the native kernels' sage_attn_varlen entry). 15: the
+// quantized kernels' variable-length batches (kv_tile_pitch, kv_tile0; varlen = 2).
+#define SAGE_KERNEL_ABI_VERSION 15
 
 // Element types of the user's tensors.
 enum SageDType { SAGE_DTYPE_FP16 = 0, SAGE_DTYPE_BF16 = 1 };
@@ -139,11 +140,20 @@ struct SageAttnParams {
   // is [heads_q, total] (lse_stride_h = the total; 0: seq_q, the dense [B, heads_q, seq_q]).
   // q_row0, kv_row0: in a sequence's view, its first rows in the packed tensors (the TMA
   // kernels' coordinates; the others offset the view's pointers instead).
+  // The quantized kernels (the FP8 P.V wgmma kernels of the TMA loader that quantize Q
+  // themselves; attn_mma.cuh: varlen_view_ws) keep per-sequence data in their workspace: the
+  // statistics, sync words, V's scales and means per (sequence, kv head) as for a batch, and
+  // each kv head's K and V tiles in a row of kv_tile_pitch tiles (= total_kv / BLOCK_N + batch)
+  // where sequence b's start at tile kv_tile0 = cu_seqlens_kv[b] / BLOCK_N + b (no two
+  // sequences' tiles overlap, and none passes the pitch, whatever the offsets). q_kmean, like
+  // the LSE, is [heads_q, total_q]. Their views keep the batch index (varlen = 2; the native
+  // kernels' views are batch 1, varlen = 1). kv_tile_pitch 0: a dense call's layout.
   const sage_i32* cu_seqlens_q;
   const sage_i32* cu_seqlens_kv;
   sage_i32 varlen;
   sage_i32 lse_stride_h;
   sage_i32 q_row0, kv_row0;
+  sage_i32 kv_tile_pitch, kv_tile0;
 };
 
 // The FP32 reference attention's arguments: O and LSE in FP32, [B, Hq, Nq, D] / [B, Hq, Nq].

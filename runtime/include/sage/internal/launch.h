@@ -112,6 +112,9 @@ struct WorkspacePlan {
   // values went past the sampled range (FP8 V with sampled statistics only).
   int stat_rows = 0;
   bool v_exact_pass = false;
+  // A variable-length batch on a quantized kernel: each kv head's K and V tiles in a row of
+  // this many, sequence b's from tile cu_seqlens_kv[b] / block_n + b (params.h); 0 otherwise.
+  int kv_tile_pitch = 0;
 };
 
 // Causal launches (non-persistent kernels) have the grid (group, q_tiles, pairs / group) over
@@ -334,6 +337,8 @@ class AttnKernel {
   CUfunction attn_q3_ = nullptr;   // calls of up to 3/4 of the head dim (sage_attn_q3; has_q3_entry)
   CUfunction attn_lse_ = nullptr;  // the entry for calls with an LSE, where it differs (pv int8)
   CUfunction attn_varlen_ = nullptr;  // variable-length batches (sage_attn_varlen; has_varlen_entry)
+  // ... and their preparation and exact pass over FP8 V (the quantized kernels)
+  CUfunction prep_varlen_ = nullptr, prep_v_varlen_ = nullptr;
   int num_sms_ = 0;  // the device's
   int per_sm_ = 0;   // persistent and native mma: CTAs an SM holds
   int mma_split_ranges(const AttnProblem& p) const;

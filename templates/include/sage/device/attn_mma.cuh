@@ -17,6 +17,7 @@
 // Causal: tiles past the diagonal are skipped, only the diagonal (and the tail) tiles masked.
 #pragma once
 #include "sage/device/attn_config.cuh"
+#include "sage/device/varlen.cuh"
 #include "sage/device/epilogue.cuh"
 #include "sage/device/mma_sm80.cuh"
 #include "sage/device/softmax.cuh"
@@ -77,42 +78,18 @@ SAGE_DEV CtaCoords cta_coords(const SageAttnParams& p) {
   // A sequence of a variable-length batch (varlen_view): the grid is (query tiles of the longest
   // sequence, Hq, sequences), causal tiles longest first, and the view's pointers start at the
   // sequence's rows (b = 0).
-  if (p.varlen) return {p.causal ? p.q_tiles - 1 - int(blockIdx.x) : int(blockIdx.x), int(blockIdx.y), 0};
+  // The quantized kernels' views (varlen_view_ws, varlen = 2) keep the sequence's index: their
+  // workspace holds per-sequence data.
+  if (p.varlen) {
+    return {p.causal ? p.q_tiles - 1 - int(blockIdx.x) : int(blockIdx.x), int(blockIdx.y),
+            p.varlen == 2 ? int(blockIdx.z) : 0};
+  }
   if (SPLIT && (p.split_ranges > 0 || p.pack_rows > 0)) {
     return {int(blockIdx.x) / max_(p.split_ranges, 1), int(blockIdx.y), int(blockIdx.z)};
   }
   if (!p.causal) return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z)};
   const int pair = int(blockIdx.z * gridDim.x + blockIdx.x);
   return {p.q_tiles - 1 - int(blockIdx.y), pair % p.heads_q, pair / p.heads_q};
-}
-
-// A variable-length batch (p.cu_seqlens_q set: the launcher's grid is (query tiles of the
-// longest sequence, Hq, sequences)): the call of this CTA's sequence blockIdx.z, in `v` (a copy
-// of p): its lengths, tiles and the pointers to its first rows, batch 1, varlen set (cta_coords
-// then takes b = 0). Offsets are clamped to the packed totals (p.seq_q, p.seq_kv), so rows past
-// them are never read nor written whatever cu_seqlens holds. False: this CTA's query tile lies
-// past its sequence (the CTA has nothing to do).
-template <int BM, int BN>
-SAGE_DEV bool varlen_view(const SageAttnParams& p, SageAttnParams& v) {
-  const int b = int(blockIdx.z);
-  const int q0 = min_(max_(p.cu_seqlens_q[b], 0), p.seq_q), q1 = min_(max_(p.cu_seqlens_q[b + 1], q0), p.seq_q);
-  const int k0 = min_(max_(p.cu_seqlens_kv[b], 0), p.seq_kv), k1 = min_(max_(p.cu_seqlens_kv[b + 1], k0), p.seq_kv);
-  v.seq_q = q1 - q0;
-  v.seq_kv = k1 - k0;
-  v.q_tiles = (v.seq_q + BM - 1) / BM;
-  v.k_tiles = (v.seq_kv + BN - 1) / BN;
-  if (int(blockIdx.x) >= v.q_tiles) return false;
-  v.batch = 1;
-  v.varlen = 1;
-  v.lse_stride_h = p.seq_q;
-  v.q_row0 = q0;  // for the TMA kernels, whose maps cover the packed tensors (attn_native.cuh)
-  v.kv_row0 = k0;
-  v.q.ptr = static_cast<const u8*>(p.q.ptr) + i64(q0) * p.q.stride_n * 2;
-  v.k.ptr = static_cast<const u8*>(p.k.ptr) + i64(k0) * p.k.stride_n * 2;
-  v.v.ptr = static_cast<const u8*>(p.v.ptr) + i64(k0) * p.v.stride_n * 2;
-  v.o = static_cast<u8*>(p.o) + i64(q0) * p.o_stride_n * 2;
-  if (p.lse) v.lse = p.lse + q0;
-  return true;
 }
 
 // Split keys: which of its tile's p.split_ranges key ranges this CTA takes.

@@ -65,6 +65,9 @@ struct WgmmaAttnConfig
   // Without Q jobs to quantize (the attention kernel does), the preparation's K and V jobs fit
   // 64 registers at D=128 too: four CTAs per SM instead of three.
   static constexpr int PREP_MIN_BLOCKS = FUSE_Q && HEAD_DIM <= 128 ? 4 : Base::PREP_MIN_BLOCKS;
+  // The preparation of variable-length batches (sage_prep_varlen): each job's sequence view and
+  // the search for a K tile's sequence spill at those caps (D=64 at 64 registers, D=128 at 80).
+  static constexpr int PREP_VARLEN_MIN_BLOCKS = HEAD_DIM <= 64 ? 3 : HEAD_DIM <= 128 ? 2 : 1;
   static constexpr int RAW_Q_BYTES = FUSE_Q && WARPGROUPS > 1 ? 64 * WARPGROUPS * HEAD_DIM * 2 : 0;
   // The raw Q buffer (1 KiB aligned, as the 128B swizzle needs) then the ones block, after the ring.
   static constexpr int RAW_Q_OFF = Base::SMEM_MAIN;
@@ -418,8 +421,15 @@ struct CtaTile {
     else if constexpr (Cfg::GRAN == Gran::per_warp) qg = warp;
     return p.q_scale[q_tile_id * Cfg::Q_GROUPS + qg];
   }
+  // The index of the CTA's first K tile in the workspace (quant.cuh: k_tile_index): VARLEN, a
+  // variable-length batch's sequence in its kv head's row of tiles.
+  template <bool VARLEN = false>
+  SAGE_DEV i64 k_tile0(const SageAttnParams& p) const {
+    return VARLEN ? i64(hkv) * p.kv_tile_pitch + p.kv_tile0 : kv_bh * p.k_tiles;
+  }
+  template <bool VARLEN = false>
   SAGE_DEV const float* k_scales(const SageAttnParams& p) const {
-    return p.k_scale + kv_bh * p.k_tiles * Cfg::K_GROUPS + (Cfg::GRAN == Gran::per_thread ? tig : 0);
+    return p.k_scale + k_tile0<VARLEN>(p) * Cfg::K_GROUPS + (Cfg::GRAN == Gran::per_thread ? tig : 0);
   }
 };
 
@@ -428,6 +438,7 @@ struct CtaTile {
 // ("empty" barriers, one arrival per consumer warp); then the CTA synchronizes. The TMA
 // kernels' set-up, before any load.
 SAGE_DEV void tma_barriers_init(const SageAttnParams& p, u32 bar0, int count, int arrivals_count = 0, int arrivals = 1) {
+  // (`p`: the kernel's parameters, whose maps are in the grid constant space)
   if (threadIdx.x == 0) {
     tma_prefetch_map(&p.tma_q);
     tma_prefetch_map(&p.tma_k);
@@ -462,8 +473,10 @@ SAGE_DEV int q_chunk(int r, int c) {
 // the lane's Q scale (sm_scale * log2 e folded in). Warp w owns rows 16w..16w+15; the lanes
 // of a quad (gid) share the group {16w + gid, 16w + gid + 8}, each taking a quarter of its
 // columns, so one quad_max gives the group's max, exactly the groups of the preparation.
-template <class Cfg>
-SAGE_DEV float quantize_q(const SageAttnParams& p, const u8* raw, u8* q, int warp) {
+// VARLEN: the tile's rows from `rows` on (past its sequence: another sequence's, read through
+// the map over the packed Q) are taken as zeros.
+template <class Cfg, bool VARLEN = false>
+SAGE_DEV float quantize_q(const SageAttnParams& p, const u8* raw, u8* q, int warp, int rows = 0) {
   constexpr int D = Cfg::D, CPL = D / 32;  // 8-column chunks per lane and row
   const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
   float x[2][CPL][8];
@@ -474,7 +487,8 @@ SAGE_DEV float quantize_q(const SageAttnParams& p, const u8* raw, u8* q, int war
 #pragma unroll
     for (int i = 0; i < CPL; ++i) {
       const int c = tig * CPL + i, box = c / 8, cb = c % 8;
-      const u32x4 v = *reinterpret_cast<const u32x4*>(raw + box * Cfg::BM * 128 + r * 128 + ((cb ^ (r & 7)) * 16));
+      u32x4 v = *reinterpret_cast<const u32x4*>(raw + box * Cfg::BM * 128 + r * 128 + ((cb ^ (r & 7)) * 16));
+      if (VARLEN && r >= rows) v = u32x4{0u, 0u, 0u, 0u};
       unpack8(v, p.dtype, x[hh][i]);
 #pragma unroll
       for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(x[hh][i][e]));
@@ -515,8 +529,12 @@ SAGE_DEV float quantize_q(const SageAttnParams& p, const u8* raw, u8* q, int war
 // arrives), so one warpgroup's softmax runs while the others' GEMMs do, instead of all of them
 // running their softmax (and then their GEMMs) at the same time.
 // LSE (pv int8, sage_attn_lse): the LSE from FP32 sums of P before rounding (softmax_p).
-template <class Cfg, int QN = 4, bool LSE = false>
-SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
+// VARLEN (sage_attn_varlen): `p` is the view of this CTA's sequence (mma_attn::varlen_view_ws),
+// `g` the kernel's parameters, whose tensor maps TMA reads in place: Q's over the packed
+// [1, total_q, Hq, D] tensor (the sequence from row p.q_row0), K's and V's over the
+// workspace, where the sequence's tiles start at tile p.kv_tile0 of its kv head's row.
+template <class Cfg, int QN = 4, bool LSE = false, bool VARLEN = false>
+SAGE_DEV void attn_kernel_tma(const SageAttnParams& p, const SageAttnParams& g) {
   using L = Layout<Cfg>;
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES, WGS = Cfg::WGS;
   constexpr u32 KV_BYTES = Cfg::SMEM_K_STAGE + Cfg::SMEM_V_STAGE;
@@ -536,19 +554,21 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
   const u32 bar0 = smem_addr(&bars[0]);
   auto full = [&](int slot) { return bar0 + 8u * u32(1 + slot); };
   // Rows of the tensor maps: K is [B*Hkv*npad, QROW], V^T is [B*Hkv*D, npad], Q is
-  // [B*Hq*q_tiles*BM, QROW].
-  const int k_row0 = int(kv_bh * p.k_tiles * BN), v_row0 = int(kv_bh * D);
+  // [B*Hq*q_tiles*BM, QROW] (VARLEN: K [Hkv*kv_tile_pitch*BN, QROW], V^T [Hkv*D,
+  // kv_tile_pitch*BN], the sequence's tokens from v_col0).
+  const int k_row0 = int(c.template k_tile0<VARLEN>(p) * BN);
+  const int v_row0 = int(VARLEN ? i64(c.hkv) * D : kv_bh * D), v_col0 = VARLEN ? p.kv_tile0 * BN : 0;
   // K tile `tile` into slot `slot` (its boxes side by side), completing on that slot's barrier.
   auto load_k = [&](int tile, int slot) {
 #pragma unroll
     for (int box = 0; box < Cfg::QK_BOXES; ++box)
-      tma_load_2d(sK0 + slot * Cfg::SMEM_K_STAGE + box * BN * Cfg::QK_BOX, &p.tma_k, box * Cfg::QK_BOX,
+      tma_load_2d(sK0 + slot * Cfg::SMEM_K_STAGE + box * BN * Cfg::QK_BOX, &g.tma_k, box * Cfg::QK_BOX,
                   k_row0 + tile * BN, full(slot));
   };
   auto load_kv = [&](int tile, int slot) {
     mbar_arrive_expect_tx(full(slot), KV_BYTES);
     load_k(tile, slot);
-    tma_load_2d(sV0 + slot * Cfg::SMEM_V_STAGE, &p.tma_v, tile * BN, v_row0, full(slot));
+    tma_load_2d(sV0 + slot * Cfg::SMEM_V_STAGE, &g.tma_v, v_col0 + tile * BN, v_row0, full(slot));
   };
   if (SHARED && threadIdx.x < ST) released[threadIdx.x] = 0u;
   // sum_mma: the ones block after the ring (E4M3 1.0 = 0x38; INT8 1 for pv int8), for the
@@ -560,7 +580,7 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
       *reinterpret_cast<u32x4*>(smem + Cfg::ONES_OFF + 16 * threadIdx.x) = u32x4{kOne4, kOne4, kOne4, kOne4};
     fence_proxy_async();
   }
-  tma_barriers_init(p, bar0, 1 + ST);
+  tma_barriers_init(g, bar0, 1 + ST);
   // fuse_q: the caller's Q tile (boxes of 64 columns, 128-byte rows) lands in V slot 1 (one
   // warpgroup: V tile 1 is loaded once Q is out of the slot) or in its own buffer.
   constexpr bool Q_IN_V1 = Cfg::FUSE_Q && Cfg::RAW_Q_BYTES == 0;
@@ -570,7 +590,8 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
     if constexpr (Cfg::FUSE_Q) {
       mbar_arrive_expect_tx(bar0, BM * D * 2);
 #pragma unroll
-      for (int box = 0; box < D / 64; ++box) tma_load_4d(sQraw + box * BM * 128, &p.tma_q, 64 * box, c.m0, h, b, bar0);
+      for (int box = 0; box < D / 64; ++box)
+        tma_load_4d(sQraw + box * BM * 128, &g.tma_q, 64 * box, c.m0 + (VARLEN ? p.q_row0 : 0), h, VARLEN ? 0 : b, bar0);
       if (n_tiles > 0) load_kv(0, 0);
       if (Q_IN_V1 && n_tiles > 1) {  // K now, V once Q is out of the slot
         mbar_arrive_expect_tx(full(1), KV_BYTES);
@@ -583,7 +604,7 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
       mbar_arrive_expect_tx(bar0, Cfg::SMEM_Q);
 #pragma unroll
       for (int box = 0; box < Cfg::QK_BOXES; ++box)
-        tma_load_2d(sQ + box * BM * Cfg::QK_BOX, &p.tma_q, box * Cfg::QK_BOX, int(q_tile_id * BM), bar0);
+        tma_load_2d(sQ + box * BM * Cfg::QK_BOX, &g.tma_q, box * Cfg::QK_BOX, int(q_tile_id * BM), bar0);
 #pragma unroll
       for (int s = 0; s < ST; ++s)
         if (s < n_tiles) load_kv(s, s);
@@ -593,15 +614,15 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p) {
   float qs;
   if constexpr (Cfg::FUSE_Q) {
     mbar_wait(bar0, 0);
-    qs = quantize_q<Cfg>(p, smem + (sQraw - smem_addr(smem)), smem + L::Q, warp);
+    qs = quantize_q<Cfg, VARLEN>(p, smem + (sQraw - smem_addr(smem)), smem + L::Q, warp, p.seq_q - c.m0);
     // The quantized Q for the tensor cores (and V slot 1 free for the copy engine).
     fence_proxy_async();
     __syncthreads();
-    if (Q_IN_V1 && threadIdx.x == 0 && n_tiles > 1) tma_load_2d(sQraw, &p.tma_v, BN, v_row0, full(1));
+    if (Q_IN_V1 && threadIdx.x == 0 && n_tiles > 1) tma_load_2d(sQraw, &g.tma_v, v_col0 + BN, v_row0, full(1));
   } else {
     qs = c.q_scale(p);
   }
-  const float* kscale = c.k_scales(p);
+  const float* kscale = c.template k_scales<VARLEN>(p);
   const u32 sQw = sQ + wg * 64 * Cfg::QK_BOX;
   const u32 dQ = desc_lo(sQw), dK0 = desc_lo(sK0), dV0 = desc_lo(sV0);
   const u64 dOnes = ones_desc(sOnes);
@@ -1005,8 +1026,22 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   static_assert(!LSE || (Cfg::PV_INT8 && QN == 4), "sage_attn_lse: the pv int8 kernels' whole-row entry");
   griddep_wait();
   if constexpr (Cfg::WS) attn_kernel_ws<Cfg, ws_turns(Cfg::SCHED), ws_intra(Cfg::SCHED)>(p);
-  else if constexpr (Cfg::TMA) attn_kernel_tma<Cfg, QN, LSE>(p);
+  else if constexpr (Cfg::TMA) attn_kernel_tma<Cfg, QN, LSE>(p, p);
   else attn_kernel_cp<Cfg>(p);
+}
+
+// Variable-length batches (p.cu_seqlens_q; the TMA kernels that quantize Q themselves, FP8
+// P.V): grid (query tiles of the longest sequence, Hq, sequences); each CTA runs its
+// sequence's query tile on the sequence's view (mma_attn::varlen_view_ws), its K and V from
+// the preparation's per-sequence tiles (prep::prep_kernel_varlen). The entry waits for the
+// preparation first (griddep_wait, release_sync), as sage_attn's.
+template <class Cfg>
+SAGE_DEV void attn_kernel_varlen(const SageAttnParams& p) {
+  static_assert(Cfg::TMA && Cfg::FUSE_Q && !Cfg::WS && !Cfg::PV_INT8,
+                "variable-length batches: the TMA kernels of FP8 P.V that quantize Q themselves");
+  SageAttnParams v = p;
+  if (!mma_attn::varlen_view_ws<Cfg::BM, Cfg::BN>(p, int(blockIdx.z), int(blockIdx.x), v)) return;
+  attn_kernel_tma<Cfg, 4, false, true>(v, p);
 }
 
 }  // namespace wgmma_attn

@@ -40,13 +40,14 @@ SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const floa
       const float ls = p.lse && l_lse ? quad_sum(l_lse[a][hh]) : lt;
       if (write_lse && p.lse && tig == 0 && row < p.seq_q) {
         const i64 idx = (i64(b) * p.heads_q + h) * p.seq_q + row;
+        // a variable-length batch's LSE and q_kmean: [heads_q, total] (SageAttnParams::lse_stride_h)
+        const i64 vidx = i64(h) * p.lse_stride_h + row;
         float lse = neg_inf();
         if (ls > 0.f) {
           lse = (m[a][hh] + lg2(ls) - shift) * kLn2;
-          if (p.q_kmean) lse += p.q_kmean[idx];
+          if (p.q_kmean) lse += p.q_kmean[p.lse_stride_h > 0 ? vidx : idx];
         }
-        // a variable-length batch's LSE: [heads_q, total] (SageAttnParams::lse_stride_h)
-        p.lse[p.lse_stride_h > 0 ? i64(h) * p.lse_stride_h + row : idx] = lse;
+        p.lse[p.lse_stride_h > 0 ? vidx : idx] = lse;
       }
     }
   const float* vscale = Cfg::V8 ? p.v_scale + kv_bh * D : nullptr;

@@ -16,6 +16,7 @@
 // per b * kv head) re-quantizes V exactly, from all its rows, for the flagged heads.
 #pragma once
 #include "sage/device/attn_config.cuh"
+#include "sage/device/varlen.cuh"
 
 namespace sage {
 namespace prep {
@@ -40,6 +41,30 @@ SAGE_DEV u32x4 load_chunk(const SageAttnParams& p, const SageTensor& t, int b, i
 template <class Cfg>
 SAGE_DEV bool v_prepared(const SageAttnParams& p) {
   return Cfg::V8 || Cfg::SMOOTH_V || p.dtype == SAGE_DTYPE_BF16 || p.head_dim < Cfg::D;
+}
+
+// The index of K tile `tile` of (b, kv head h) among the workspace's K tiles (its scales: x
+// K_GROUPS; FP16 V: x BN rows): [B][Hkv][k_tiles] for a batch, or for a variable-length batch
+// (VARLEN: p is a sequence's view, mma_attn::varlen_view_ws) [Hkv][kv_tile_pitch] from the
+// sequence's first tile. (VARLEN is a template argument throughout the preparation, so that the
+// dense kernels' code, at their register caps, is the same as without variable-length batches.)
+template <bool VARLEN>
+SAGE_DEV i64 k_tile_index(const SageAttnParams& p, int b, int h, int tile) {
+  if constexpr (VARLEN) return i64(h) * p.kv_tile_pitch + p.kv_tile0 + tile;
+  else return (i64(b) * p.heads_kv + h) * p.k_tiles + tile;
+}
+
+// 8-bit V^T of (b, kv head h): the offset of its first row's first token, and in *npad the
+// tokens a row holds (a batch: [B*Hkv*D][k_tiles*BN]; a variable-length batch:
+// [Hkv*D][kv_tile_pitch*BN], the sequence from its first tile).
+template <int D, int BN, bool VARLEN>
+SAGE_DEV i64 v8_offset(const SageAttnParams& p, int b, int h, i64* npad) {
+  if constexpr (VARLEN) {
+    *npad = i64(p.kv_tile_pitch) * BN;
+    return i64(h) * D * *npad + i64(p.kv_tile0) * BN;
+  }
+  *npad = i64(p.k_tiles) * BN;
+  return (i64(b) * p.heads_kv + h) * D * *npad;
 }
 
 // ---- statistics -----------------------------------------------------------------------------
@@ -126,12 +151,13 @@ SAGE_DEV void stats_rows(const SageAttnParams& p, int bh, int i0, int i1, RowOf 
 
 // One CTA per (kind, split, batch * kv head): the split's share of the p.stat_rows rows the
 // statistics read (all seq_kv rows, or every (seq_kv / stat_rows)-th from the first).
-template <class Cfg, bool IS_V>
+template <class Cfg, bool IS_V, bool VARLEN = false>
 SAGE_DEV void stats_job(const SageAttnParams& p, int split, int bh, float* red) {
   const int chunk = cdiv(p.stat_rows, p.stat_splits);
   const int i0 = split * chunk, i1 = min_(i0 + chunk, p.stat_rows);
   float* out = p.stats + (i64(split) * p.batch * p.heads_kv + bh) * kNumStats * Cfg::D;
-  const int stride = p.seq_kv / p.stat_rows;
+  // (a variable-length batch's sequence may have no keys)
+  const int stride = p.seq_kv / (VARLEN ? max_(p.stat_rows, 1) : p.stat_rows);
   stats_rows<Cfg, IS_V>(p, bh, i0, i1, [stride](int i) { return i * stride; }, red, out);
   // Publish: every thread's partials visible device-wide, then one count for this CTA under
   // this call's generation (a counter left by an earlier call restarts at 1).
@@ -204,7 +230,7 @@ SAGE_DEV int scale_group(int row) {
 // without QUANT; rows of a tile past the last one are neither written nor given scales).
 // WAIT: the statistics of kv head (b, hkv) are awaited after the tile's loads are issued, so
 // the wait and the loads overlap.
-template <class Cfg, bool IS_Q, bool QUANT = true, int JT = 1>
+template <class Cfg, bool IS_Q, bool QUANT = true, int JT = 1, bool VARLEN = false>
 SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, bool wait, float* smem_gmax, float* smem_red) {
   constexpr int D = Cfg::D, TPR = D / 8, RPP = kPrepThreads / TPR;
   constexpr int TILE_ROWS = IS_Q ? Cfg::BM : Cfg::BN;
@@ -248,7 +274,7 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, boo
     float kmean[8];
     load_stat8(p, D, b * p.heads_kv + hkv, kKSum, c0, kmean);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) kmean[i] *= 1.0f / float(p.stat_rows);
+    for (int i = 0; i < 8; ++i) kmean[i] *= 1.0f / float(VARLEN ? max_(p.stat_rows, 1) : p.stat_rows);
     if constexpr (IS_Q) {
       // LSE correction: sm_scale * q . mean(K) per query row.
       if (p.q_kmean) {
@@ -261,7 +287,9 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, boo
           for (int i = 0; i < 8; ++i) dot += x[i] * kmean[i];
           dot = group_sum<TPR>(dot);
           const int n = n0 + ps * RPP + r;
-          if (threadIdx.x % TPR == 0 && n < seq) p.q_kmean[(i64(b) * heads + h) * seq + n] = dot * p.sm_scale;
+          // (a variable-length batch's: [heads_q, total_q], like its LSE)
+          if (threadIdx.x % TPR == 0 && n < seq)
+            p.q_kmean[VARLEN ? i64(h) * p.lse_stride_h + n : (i64(b) * heads + h) * seq + n] = dot * p.sm_scale;
         }
       }
     } else {
@@ -271,7 +299,7 @@ SAGE_DEV void quant_qk_tile(const SageAttnParams& p, int b, int h, int tile, boo
   }
   if constexpr (!QUANT) return;
   const float qscale = IS_Q ? p.sm_scale * kLog2e : 1.0f;
-  const i64 tile_id = (i64(b) * heads + h) * tiles + tile;
+  const i64 tile_id = IS_Q || !VARLEN ? (i64(b) * heads + h) * tiles + tile : k_tile_index<true>(p, b, h, tile);
   // Q smoothing: subtract the block's channel means; quantize the means separately (the
   // attention kernel adds q_mean . (K - mean K) back to every score of the block).
   if constexpr (IS_Q && Cfg::SMOOTH_Q) {
@@ -394,7 +422,7 @@ template <class Cfg>
 SAGE_DEV bool v_sampled_range(const SageAttnParams& p, const float* exact) {
   return Cfg::V_FP8 && !exact && p.stat_rows < p.seq_kv;
 }
-template <class Cfg>
+template <class Cfg, bool VARLEN = false>
 SAGE_DEV void v_channel_stats(const SageAttnParams& p, int bh, int c0, const float* exact, float (&mean)[8],
                               float (&inv_scale)[8], float (&scale)[8]) {
   constexpr int D = Cfg::D;
@@ -406,7 +434,7 @@ SAGE_DEV void v_channel_stats(const SageAttnParams& p, int bh, int c0, const flo
       load_stat8(p, D, bh, stat, c0, v);
     }
   };
-  const int rows = exact ? p.seq_kv : p.stat_rows;
+  const int rows = VARLEN ? max_(exact ? p.seq_kv : p.stat_rows, 1) : exact ? p.seq_kv : p.stat_rows;
 #pragma unroll
   for (int i = 0; i < 8; ++i) mean[i] = 0.f;
   if constexpr (Cfg::SMOOTH_V) {
@@ -440,7 +468,7 @@ SAGE_DEV void v_channel_stats(const SageAttnParams& p, int bh, int c0, const flo
 // of its 8 V^T rows.
 // `exact`: see v_channel_stats (null: the published statistics; where those are a sample, a
 // value past their range flags the head, p.sync[B*Hkv + bh] = generation, for the exact pass).
-template <class Cfg>
+template <class Cfg, bool VARLEN = false>
 SAGE_DEV void quant_v8_tile(const SageAttnParams& p, int b, int h, int tile, bool wait, const float* exact, u32* smem_t) {
   constexpr int D = Cfg::D, BN = Cfg::BN, CC = D / 8, WPR = BN / 4;  // words per V^T row
   constexpr int SLOTS = (BN / 16) * 4 * CC;
@@ -464,7 +492,7 @@ SAGE_DEV void quant_v8_tile(const SageAttnParams& p, int b, int h, int tile, boo
   }
   if (wait) wait_stats<Cfg>(p, bh);
   float mean[8], inv[8], scale[8];
-  v_channel_stats<Cfg>(p, bh, cc * 8, exact, mean, inv, scale);
+  v_channel_stats<Cfg, VARLEN>(p, bh, cc * 8, exact, mean, inv, scale);
   float peak = 0.f;  // the largest scaled |V - mean| this thread quantizes
   if (tile == 0 && threadIdx.x < CC) {
 #pragma unroll
@@ -510,8 +538,9 @@ SAGE_DEV void quant_v8_tile(const SageAttnParams& p, int b, int h, int tile, boo
   if (v_sampled_range<Cfg>(p, exact) && peak > Cfg::V_QMAX * 1.0001f)
     *reinterpret_cast<volatile unsigned long long*>(v_flag(p, bh)) = p.generation;
   __syncthreads();
-  const i64 npad = i64(p.k_tiles) * BN;
+  i64 npad = i64(p.k_tiles) * BN;
   u8* out = static_cast<u8*>(p.v_prep) + i64(bh) * D * npad + n0;
+  if constexpr (VARLEN) out = static_cast<u8*>(p.v_prep) + v8_offset<D, BN, true>(p, b, h, &npad) + n0;
   for (int ch = threadIdx.x; ch < D * (BN / 16); ch += kPrepThreads) {
     const int row = ch / (BN / 16), j = ch % (BN / 16);
     const int x = (row / 8) % WPR;
@@ -525,7 +554,7 @@ SAGE_DEV void quant_v8_tile(const SageAttnParams& p, int b, int h, int tile, boo
 }
 
 // FP16 V tile [BN][D] (smoothed and/or converted from BF16), zero tail.
-template <class Cfg>
+template <class Cfg, bool VARLEN = false>
 SAGE_DEV void convert_v_fp16_tile(const SageAttnParams& p, int b, int h, int tile, bool wait) {
   constexpr int D = Cfg::D, BN = Cfg::BN, CC = D / 8, RPP = kPrepThreads / CC, PASSES = BN / RPP;
   static_assert(BN % RPP == 0, "V tile rows must be a multiple of the rows per pass");
@@ -539,13 +568,14 @@ SAGE_DEV void convert_v_fp16_tile(const SageAttnParams& p, int b, int h, int til
   }
   if (wait) wait_stats<Cfg>(p, bh);
   float mean[8], inv[8], scale[8];
-  v_channel_stats<Cfg>(p, bh, cc * 8, nullptr, mean, inv, scale);
+  v_channel_stats<Cfg, VARLEN>(p, bh, cc * 8, nullptr, mean, inv, scale);
   if (tile == 0 && threadIdx.x < CC && p.v_mean) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) p.v_mean[i64(bh) * D + cc * 8 + i] = mean[i];
   }
   const i64 npad = i64(p.k_tiles) * BN;
   u16* out = static_cast<u16*>(p.v_prep) + (i64(bh) * npad + i64(tile) * BN) * D;
+  if constexpr (VARLEN) out = static_cast<u16*>(p.v_prep) + k_tile_index<true>(p, b, h, tile) * BN * D;
 #pragma unroll
   for (int ps = 0; ps < PASSES; ++ps) {
     const int row = ps * RPP + r;
@@ -568,21 +598,95 @@ SAGE_DEV void convert_v_fp16_tile(const SageAttnParams& p, int b, int h, int til
 // went past the range its sampled statistics allowed, this CTA's own statistics over every
 // row, then every V tile quantized again with them (and the head's scale rewritten). Other
 // heads return at once. Its own kernel: the loop over tiles does not fit the preparation's
-// register cap at D=64.
-template <class Cfg>
-SAGE_DEV void v_exact_kernel(const SageAttnParams& p) {
+// register cap at D=64. VARLEN (sage_prep_v_varlen): a variable-length batch, one CTA per
+// (sequence, kv head), on the sequence's view (mma_attn::varlen_view_ws).
+template <class Cfg, bool VARLEN = false>
+SAGE_DEV void v_exact_kernel(const SageAttnParams& g) {
   constexpr int D = Cfg::D, TPR = D / 8, RPP = kPrepThreads / TPR;
   constexpr int VT = D * Cfg::BN / 4, STATS_WORDS = RPP * (D + 1);
   __shared__ __align__(16) u32 smem[kNumStats * D + (VT > STATS_WORDS ? VT : STATS_WORDS)];
   griddep_launch_dependents();
   griddep_wait();  // the preparation's flags and statistics
   const int bh = blockIdx.x;
-  if (*reinterpret_cast<const volatile unsigned long long*>(v_flag(p, bh)) != p.generation) return;
-  float* exact = reinterpret_cast<float*>(smem);
-  stats_rows<Cfg, true>(p, bh, 0, p.seq_kv, [](int i) { return i; }, exact + kNumStats * D, exact);
-  for (int tile = 0; tile < p.k_tiles; ++tile) {
-    quant_v8_tile<Cfg>(p, bh / p.heads_kv, bh % p.heads_kv, tile, false, exact, smem + kNumStats * D);
-    __syncthreads();  // before the next tile overwrites the shared V tile
+  if (*reinterpret_cast<const volatile unsigned long long*>(v_flag(g, bh)) != g.generation) return;
+  auto run = [&](const SageAttnParams& p) {
+    float* exact = reinterpret_cast<float*>(smem);
+    stats_rows<Cfg, true>(p, bh, 0, p.seq_kv, [](int i) { return i; }, exact + kNumStats * D, exact);
+    for (int tile = 0; tile < p.k_tiles; ++tile) {
+      quant_v8_tile<Cfg, VARLEN>(p, bh / p.heads_kv, bh % p.heads_kv, tile, false, exact, smem + kNumStats * D);
+      __syncthreads();  // before the next tile overwrites the shared V tile
+    }
+  };
+  if constexpr (VARLEN) {
+    SageAttnParams p = g;
+    mma_attn::varlen_view_ws<Cfg::BM, Cfg::BN>(g, bh / g.heads_kv, -1, p);
+    run(p);
+  } else {
+    run(g);
+  }
+}
+
+// The preparation of a variable-length batch (sage_prep_varlen; the kernels that quantize Q
+// themselves, fuse_q): the jobs of prep_kernel, each on its sequence's view
+// (mma_attn::varlen_view_ws). Grid: the statistics CTAs of the B*Hkv (sequence, kv head) pairs
+// (one split: p.stat_splits = 1), then Hkv * kv_tile_pitch K tiles, each followed by its V
+// tile, in the workspace's order (a tile between two sequences' returns at once), then, when
+// the LSE needs its correction (p.q_kmean), B * Hq * q_tiles Q jobs (q_tiles of the longest
+// sequence; those past their sequence's tiles return at once).
+template <class Cfg>
+SAGE_DEV void prep_kernel_varlen(const SageAttnParams& p) {
+  constexpr int D = Cfg::D, TPR = D / 8, RPP = kPrepThreads / TPR;
+  constexpr int GMAX = Cfg::Q_GROUPS > Cfg::K_GROUPS ? Cfg::Q_GROUPS : Cfg::K_GROUPS;
+  constexpr int VT = Cfg::V8 ? D * Cfg::BN / 4 : 1;
+  constexpr int GMAX_WORDS = (GMAX + 3) / 4 * 4;
+  constexpr int QUANT_WORDS = GMAX_WORDS + 4 + VT;
+  constexpr int STATS_WORDS = RPP * (D + 1);
+  constexpr int WORDS = QUANT_WORDS > STATS_WORDS ? QUANT_WORDS : STATS_WORDS;
+  static_assert(!Cfg::SMOOTH_Q, "variable-length batches: the kernels that quantize Q themselves");
+  __shared__ __align__(16) u32 smem[WORDS];
+  griddep_launch_dependents();
+  float* smem_gmax = reinterpret_cast<float*>(smem);
+  float* smem_red = reinterpret_cast<float*>(smem + GMAX_WORDS);
+  u32* smem_t = smem + GMAX_WORDS + 4;
+  (void)smem_t;
+  constexpr int KINDS = stat_kinds<Cfg>();
+  const int n_stats = KINDS * p.batch * p.heads_kv;
+  SageAttnParams v = p;
+  int job = blockIdx.x;
+  if (job < n_stats) {
+    const int kind = KINDS == 2 ? job % 2 : int(!Cfg::SMOOTH_K), bh = job / KINDS;
+    mma_attn::varlen_view_ws<Cfg::BM, Cfg::BN>(p, bh / p.heads_kv, -1, v);
+    if (kind == 0) stats_job<Cfg, false, true>(v, 0, bh, reinterpret_cast<float*>(smem));
+    else stats_job<Cfg, true, true>(v, 0, bh, reinterpret_cast<float*>(smem));
+    return;
+  }
+  job -= n_stats;
+  const int kv_kinds = v_prepared<Cfg>(p) ? 2 : 1;  // launch.cpp: has_v_prep
+  const int kv_jobs = p.heads_kv * p.kv_tile_pitch * kv_kinds;
+  if (job >= kv_jobs) {  // Q: the LSE correction only
+    job -= kv_jobs;
+    const int tile = job % p.q_tiles, bh = job / p.q_tiles;
+    const int b = bh / p.heads_q, h = bh % p.heads_q;
+    if (!mma_attn::varlen_view_ws<Cfg::BM, Cfg::BN>(p, b, tile, v)) return;
+    quant_qk_tile<Cfg, true, false, 1, true>(v, b, h, tile, Cfg::SMOOTH_K && p.q_kmean, smem_gmax, smem_red);
+    return;
+  }
+  const bool is_v = job % kv_kinds == 1;
+  const int kv = job / kv_kinds;
+  const int h = kv / p.kv_tile_pitch, at = kv % p.kv_tile_pitch;
+  const int b = mma_attn::varlen_kv_seq<Cfg::BN>(p, at);
+  mma_attn::varlen_view_ws<Cfg::BM, Cfg::BN>(p, b, -1, v);
+  const int tile = at - v.kv_tile0;
+  if (tile < 0 || tile >= v.k_tiles) return;  // between two sequences' tiles
+  if (!is_v) {
+    quant_qk_tile<Cfg, false, true, 1, true>(v, b, h, tile, Cfg::SMOOTH_K, smem_gmax, smem_red);
+    return;
+  }
+  const bool wait = Cfg::V8 || Cfg::SMOOTH_V;
+  if constexpr (Cfg::V8) {
+    quant_v8_tile<Cfg, true>(v, b, h, tile, wait, nullptr, smem_t);
+  } else {
+    convert_v_fp16_tile<Cfg, true>(v, b, h, tile, wait);
   }
 }
 
