@@ -135,7 +135,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     without keys, or causal rows before the first) get O = 0 and LSE -inf.
 
     policy "accurate" runs the unquantized (FP16/BF16 MMA) kernels; "balanced" (the default) and
-    "fast" run, on sm_90a past 1K keys, the quantized ones (INT8 Q.K^T, FP8 P.V, each sequence's
+    "fast" run, on sm_90a past 512-1K keys, the quantized ones (INT8 Q.K^T, FP8 P.V, each sequence's
     own statistics), elsewhere the unquantized ones. Returns o [total_q, Hq, D] (and with
     return_lse the natural-log LSE, fp32 [Hq, total_q]).
     """

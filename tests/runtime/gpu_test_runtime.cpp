@@ -1488,9 +1488,14 @@ const VarlenCase kVarlenCases[] = {
      kQuantVarlen128},
     {"Quant_D128_FP16_VPastItsSampledRange", 4, 2, 128, false, false, DType::fp16, {100, 700, 2000}, {100, 700, 2000},
      SAGE_POLICY_BALANCED, kQuantVarlen128, true},
-    // head dim 256's quantized kernel of one warpgroup has the entry too (not a varlen default)
+    // head dim 256: its quantized kernels of one and two warpgroups (the latter the varlen default
+    // past 1K keys, also through the public API below)
     {"Quant_D256_BF16_GQA2_Causal_Lse", 4, 2, 256, true, true, DType::bf16, {200, 65, 1300}, {700, 64, 1300},
      SAGE_POLICY_BALANCED, "wgmma_d256_m64_n128_wg1_s2_qk-int8-thread_pv-fp8_smk_fq_tma_sch-plain_occ1"},
+    {"Quant_D256_FP16_TwoWarpgroups_Lse", 4, 1, 256, false, true, DType::fp16, {1000, 2, 0, 600}, {1500, 900, 3, 600},
+     SAGE_POLICY_BALANCED, "wgmma_d256_m128_n128_wg2_s2_qk-int8-thread_pv-fp8_smk_fq_tma_sch-plain_occ1"},
+    {"D256_BF16_GQA2_Causal_Balanced", 4, 2, 256, true, false, DType::bf16, {1800, 65, 300}, {1800, 64, 300},
+     SAGE_POLICY_BALANCED},
 };
 
 class RuntimeGpuVarlen : public RuntimeGpu, public ::testing::WithParamInterface<VarlenCase> {};

@@ -140,6 +140,14 @@ TEST(CliSelect, VariableLengthBatchesNameTheirVarlenEntry) {
   ASSERT_EQ(text.rc, 0) << text.err;
   EXPECT_NE(text.out.find("varlen:  16 sequences packed"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find(" --varlen 512x16 "), std::string::npos) << text.out;
+  // Under the default policy past 1K keys, sm_90a's varlen default is a quantized kernel's
+  // entry, named by its entry's policies; the accurate policy keeps the native kernel.
+  const nlohmann::json q = select_json(s, "--varlen -d 128 -n 4096 -b 4");
+  EXPECT_NE(q["variant"].get<std::string>().find("qk-int8-thread_pv-fp8"), std::string::npos) << q.dump();
+  EXPECT_NE(q["defaults_entry"]["conditions"].get<std::string>().find("policies balanced,fast"), std::string::npos)
+      << q.dump();
+  const nlohmann::json acc = select_json(s, "--varlen -d 128 -n 4096 -b 4 --policy accurate");
+  EXPECT_NE(acc["variant"].get<std::string>().find("qk-native_pv-native"), std::string::npos) << acc.dump();
   CliRun none = s.run("select --arch sm_80 --varlen -d 256 -n 2048");
   EXPECT_NE(none.rc, 0);
   EXPECT_NE(none.err.find("for variable-length batches"), std::string::npos) << none.err;

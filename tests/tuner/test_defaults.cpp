@@ -90,6 +90,15 @@ TEST(Defaults, HopperVarlenBatchesPastOneKRunTheQuantizedKernelsUnderBalancedAnd
       }
     }
   }
+  // Head dim 256 past 1K keys: the dense default's INT8 kernel of two warpgroups.
+  for (const std::string policy : {"balanced", "fast"})
+    for (int causal : {0, 1}) {
+      const gen::Variant v = pick("sm_90a", 256, policy, 4096, causal);
+      EXPECT_EQ(v.get_string("qk"), "int8") << v.name;
+      EXPECT_EQ(v.get_int("warpgroups"), 2) << v.name;
+      EXPECT_EQ(pick("sm_90a", 256, policy, 1024, causal).get_string("qk"), "native");
+      EXPECT_EQ(pick("sm_90a", 256, "accurate", 4096, causal).get_string("qk"), "native");
+    }
   for (const std::string arch : {"sm_90a", "sm_89", "sm_80"})
     for (int d : {64, 128})
       for (int n : {128, 4096, 32768}) {

@@ -138,7 +138,7 @@ SAGE_API sage_status sage_attention_strided(const sage_attention_desc* desc, con
  * without keys (O 0, LSE -inf), and an empty one is skipped. `lse`, when not NULL, receives FP32
  * [heads_q, total_q]. head_dim: 64, 128 (on sm_90a also 256), or a multiple of 8 below one of
  * them (SAGE_ERR_UNSUPPORTED on a GPU without that head dim's kernel). Kernels: on sm_90a under
- * the balanced and fast policies past 1K keys the quantized ones (INT8 Q.K^T, FP8 P.V, each
+ * the balanced and fast policies past 512-1K keys the quantized ones (INT8 Q.K^T, FP8 P.V, each
  * sequence's own statistics), otherwise the unquantized (FP16/BF16 MMA) ones: wgmma with TMA on
  * sm_90a, mma.sync on the other architectures (docs/runtime.md); an exported static build has
  * none (SAGE_ERR_NOT_IN_BUILD). */
