@@ -1754,6 +1754,73 @@ TEST_F(RuntimeGpu, VarlenOffsetsPastTheTotalsStayInsideOnTheQuantizedKernels) {
       << "a byte past the workspace was written";
 }
 
+// A variable-length batch captured into a CUDA graph: the default policy's kernel (on sm_90a past
+// 1K keys the quantized one, whose preparation leaves statistics counters and V flags in the
+// workspace, back to 0 by the attention kernel: release_sync) replays bit for bit the direct
+// calls as the inputs change, with the library's pooled workspace.
+TEST_F(RuntimeGpu, VarlenCallsReplayFromACudaGraph) {
+  const int hq = 8, hkv = 2, d = 128;
+  const std::vector<std::int32_t> cu{0, 2000, 2700, 4000};
+  const int total = cu.back();
+  const std::size_t q_elems = std::size_t(total) * hq * d, kv_elems = std::size_t(total) * hkv * d;
+  DeviceBuffer q(q_elems * 2), k(kv_elems * 2), v(kv_elems * 2), o(q_elems * 2), lse(sizeof(float) * total * hq),
+      cus(16);
+  cus.upload(cu.data(), 16);
+  sage_attention_desc desc = sage_attention_desc_init(3, hq, hkv, 2000, 2000, d);
+  desc.layout = SAGE_LAYOUT_NHD;
+  const sage_varlen vl{cus.as<std::int32_t>(), cus.as<std::int32_t>(), total, total};
+  std::vector<std::uint16_t> in[2][3];
+  for (int i = 0; i < 2; ++i) {
+    std::mt19937_64 rng(300 + i);
+    std::normal_distribution<float> normal;
+    for (int t = 0; t < 3; ++t) {
+      in[i][t].resize(t == 0 ? q_elems : kv_elems);
+      for (auto& x : in[i][t]) x = tuner::float_to_half(normal(rng));
+    }
+  }
+  auto load = [&](int i) {
+    q.upload(in[i][0].data(), q_elems * 2);
+    k.upload(in[i][1].data(), kv_elems * 2);
+    v.upload(in[i][2].data(), kv_elems * 2);
+    o.fill_bytes(0xff);
+    lse.fill_bytes(0xff);
+  };
+  auto call = [&](CUstream s) {
+    return sage_attention_varlen(&desc, &vl, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), nullptr, 0, s);
+  };
+  std::vector<std::uint16_t> want[2];
+  std::vector<float> want_lse[2];
+  for (int i = 0; i < 2; ++i) {
+    load(i);
+    ASSERT_EQ(call(stream_), SAGE_OK) << sage_last_error();
+    sync();
+    want[i] = o.to_host<std::uint16_t>(q_elems);
+    want_lse[i] = lse.to_host<float>(std::size_t(total) * hq);
+  }
+  ASSERT_TRUE(want[0] != want[1]);
+  CUgraph graph = nullptr;
+  SAGE_CU(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  const sage_status captured = call(stream_);
+  SAGE_CU(cuStreamEndCapture(stream_, &graph));
+  ASSERT_EQ(captured, SAGE_OK) << sage_last_error();
+  CUgraphExec exec = nullptr;
+  SAGE_CU(cuGraphInstantiate(&exec, graph, 0));
+  cu::api().cuGraphDestroy(graph);
+  int replay = 0;
+  for (const int i : {0, 1, 1, 0, 0, 1}) {
+    load(i);
+    SAGE_CU(cuGraphLaunch(exec, stream_));
+    sync();
+    EXPECT_TRUE(o.to_host<std::uint16_t>(q_elems) == want[i]) << "replay " << replay << ": O differs";
+    EXPECT_TRUE(lse.to_host<float>(std::size_t(total) * hq) == want_lse[i]) << "replay " << replay << ": LSE differs";
+    ++replay;
+  }
+  cu::api().cuGraphExecDestroy(exec);
+  const std::string variant = tuner::default_variant(arch_, d, "balanced", 2000, 0, 2000, false, 3 * hq, 0, true);
+  if (arch_ == "sm_90a") EXPECT_NE(variant.find("qk-int8"), std::string::npos) << variant;
+  std::printf("[ sage ] varlen graph: %s\n", variant.c_str());
+}
+
 TEST_F(RuntimeGpu, WorkspaceTooSmallThenLastErrorClears) {
   const AttnProblem p = make(1, 4, 4, 300, 300, 128, false, Layout::HND, DType::fp16, true);
   Tensors t(p, 4);
