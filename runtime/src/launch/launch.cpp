@@ -796,11 +796,13 @@ WorkspacePlan AttnKernel::plan(const AttnProblem& p) const {
   w.has_v_prep = v8 || c.smooth_v || p.dtype == DType::bf16 || p.head_dim < c.head_dim;
   w.has_v_scale = v8;
   w.has_v_mean = c.smooth_v;
-  // (a variable-length batch: each sequence's view reads at most stat_rows of its keys, and
-  // p.seq_kv is the longest sequence's)
-  w.stat_rows = c.pv == "int8" ? p.seq_kv : std::min(p.seq_kv, kStatSampleRows);
+  // A variable-length batch: each sequence's view reads at most stat_rows of its keys, and the
+  // exact pass always follows (its CTAs of sequences whose V stayed in range return at once), so
+  // that a sequence longer than the caller's seq_kv (an upper bound, not checked on the host) is
+  // still quantized from its whole range.
+  w.stat_rows = c.pv == "int8" ? p.seq_kv : p.varlen ? kStatSampleRows : std::min(p.seq_kv, kStatSampleRows);
   const bool sampled = w.stat_rows < p.seq_kv;
-  w.v_exact_pass = c.pv == "fp8" && sampled;
+  w.v_exact_pass = c.pv == "fp8" && (sampled || p.varlen);
   // Statistics over every row: enough splits of the sequence for about one CTA of each kind
   // per SM, each of at least 256 rows (measured on the H100 at N=1K: one per SM 2-4% faster
   // than two, four or eight per SM 7-25% slower; with K and V statistics in separate CTAs, two
