@@ -12,6 +12,7 @@
 #include "sage/tuner/compiler.h"
 #include "sage/tuner/tune.h"
 #include "sage/tuner/variants.h"
+#include "sage/internal/launch.h"
 
 namespace sage::tuner {
 namespace {
@@ -348,6 +349,52 @@ TEST(Compiler, Sm90a_HeadDim128DefaultsHaveAThreeQuarterEntry) {
       expect_kernels_without_spills(r, {"sage_attn", "sage_attn_q3", "sage_prep", "sage_prep_v"}, true, name);
   }
   EXPECT_EQ(seen.size(), cases.size()) << "four different defaults";
+}
+
+// The varlen defaults on sm_90a (sage_attention_varlen): every one has the entry its rule
+// (has_varlen_entry) promises, without spills or serialized wgmma, and the entry issues the same
+// tensor-core work as sage_attn (it runs the dense kernel's code on its sequence's view); the
+// quantized ones (balanced, past 512-1K keys) also have their preparation's entries,
+// sage_prep_varlen and sage_prep_v_varlen, without spills. A quantized variant without the rule's
+// conditions (its Q quantized by the preparation) has none of them.
+TEST(Compiler, Sm90a_VarlenDefaultsHaveTheirEntriesWithoutSpills) {
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  std::set<std::string> seen;
+  int quantized = 0;
+  for (int d : {64, 128, 256})
+    for (const char* policy : {"balanced", "accurate"})
+      for (int n : {512, 4096, 16384})
+        for (int causal : {0, 1}) seen.insert(default_variant("sm_90a", d, policy, n, causal, n, false, 64, 0, true));
+  for (const std::string& name : seen) {
+    const std::optional<gen::Variant> v = space.find(name);
+    ASSERT_TRUE(v.has_value()) << name;
+    ASSERT_TRUE(has_varlen_entry(kernel_config(*v))) << name;
+    const CompileResult r = compile_with_ptx(*v, "sm_90a");
+    ASSERT_TRUE(r.ok) << r.log;
+    EXPECT_GT(wgmma_columns(r.ptx, "sage_attn"), 0u) << name;
+    EXPECT_EQ(wgmma_columns(r.ptx, "sage_attn_varlen"), wgmma_columns(r.ptx, "sage_attn")) << name;
+    if (v->get_string("qk") == "native") {
+      expect_kernels_without_spills(r, {"sage_attn", "sage_attn_varlen"}, true, name);
+    } else {
+      ++quantized;
+      expect_kernels_without_spills(
+          r, {"sage_attn", "sage_attn_varlen", "sage_prep", "sage_prep_varlen", "sage_prep_v", "sage_prep_v_varlen"},
+          true, name);
+    }
+  }
+  EXPECT_EQ(quantized, 4) << "D=64 64x128; D=128 64x128 and 192x128; D=256 128x128";
+  // Q quantized by the preparation (no fuse_q): no varlen entries.
+  const std::vector<gen::Variant> no_fuse =
+      space.enumerate({{"sm_90a"}, "d128_m64_n128_wg1_s2_qk-int8-thread_pv-fp8_smk_rsum_tma_sch-plain", {"wgmma"}})
+          .variants;
+  ASSERT_FALSE(no_fuse.empty());
+  for (const gen::Variant& v : no_fuse) {
+    EXPECT_FALSE(has_varlen_entry(kernel_config(v))) << v.name;
+    const CompileResult r = compile_with_ptx(v, "sm_90a");
+    ASSERT_TRUE(r.ok) << r.log;
+    for (const char* entry : {"sage_attn_varlen", "sage_prep_varlen", "sage_prep_v_varlen"})
+      EXPECT_EQ(r.ptx.find(std::string(".entry ") + entry + "("), std::string::npos) << v.name << " " << entry;
+  }
 }
 
 // INT8 P.V on wgmma (the search space's pv_int8 sets): P.V is u8 P x INT8 V (s32.u8.s8, P from
