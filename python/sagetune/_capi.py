@@ -106,8 +106,8 @@ _lib.sage_workspace_size.restype = ctypes.c_int
 _lib.sage_workspace_size_on_stream.argtypes = [ctypes.POINTER(AttentionDesc), ctypes.c_void_p,
                                                ctypes.POINTER(ctypes.c_size_t)]
 _lib.sage_workspace_size_on_stream.restype = ctypes.c_int
-_lib.sage_attention.argtypes = [
-    ctypes.POINTER(AttentionDesc),
+# The arguments after the descriptor that sage_attention and sage_attention_varlen share.
+_CALL_ARGS = [
     ctypes.c_void_p,  # q
     ctypes.c_void_p,  # k
     ctypes.c_void_p,  # v
@@ -117,6 +117,7 @@ _lib.sage_attention.argtypes = [
     ctypes.c_size_t,  # workspace bytes
     ctypes.c_void_p,  # stream
 ]
+_lib.sage_attention.argtypes = [ctypes.POINTER(AttentionDesc)] + _CALL_ARGS
 _lib.sage_attention.restype = ctypes.c_int
 
 
@@ -139,6 +140,8 @@ _lib.sage_attention_strided.argtypes = [
     ctypes.c_void_p,  # stream
 ]
 _lib.sage_attention_strided.restype = ctypes.c_int
+
+
 class Varlen(ctypes.Structure):
     """sage_varlen: a variable-length batch's offsets (device int32 arrays) and packed totals."""
 
@@ -149,18 +152,7 @@ class Varlen(ctypes.Structure):
 _lib.sage_workspace_size_varlen.argtypes = [ctypes.POINTER(AttentionDesc), ctypes.POINTER(Varlen),
                                             ctypes.POINTER(ctypes.c_size_t)]
 _lib.sage_workspace_size_varlen.restype = ctypes.c_int
-_lib.sage_attention_varlen.argtypes = [
-    ctypes.POINTER(AttentionDesc),
-    ctypes.POINTER(Varlen),
-    ctypes.c_void_p,  # q
-    ctypes.c_void_p,  # k
-    ctypes.c_void_p,  # v
-    ctypes.c_void_p,  # o
-    ctypes.c_void_p,  # lse (float*)
-    ctypes.c_void_p,  # workspace
-    ctypes.c_size_t,  # workspace bytes
-    ctypes.c_void_p,  # stream
-]
+_lib.sage_attention_varlen.argtypes = [ctypes.POINTER(AttentionDesc), ctypes.POINTER(Varlen)] + _CALL_ARGS
 _lib.sage_attention_varlen.restype = ctypes.c_int
 _lib.sage_variant_name.argtypes = [ctypes.POINTER(AttentionDesc), ctypes.c_char_p, ctypes.c_size_t]
 _lib.sage_variant_name.restype = ctypes.c_int

@@ -130,6 +130,19 @@ int stat_kinds(const KernelConfig& c) { return int(c.smooth_k) + int(c.smooth_v 
 constexpr int kStatSampleRows = 512;
 constexpr int kGridYZLimit = 65535;  // a launch grid's y and z dimensions
 
+// A variable-length batch's packed tensors as the maps describe them: one sequence of every row,
+// [1, total, heads, D]. A map needs a row: a batch without keys (or queries) has a map of one row
+// it never reads. Other calls: `p` itself.
+AttnProblem packed_problem(const AttnProblem& p) {
+  AttnProblem packed = p;
+  if (!p.varlen) return packed;
+  packed.batch = 1;
+  packed.seq_q = std::max(p.total_q, 1);
+  packed.seq_kv = std::max(p.total_kv, 1);
+  packed.varlen = false;
+  return packed;
+}
+
 }  // namespace
 
 int causal_group(const AttnProblem& p, const KernelConfig& c) {
@@ -925,15 +938,9 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
       return;
     }
     if (p.varlen) {
-      // The maps cover the packed tensors as one sequence of every row ([1, total, heads, D]); each
-      // CTA reads its sequence's rows from there (attn_native.cuh: attn_kernel_varlen). A map
-      // needs a row: a batch without keys (or queries) has a map of one row it never reads.
-      AttnProblem packed = p;
-      packed.batch = 1;
-      packed.seq_q = std::max(p.total_q, 1);
-      packed.seq_kv = std::max(p.total_kv, 1);
-      packed.varlen = false;
-      native_tensor_maps(packed, s);
+      // The maps cover the packed tensors (packed_problem); each CTA reads its sequence's rows
+      // from there (attn_native.cuh: attn_kernel_varlen).
+      native_tensor_maps(packed_problem(p), s);
       return;
     }
     native_tensor_maps(p, s);
@@ -1099,14 +1106,8 @@ void AttnKernel::tensor_maps(const WorkspacePlan& w, const AttnProblem& p, SageA
   const std::int64_t q_rows = std::int64_t(p.batch) * p.heads_q * w.q_tiles * c.block_m;
   const std::int64_t k_rows = kv_heads * npad;
   const std::int64_t v_rows = kv_heads * c.head_dim;
-  AttnProblem packed = p;
-  if (p.varlen) {
-    if (!c.fuse_q) throw Error(Errc::unsupported, cat(c.name, ": variable-length batches need fuse_q"));
-    packed.batch = 1;
-    packed.seq_q = std::max(p.total_q, 1);
-    packed.seq_kv = std::max(p.total_kv, 1);
-    packed.varlen = false;
-  }
+  if (p.varlen && !c.fuse_q) throw Error(Errc::unsupported, cat(c.name, ": variable-length batches need fuse_q"));
+  const AttnProblem packed = packed_problem(p);
   static_assert(sizeof(s.tma_q) == 128 && alignof(decltype(s.tma_q)) == 64, "tensor map slots");
   // fuse_q: Q is the caller's tensor (4-D map, like the native family's), K and V the workspace's.
   const void* q_src = c.fuse_q ? s.q.ptr : static_cast<const void*>(s.q_quant);
