@@ -71,7 +71,17 @@ def _check_tensors(q, k, v, tensor_layout, fn="sagetune.attention", shape=None):
                            "torch.inference_mode(), or use torch.nn.functional.scaled_dot_product_attention for training")
 
 
-def attention(q, k, v, is_causal=False, tensor_layout="HND", sm_scale=None, return_lse=False, policy="balanced"):
+def _window(fn, window, is_causal):
+    """The sliding window as an int, checked: >= 0, and only with a causal mask."""
+    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+        raise ValueError(f"{fn}: window must be an int >= 0 (0: no sliding window), got {window!r}")
+    if window > 0 and not is_causal:
+        raise ValueError(f"{fn}: window={window} is a sliding window over the most recent keys: it needs is_causal=True")
+    return window
+
+
+def attention(q, k, v, is_causal=False, tensor_layout="HND", sm_scale=None, return_lse=False, policy="balanced",
+              window=0):
     """softmax(sm_scale * q k^T [causal]) v with the tuned quantized kernels.
 
     q: [B, Hq, Nq, D] ("HND") or [B, Nq, Hq, D] ("NHD"); k, v: the same with Hkv, Nkv. fp16 or
@@ -79,7 +89,9 @@ def attention(q, k, v, is_causal=False, tensor_layout="HND", sm_scale=None, retu
     the rows as zero-padded); Hq a multiple of Hkv (grouped-query attention). Causal
     masking is bottom-right aligned (query i sees keys j <= i + Nkv - Nq), so it needs Nq <= Nkv;
     for Nq == Nkv it is the usual mask. sm_scale None: 1/sqrt(D). policy: "balanced" (default),
-    "accurate" (FP16 P.V only) or "fast".
+    "accurate" (FP16 P.V only) or "fast". window (with is_causal): a sliding window, each query
+    sees its `window` most recent keys, i + Nkv - Nq - window < j <= i + Nkv - Nq (Mistral's and
+    Gemma's sliding_window; flash_attn's window_size=(window - 1, 0)); 0: none.
 
     Views are read in place where the kernels can: contiguous tensors, transposed views of the
     other layout, and (D a multiple of 8) views whose strides are multiples of 8 elements, such
@@ -98,6 +110,7 @@ def attention(q, k, v, is_causal=False, tensor_layout="HND", sm_scale=None, retu
     _check_tensors(q, k, v, tensor_layout)
     if sm_scale is not None and not (sm_scale > 0):
         raise ValueError(f"sagetune.attention: sm_scale must be > 0 (None for 1/sqrt(head_dim)), got {sm_scale}")
+    window = _window("sagetune.attention", window, is_causal)
 
     b, d = q.shape[0], q.shape[3]
     if k.shape[0] != b or k.shape[3] != d:
@@ -115,14 +128,14 @@ def attention(q, k, v, is_causal=False, tensor_layout="HND", sm_scale=None, retu
     # Traced by torch.compile: the operator (one opaque node); run eagerly: the launch itself.
     call = torch.ops.sagetune.attention if torch.compiler.is_compiling() else _op.launch
     o, lse = call(q, k, v, bool(is_causal), layout, 0.0 if sm_scale is None else float(sm_scale), bool(return_lse),
-                  policy)
+                  policy, window)
     if layout != tensor_layout:
         o = o.transpose(1, 2)
     return (o, lse) if return_lse else o
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal=False, sm_scale=None,
-                     return_lse=False, policy="balanced"):
+                     return_lse=False, policy="balanced", window=0):
     """Attention over a batch of sequences of different lengths, packed one after another.
 
     q: [total_q, Hq, D], k and v: [total_k, Hkv, D] (fp16 or bf16 CUDA tensors); sequence b's
@@ -132,7 +145,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     and max_seqlen_k: the longest sequence's lengths (ints; rows of a longer sequence past them
     are not computed). D: 64, 128 (on sm_90a also 256) or a multiple of 8 below one of them.
     Causal masking is bottom-right aligned per sequence; rows that see no key (a sequence
-    without keys, or causal rows before the first) get O = 0 and LSE -inf.
+    without keys, or causal rows before the first) get O = 0 and LSE -inf. window: a causal
+    sliding window per sequence, as attention()'s.
 
     policy "accurate" runs the unquantized (FP16/BF16 MMA) kernels; "balanced" (the default) and
     "fast" run, on sm_90a past 512-1K keys, the quantized ones (INT8 Q.K^T, FP8 P.V, each sequence's
@@ -154,9 +168,10 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
                          f"got {cu_seqlens_q.shape[0]} and {cu_seqlens_k.shape[0]}")
     if sm_scale is not None and not (sm_scale > 0):
         raise ValueError(f"sagetune.attention_varlen: sm_scale must be > 0 (None for 1/sqrt(head_dim)), got {sm_scale}")
+    window = _window("sagetune.attention_varlen", window, is_causal)
     call = torch.ops.sagetune.attention_varlen if torch.compiler.is_compiling() else _op.launch_varlen
     o, lse = call(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k), bool(is_causal),
-                  0.0 if sm_scale is None else float(sm_scale), bool(return_lse), policy)
+                  0.0 if sm_scale is None else float(sm_scale), bool(return_lse), policy, window)
     return (o, lse) if return_lse else o
 
 
@@ -180,13 +195,15 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     return attention(query, key, value, is_causal=is_causal, tensor_layout="HND", sm_scale=scale)
 
 
-def variant(q, k, v, is_causal=False, tensor_layout="HND", policy="balanced"):
+def variant(q, k, v, is_causal=False, tensor_layout="HND", policy="balanced", window=0):
     """Name of the kernel variant that attention() runs for these tensors on their device."""
     torch = _torch()
     _check_tensors(q, k, v, tensor_layout)
+    window = _window("sagetune.variant", window, is_causal)
     b, hq, hkv, nq, nkv, d = _op.dims(q, k, tensor_layout)
     # The layout attention() would hand the kernels (it is part of the problem bucket).
     layout = _physical_layout((q, k, v), tensor_layout) or tensor_layout
-    desc = make_desc(b, hq, hkv, nq, nkv, d, layout=layout, dtype=_op.DTYPES[q.dtype], causal=is_causal, policy=policy)
+    desc = make_desc(b, hq, hkv, nq, nkv, d, layout=layout, dtype=_op.DTYPES[q.dtype], causal=is_causal, policy=policy,
+                     window=window)
     with torch.cuda.device(q.device):
         return _capi.variant_name(desc)

@@ -60,6 +60,7 @@ class AttentionDesc(ctypes.Structure):
         ("causal", ctypes.c_int),
         ("sm_scale", ctypes.c_float),
         ("policy", ctypes.c_int),
+        ("window", ctypes.c_int),
     ]
 
 
@@ -174,7 +175,7 @@ def _check(status):
 
 
 def make_desc(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, layout="HND", dtype="fp16", causal=False,
-              sm_scale=0.0, policy="balanced"):
+              sm_scale=0.0, policy="balanced", window=0):
     """A sage_attention_desc; raises ValueError for an unknown layout, dtype or policy name."""
     for name, table, value in (("layout", LAYOUTS, layout), ("dtype", DTYPES, dtype), ("policy", POLICIES, policy)):
         if value not in table:
@@ -185,6 +186,7 @@ def make_desc(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, layout="HND", d
     d.causal = 1 if causal else 0
     d.sm_scale = float(sm_scale)
     d.policy = POLICIES[policy]
+    d.window = int(window)
     return d
 
 

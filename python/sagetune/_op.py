@@ -62,9 +62,9 @@ def strides(t, layout):
     return st
 
 
-def launch(q, k, v, is_causal, layout, sm_scale, return_lse, policy):
+def launch(q, k, v, is_causal, layout, sm_scale, return_lse, policy, window=0):
     """(o, lse): o contiguous in `layout` with q's shape; lse fp32 [B, Hq, Nq], or None without
-    return_lse. sm_scale 0: 1/sqrt(D)."""
+    return_lse. sm_scale 0: 1/sqrt(D). window: a causal sliding window (0: none)."""
     # The kernels load 16-byte vectors. Tensors contiguous in `layout` take sage_attention; views
     # whose strides the kernels can read (head dims that are multiples of 8) take
     # sage_attention_strided; anything else (an odd storage offset or stride) gets a copy.
@@ -86,13 +86,13 @@ def launch(q, k, v, is_causal, layout, sm_scale, return_lse, policy):
     # The runtime works on the calling thread's current CUDA context: make it the tensors' device.
     if torch.cuda.current_device() != index:
         with torch.cuda.device(index):
-            return launch(q, k, v, is_causal, layout, sm_scale, return_lse, policy)
+            return launch(q, k, v, is_causal, layout, sm_scale, return_lse, policy, window)
     stream = _current_stream(index)
-    key = (b, hq, hkv, nq, nkv, d, layout, q.dtype, is_causal, sm_scale, policy, index, stream)
+    key = (b, hq, hkv, nq, nkv, d, layout, q.dtype, is_causal, sm_scale, policy, window, index, stream)
     entry = _DESCS.get(key)
     if entry is None:
         desc = _capi.make_desc(b, hq, hkv, nq, nkv, d, layout=layout, dtype=DTYPES[q.dtype], causal=is_causal,
-                               sm_scale=sm_scale, policy=policy)
+                               sm_scale=sm_scale, policy=policy, window=window)
         entry = (desc, _capi.workspace_size(desc, stream))  # selects the kernel (the bucket's first call)
         if len(_DESCS) >= _DESCS_MAX:
             _DESCS.clear()
@@ -113,13 +113,13 @@ def launch(q, k, v, is_causal, layout, sm_scale, return_lse, policy):
 
 @torch.library.custom_op("sagetune::attention", mutates_args=(), device_types="cuda")
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool, layout: str, sm_scale: float,
-              return_lse: bool, policy: str) -> tuple[torch.Tensor, torch.Tensor]:
-    o, lse = launch(q, k, v, is_causal, layout, sm_scale, return_lse, policy)
+              return_lse: bool, policy: str, window: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    o, lse = launch(q, k, v, is_causal, layout, sm_scale, return_lse, policy, window)
     return o, lse if lse is not None else q.new_empty((0,), dtype=torch.float32)
 
 
 @attention.register_fake
-def _(q, k, v, is_causal, layout, sm_scale, return_lse, policy):
+def _(q, k, v, is_causal, layout, sm_scale, return_lse, policy, window=0):
     b, hq, _, nq, _, _ = dims(q, k, layout)
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = q.new_empty((b, hq, nq) if return_lse else (0,), dtype=torch.float32)
@@ -127,7 +127,7 @@ def _(q, k, v, is_causal, layout, sm_scale, return_lse, policy):
 
 
 def launch_varlen(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, is_causal, sm_scale, return_lse,
-                  policy):
+                  policy, window=0):
     """(o, lse) of a variable-length batch: q [total_q, Hq, D], k and v [total_kv, Hkv, D], the
     offsets int32 CUDA tensors of batch + 1 entries; o contiguous like q, lse fp32 [Hq, total_q]
     or None. Non-contiguous tensors are copied."""
@@ -138,7 +138,7 @@ def launch_varlen(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen
     if torch.cuda.current_device() != index:
         with torch.cuda.device(index):
             return launch_varlen(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, is_causal, sm_scale,
-                                 return_lse, policy)
+                                 return_lse, policy, window)
     tq, hq, d = q.shape
     tkv, hkv = k.shape[0], k.shape[1]
     batch = cu_seqlens_q.shape[0] - 1
@@ -148,11 +148,11 @@ def launch_varlen(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen
     stream = _current_stream(index)
     # Every offset is clamped on the device; an empty tensor's address is never read.
     desc = _capi.make_desc(batch, hq, hkv, max(1, max_seqlen_q), max(1, max_seqlen_kv), d, layout="NHD",
-                           dtype=DTYPES[q.dtype], causal=is_causal, sm_scale=sm_scale, policy=policy)
+                           dtype=DTYPES[q.dtype], causal=is_causal, sm_scale=sm_scale, policy=policy, window=window)
     vl = _capi.make_varlen(cu_seqlens_q.data_ptr(), cu_seqlens_kv.data_ptr(), tq, tkv)
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((hq, tq), dtype=torch.float32, device=q.device) if return_lse else None
-    key = ("varlen", batch, hq, hkv, max_seqlen_q, max_seqlen_kv, d, q.dtype, is_causal, policy, index)
+    key = ("varlen", batch, hq, hkv, max_seqlen_q, max_seqlen_kv, d, q.dtype, is_causal, policy, window, index)
     ws_bytes = _DESCS.get(key)
     if ws_bytes is None:
         ws_bytes = _capi.workspace_size_varlen(desc, vl)  # selects the kernel (the bucket's first call)
@@ -168,14 +168,15 @@ def launch_varlen(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen
 @torch.library.custom_op("sagetune::attention_varlen", mutates_args=(), device_types="cuda")
 def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                      cu_seqlens_kv: torch.Tensor, max_seqlen_q: int, max_seqlen_kv: int, is_causal: bool,
-                     sm_scale: float, return_lse: bool, policy: str) -> tuple[torch.Tensor, torch.Tensor]:
+                     sm_scale: float, return_lse: bool, policy: str, window: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     o, lse = launch_varlen(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, is_causal, sm_scale,
-                           return_lse, policy)
+                           return_lse, policy, window)
     return o, lse if lse is not None else q.new_empty((0,), dtype=torch.float32)
 
 
 @attention_varlen.register_fake
-def _(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, is_causal, sm_scale, return_lse, policy):
+def _(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, is_causal, sm_scale, return_lse, policy,
+      window=0):
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = q.new_empty((q.shape[1], q.shape[0]) if return_lse else (0,), dtype=torch.float32)
     return o, lse

@@ -55,6 +55,12 @@ class CapiTest(unittest.TestCase):
         self.refused(_capi.ERR_INVALID_ARGUMENT, "desc->sm_scale must be finite and >= 0", bad)
         self.refused(_capi.ERR_INVALID_ARGUMENT, "causal attention needs seq_q <= seq_kv",
                      good(seq_q=300, seq_kv=200, causal=True))
+        # The window, the struct's last field.
+        self.assertEqual(_capi.ctypes.sizeof(_capi.AttentionDesc), 48)
+        self.assertEqual(good().window, 0)
+        self.refused(_capi.ERR_INVALID_ARGUMENT, "desc->window (77) is a sliding window", good(window=77))
+        self.refused(_capi.ERR_INVALID_ARGUMENT, "desc->window must be >= 0 (0: no sliding window), got -2",
+                     good(window=-2, causal=True))
 
     def test_pointers(self):
         self.refused(_capi.ERR_INVALID_ARGUMENT, "q is NULL", good(), q=0)

@@ -25,8 +25,9 @@ from sagetune import SageError  # noqa: E402
 DEV = torch.device("cuda")
 
 
-def reference(q, k, v, causal, scale=None):
-    """FP32 attention on [B, H, N, D] tensors, GQA by repeating kv heads; bottom-right causal."""
+def reference(q, k, v, causal, scale=None, window=0):
+    """FP32 attention on [B, H, N, D] tensors, GQA by repeating kv heads; bottom-right causal,
+    with a sliding window of `window` keys (0: none)."""
     q, k, v = q.float(), k.float(), v.float()
     hq, hkv = q.shape[1], k.shape[1]
     if hq != hkv:
@@ -39,6 +40,8 @@ def reference(q, k, v, causal, scale=None):
         i = torch.arange(nq, device=q.device)[:, None]
         j = torch.arange(nkv, device=q.device)[None, :]
         s = s.masked_fill(j > i + (nkv - nq), float("-inf"))
+        if window > 0:
+            s = s.masked_fill(j <= i + (nkv - nq) - window, float("-inf"))
     lse = torch.logsumexp(s, dim=-1)
     return torch.matmul(torch.softmax(s, dim=-1), v), lse
 
@@ -593,6 +596,64 @@ def test_torch_compile_reduce_overhead_and_dynamic_shapes():
 
 
 # ---- variable-length batches (sagetune.attention_varlen) -----------------------------------
+
+@pytest.mark.parametrize("d,nq,nkv,window,policy", [(128, 3000, 3000, 1200, "balanced"), (64, 2000, 2000, 300, "accurate"),
+                                                     (128, 600, 8000, 2048, "balanced"), (64, 1, 9000, 512, "balanced"),
+                                                     (128, 4, 5000, 1000, "accurate")])
+def test_sliding_window_matches_the_fp32_reference_of_the_same_window(d, nq, nkv, window, policy):
+    """window=W (with is_causal): each query sees its W most recent keys, against FP32 attention
+    with that mask, at the policy's thresholds (accurate: the native kernels', cos >= 0.99999 and
+    rel-L1 <= 0.005; balanced: configs/problems.yaml's), and far from the plain causal call; a
+    prefill, a chunk after a long cache (the keys no query sees left out), one decoding token and
+    four draft tokens."""
+    q, k, v = inputs(2, 8, 2, nq, nkv, d, seed=21)
+    with torch.no_grad():
+        o, lse = sagetune.attention(q, k, v, is_causal=True, window=window, return_lse=True, policy=policy)
+    ref, ref_lse = reference(q, k, v, True, window=window)
+    cos, rel = metrics(o, ref)
+    if policy == "accurate":
+        assert cos >= 0.99999 and rel <= 0.005, (cos, rel)
+        torch.testing.assert_close(lse, ref_lse, atol=2e-3, rtol=0)
+    else:
+        assert cos >= COS_MIN and rel <= REL_L1_MAX, (cos, rel)
+        torch.testing.assert_close(lse, ref_lse, atol=5e-2, rtol=0)
+    plain, _ = reference(q, k, v, True)
+    assert metrics(o, plain)[1] > 0.1, "O is the plain causal call's"
+    name = sagetune.variant(q, k, v, is_causal=True, window=window, policy=policy)
+    assert name.startswith("attn_sm"), name
+
+
+def test_sliding_window_varlen_and_errors():
+    """A variable-length batch with a window (each sequence's own, bottom-right), the operator
+    with the window through torch.ops, and the window's clear errors."""
+    seq = [1500, 1, 0, 700]
+    q, k, v, cq, ck = _packed(seq, seq, 8, 2, 128, torch.float16, seed=4)
+    with torch.no_grad():
+        o, lse = sagetune.attention_varlen(q, k, v, cq, ck, max(seq), max(seq), is_causal=True, return_lse=True,
+                                           policy="accurate", window=200)
+        outs, refs = [], []
+        for b in range(len(seq)):
+            rows = slice(int(cq[b]), int(cq[b + 1]))
+            if rows.stop == rows.start:
+                continue
+            qs, ks, vs = (t[rows].transpose(0, 1)[None] for t in (q, k, v))
+            ref, _ = reference(qs, ks, vs, True, window=200)
+            outs.append(o[rows])
+            refs.append(ref[0].transpose(0, 1))
+        cos, rel = metrics(torch.cat(outs), torch.cat(refs))
+        assert cos >= 0.99999 and rel <= 0.005, (cos, rel)
+        qd, kd, vd = inputs(1, 4, 4, 300, 300, 64)
+        eager = sagetune.attention(qd, kd, vd, is_causal=True, window=50)
+        op, _ = torch.ops.sagetune.attention(qd, kd, vd, True, "HND", 0.0, False, "balanced", 50)
+        assert torch.equal(op, eager)
+        with pytest.raises(ValueError, match="is_causal=True"):
+            sagetune.attention(qd, kd, vd, window=50)
+        with pytest.raises(ValueError, match="int >= 0"):
+            sagetune.attention(qd, kd, vd, is_causal=True, window=-1)
+        with pytest.raises(ValueError, match="is_causal=True"):
+            sagetune.attention_varlen(q, k, v, cq, ck, max(seq), max(seq), window=10)
+    torch.library.opcheck(torch.ops.sagetune.attention.default, (qd, kd, vd, True, "HND", 0.0, True, "balanced", 50))
+
 
 def _packed(seq_q, seq_k, hq, hkv, d, dtype=torch.float16, seed=5):
     g = torch.Generator(device=DEV).manual_seed(seed)

@@ -71,7 +71,7 @@ sage_status guarded(F&& body) noexcept {
 AttnProblem checked_problem(const sage_attention_desc* d, Policy* policy) {
   if (!d) throw Error(Errc::invalid_argument, "desc is NULL");
   DescView v{d->batch, d->heads_q, d->heads_kv, d->seq_q, d->seq_kv, d->head_dim, int(d->layout), int(d->dtype),
-             d->causal, d->sm_scale, int(d->policy)};
+             d->causal, d->sm_scale, int(d->policy), d->window};
   return problem_of(v, policy);
 }
 
@@ -90,7 +90,7 @@ AttnProblem checked_varlen_problem(const sage_attention_desc* d, const sage_varl
   if (!d) throw Error(Errc::invalid_argument, "desc is NULL");
   if (!vl) throw Error(Errc::invalid_argument, "varlen is NULL");
   DescView v{d->batch, d->heads_q, d->heads_kv, d->seq_q, d->seq_kv, d->head_dim, int(d->layout), int(d->dtype),
-             d->causal, d->sm_scale, int(d->policy)};
+             d->causal, d->sm_scale, int(d->policy), d->window};
   return varlen_problem_of(v, vl->total_q, vl->total_kv, policy);
 }
 
@@ -122,8 +122,9 @@ SAGE_API sage_attention_desc sage_attention_desc_init(int batch, int heads_q, in
 SAGE_API sage_status sage_workspace_size(const sage_attention_desc* desc, size_t* bytes) {
   return rt::guarded([&] {
     rt::Policy policy;
-    const AttnProblem p = rt::checked_problem(desc, &policy);
+    AttnProblem p = rt::checked_problem(desc, &policy);
     if (!bytes) throw Error(Errc::invalid_argument, "bytes is NULL");
+    rt::trim_window(p, nullptr);
     *bytes = rt::workspace_size(p, policy);
   });
 }
@@ -131,8 +132,9 @@ SAGE_API sage_status sage_workspace_size(const sage_attention_desc* desc, size_t
 SAGE_API sage_status sage_workspace_size_on_stream(const sage_attention_desc* desc, void* stream, size_t* bytes) {
   return rt::guarded([&] {
     rt::Policy policy;
-    const AttnProblem p = rt::checked_problem(desc, &policy);
+    AttnProblem p = rt::checked_problem(desc, &policy);
     if (!bytes) throw Error(Errc::invalid_argument, "bytes is NULL");
+    rt::trim_window(p, nullptr);
     *bytes = rt::workspace_size(p, policy, static_cast<CUstream>(stream));
   });
 }
@@ -172,6 +174,7 @@ SAGE_API sage_status sage_attention_strided(const sage_attention_desc* desc, con
       a.so = pick(o_strides, cq);
       rt::check_strides(p, a);
     }
+    rt::trim_window(p, &a);
     rt::run(p, policy, a, workspace, workspace_bytes, static_cast<CUstream>(stream));
   });
 }
@@ -180,8 +183,9 @@ SAGE_API sage_status sage_workspace_size_varlen(const sage_attention_desc* desc,
                                                 size_t* bytes) {
   return rt::guarded([&] {
     rt::Policy policy;
-    const AttnProblem p = rt::checked_varlen_problem(desc, varlen, &policy);
+    AttnProblem p = rt::checked_varlen_problem(desc, varlen, &policy);
     if (!bytes) throw Error(Errc::invalid_argument, "bytes is NULL");
+    rt::trim_window(p, nullptr);
     *bytes = rt::workspace_size(p, policy);
   });
 }
@@ -197,6 +201,7 @@ SAGE_API sage_status sage_attention_varlen(const sage_attention_desc* desc, cons
     a.cu_seqlens_kv = varlen->cu_seqlens_kv;
     rt::check_pointers(a, workspace);
     p.return_lse = lse != nullptr;
+    rt::trim_window(p, &a);
     rt::run(p, policy, a, workspace, workspace_bytes, static_cast<CUstream>(stream));
   });
 }
@@ -204,8 +209,9 @@ SAGE_API sage_status sage_attention_varlen(const sage_attention_desc* desc, cons
 SAGE_API sage_status sage_variant_name(const sage_attention_desc* desc, char* name, size_t capacity) {
   return rt::guarded([&] {
     rt::Policy policy;
-    const AttnProblem p = rt::checked_problem(desc, &policy);
+    AttnProblem p = rt::checked_problem(desc, &policy);
     if (!name || capacity == 0) throw Error(Errc::invalid_argument, "name is NULL or capacity is 0");
+    rt::trim_window(p, nullptr);
     const std::string& v = rt::selection_for(p, policy).variant;
     const std::size_t n = std::min(v.size(), capacity - 1);
     std::memcpy(name, v.data(), n);

@@ -1,4 +1,5 @@
 // Problem buckets, cache keys, architectures and reproducing command lines.
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 
@@ -37,7 +38,8 @@ const char* to_string(Source s) {
 
 std::string BucketKey::str() const {
   return cat("d", head_dim, "_", causal ? "causal" : "noncausal", "_", to_string(dtype), "_", to_string(layout), "_q",
-             seq_q, "_kv", seq_kv, "_bh", bh, "_", to_string(policy), rows16 ? "_r16" : "", varlen ? "_varlen" : "");
+             seq_q, "_kv", seq_kv, "_bh", bh, "_", to_string(policy), rows16 ? "_r16" : "", varlen ? "_varlen" : "",
+             window ? "_window" : "");
 }
 
 BucketKey BucketKey::parse(const std::string& s) {
@@ -45,11 +47,13 @@ BucketKey BucketKey::parse(const std::string& s) {
     return Error(Errc::invalid_argument, "bucket key '" + s + "': " + why);
   };
   std::vector<std::string> f = split(s, '_');
+  const bool window = f.size() > 8 && f.back() == "window";
+  if (window) f.pop_back();
   const bool varlen = f.size() > 8 && f.back() == "varlen";
   if (varlen) f.pop_back();
   if (f.size() != 8 && !(f.size() == 9 && f[8] == "r16"))
     throw bad(cat("expected 8 '_'-separated fields (d128_causal_fp16_HND_q4096_kv4096_bh128_balanced), and an optional "
-                  "ninth, r16, each optionally followed by varlen; got ", f.size()));
+                  "ninth, r16, each optionally followed by varlen, then by window; got ", f.size()));
   auto num = [&](const std::string& field, const char* prefix, const char* name) {
     if (!starts_with(field, prefix)) throw bad(cat("field ", name, " must start with '", prefix, "', got '", field, "'"));
     const std::string digits = field.substr(std::string(prefix).size());
@@ -80,6 +84,8 @@ BucketKey BucketKey::parse(const std::string& s) {
   }
   k.rows16 = f.size() == 9;
   k.varlen = varlen;
+  k.window = window;
+  if (window && !k.causal) throw bad("a window key must be causal");
   return k;
 }
 
@@ -99,11 +105,13 @@ BucketKey Buckets::key_of(const AttnProblem& p, Policy policy, int call_head_dim
   k.dtype = p.dtype;
   k.layout = p.layout;
   k.seq_q = seq_bucket(p.seq_q);
-  k.seq_kv = seq_bucket(p.seq_kv);
+  // A sliding window's calls are selected by the keys a query sees.
+  k.seq_kv = seq_bucket(p.window > 0 ? std::min(p.seq_kv, p.window) : p.seq_kv);
   // Validated problems keep batch and heads_q below 65536 each, so the product fits an int.
   k.bh = bh_bucket(p.batch * p.heads_q);
   k.policy = policy;
   k.varlen = p.varlen;
+  k.window = p.window > 0;
   return k;
 }
 
@@ -122,6 +130,7 @@ std::size_t CacheKeyHash::operator()(const CacheKey& k) const noexcept {
   mix(std::size_t(b.policy));
   mix(std::size_t(b.rows16));
   mix(std::size_t(b.varlen));
+  mix(std::size_t(b.window));
   mix(std::size_t(k.pairs));
   mix(std::size_t(k.sms));
   return h;
@@ -148,6 +157,7 @@ std::string reproduce_command(const AttnProblem& p, Policy policy, const std::st
   s += cat(" --batch ", p.batch, " --heads ", p.heads_q);
   if (p.heads_kv != p.heads_q) s += cat(" --heads-kv ", p.heads_kv);
   s += cat(" --causal ", p.causal ? "yes" : "no");
+  if (p.window > 0) s += cat(" --window ", p.window);
   if (p.layout != Layout::HND) s += " --layout NHD";
   if (p.dtype != DType::fp16) s += " --dtype bf16";
   // The policy chose the variant; the bench times the named variant whatever the policy, so

@@ -54,6 +54,10 @@ AttnProblem problem_of(const DescView& d, Policy* policy) {
     throw Error(Errc::invalid_argument,
                 cat("causal attention needs seq_q <= seq_kv (the mask is bottom-right aligned: query i sees keys "
                     "j <= i + seq_kv - seq_q), got seq_q ", d.seq_q, " > seq_kv ", d.seq_kv));
+  if (d.window < 0) throw Error(Errc::invalid_argument, cat("desc->window must be >= 0 (0: no sliding window), got ", d.window));
+  if (d.window > 0 && !d.causal)
+    throw Error(Errc::invalid_argument, cat("desc->window (", d.window, ") is a sliding window over the most recent keys: "
+                                            "it needs desc->causal = 1"));
   if (kernel_head_dim(d.head_dim) == 0)
     throw Error(Errc::unsupported, cat("head_dim ", d.head_dim, " is not supported (the kernels' head dims are ", dims_list(),
                                        "; any other up to ", supported_head_dims().back(),
@@ -72,6 +76,7 @@ AttnProblem problem_of(const DescView& d, Policy* policy) {
   p.layout = d.layout == 1 ? Layout::NHD : Layout::HND;
   p.dtype = d.dtype == 1 ? DType::bf16 : DType::fp16;
   p.causal = d.causal == 1;
+  p.window = d.window;
   p.sm_scale = d.sm_scale;
   *policy = d.policy == 1 ? Policy::accurate : d.policy == 2 ? Policy::fast : Policy::balanced;
   return p;
@@ -85,8 +90,14 @@ AttnProblem varlen_problem_of(const DescView& d, int total_q, int total_kv, Poli
   // 0, LSE -inf); the dense call's check is on the longest sequences only, which says nothing.
   DescView dense = d;
   dense.causal = 0;
+  dense.window = 0;
   AttnProblem p = problem_of(dense, policy);
+  if (d.window < 0) throw Error(Errc::invalid_argument, cat("desc->window must be >= 0 (0: no sliding window), got ", d.window));
+  if (d.window > 0 && d.causal != 1)
+    throw Error(Errc::invalid_argument, cat("desc->window (", d.window, ") is a sliding window over the most recent keys: "
+                                            "it needs desc->causal = 1"));
   p.causal = d.causal == 1;
+  p.window = d.window;
   if (total_q < 0 || total_kv < 0)
     throw Error(Errc::invalid_argument, cat("varlen->total_q and total_kv must be >= 0, got ", total_q, " and ", total_kv));
   const int kd = kernel_head_dim(d.head_dim);
@@ -98,6 +109,23 @@ AttnProblem varlen_problem_of(const DescView& d, int total_q, int total_kv, Poli
   p.total_q = total_q;
   p.total_kv = total_kv;
   return p;
+}
+
+void trim_window(AttnProblem& p, AttnArgs* a) {
+  const int skip = p.window_skip();
+  if (skip > 0 && a) {
+    if (!a->strided) {  // contiguous in p.layout: the same tensors as strided views
+      std::int64_t b, h, n;
+      p.strides(p.heads_q, p.seq_q, &b, &h, &n);
+      a->sq = a->so = TensorStrides{b, h, n};
+      p.strides(p.heads_kv, p.seq_kv, &b, &h, &n);
+      a->sk = a->sv = TensorStrides{b, h, n};
+      a->strided = true;
+    }
+    a->k = static_cast<const char*>(a->k) + skip * a->sk.n * 2;
+    a->v = static_cast<const char*>(a->v) + skip * a->sv.n * 2;
+  }
+  p.trim_window();
 }
 
 void check_pointers(const AttnArgs& a, const void* workspace) {

@@ -46,6 +46,7 @@
 #include "sage/internal/runtime.h"
 #include "sage/sage.h"
 #include "sage/tuner/accuracy.h"
+#include "sage/tuner/variants.h"
 #include "support/gpu.h"
 
 // ---- host allocation counting (SteadyStateCallsAllocateNothingOnTheHost) -----------------
@@ -77,6 +78,7 @@ sage_attention_desc desc_of(const AttnProblem& p) {
   d.dtype = p.dtype == DType::bf16 ? SAGE_BF16 : SAGE_FP16;
   d.causal = p.causal ? 1 : 0;
   d.sm_scale = p.sm_scale;
+  d.window = p.window;
   return d;
 }
 
@@ -1689,6 +1691,241 @@ TEST_P(RuntimeGpuVarlen, EverySequenceMatchesItsOwnFp32Reference) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, RuntimeGpuVarlen, ::testing::ValuesIn(kVarlenCases),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// ---- sliding windows (desc->window) ---------------------------------------------------------
+
+// One causal call with a sliding window: through the public API (the runtime's selection, and
+// its trim of the keys no query sees) or, with `variant` (its name after "attn_<arch>_"), through
+// the launcher on that variant, an sm_90a one (the window in the kernel, nothing trimmed; other
+// GPUs skip the case).
+struct WindowCase {
+  const char* name;
+  int batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, window;
+  DType dtype;
+  Layout layout;
+  bool lse;
+  sage_policy policy;
+  const char* variant = nullptr;
+};
+const WindowCase kWindowCases[] = {
+    // The public API: on sm_90a the quantized kernel (64x128 of one warpgroup) from windows past
+    // 1K keys, the native kernels below; elsewhere the native mma.sync kernels.
+    {"D128_FP16_GQA4_Balanced_Lse", 2, 8, 2, 3000, 3000, 128, 1500, DType::fp16, Layout::HND, true, SAGE_POLICY_BALANCED},
+    {"D128_BF16_NHD_Accurate", 2, 4, 4, 2500, 2500, 128, 700, DType::bf16, Layout::NHD, false, SAGE_POLICY_ACCURATE},
+    {"D64_FP16_MQA_Balanced", 1, 8, 1, 4000, 4000, 64, 1300, DType::fp16, Layout::HND, true, SAGE_POLICY_BALANCED},
+    {"D64_BF16_Accurate_Window100", 2, 4, 2, 1500, 1500, 64, 100, DType::bf16, Layout::HND, true, SAGE_POLICY_ACCURATE},
+    {"D96_FP16_Balanced_PaddedRows", 1, 4, 2, 2100, 2100, 96, 900, DType::fp16, Layout::NHD, false, SAGE_POLICY_BALANCED},
+    // A chunk of queries after a long cache: the keys before the first query's window are left
+    // out (K and V start at its first key), the window stays in the kernel.
+    {"D128_FP16_ChunkAfterLongCache_Lse", 2, 8, 2, 700, 9000, 128, 2048, DType::fp16, Layout::NHD, true,
+     SAGE_POLICY_BALANCED},
+    // Decoding: one query sees the last `window` keys, no window is left (the decode kernels).
+    {"D128_FP16_DecodeOneToken_Lse", 4, 32, 8, 1, 20000, 128, 4096, DType::fp16, Layout::HND, true, SAGE_POLICY_BALANCED},
+    // Draft tokens: four queries over a trimmed cache, the window in the kernel.
+    {"D128_BF16_FourDraftTokens", 2, 16, 2, 4, 9000, 128, 4096, DType::bf16, Layout::NHD, false, SAGE_POLICY_BALANCED},
+    // A window as long as the sequence is no window (the plain causal call's kernel).
+    {"D64_FP16_WindowPastEveryKey", 1, 4, 4, 1000, 1000, 64, 5000, DType::fp16, Layout::HND, false,
+     SAGE_POLICY_BALANCED},
+    // The kernels that take windows (sage_attn_window), each through the launcher, sm_90a's:
+    // the quantized kernels of one and three warpgroups and at head dim 256; the native wgmma
+    // kernel; the native mma.sync kernel (dense and, below, packed). Chunks of queries after longer
+    // caches keep every key here (the launcher trims nothing).
+    {"Quant_D128_ThreeWarpgroups", 1, 8, 2, 5000, 5000, 128, 1700, DType::fp16, Layout::HND, true, SAGE_POLICY_BALANCED,
+     "wgmma_d128_m192_n128_wg3_s4_qk-int8-thread_pv-fp8_smk_rsum_fq_tma_sch-plain_occ1"},
+    {"Quant_D128_OneWarpgroup_Chunk", 1, 8, 2, 1000, 5000, 128, 600, DType::bf16, Layout::NHD, false,
+     SAGE_POLICY_BALANCED, "wgmma_d128_m64_n128_wg1_s2_qk-int8-thread_pv-fp8_smk_rsum_fq_tma_sch-plain_occ3"},
+    {"Quant_D64_OneWarpgroup_Window64", 2, 4, 4, 3000, 3000, 64, 64, DType::fp16, Layout::HND, true,
+     SAGE_POLICY_BALANCED, "wgmma_d64_m64_n128_wg1_s3_qk-int8-thread_pv-fp8_smk_rsum_fq_tma_sch-plain_occ4"},
+    {"Quant_D256_TwoWarpgroups", 1, 4, 2, 3000, 3000, 256, 1100, DType::bf16, Layout::HND, true, SAGE_POLICY_BALANCED,
+     "wgmma_d256_m128_n128_wg2_s2_qk-int8-thread_pv-fp8_smk_fq_tma_sch-plain_occ1"},
+    {"Native_Wgmma_D128_128x64", 2, 4, 2, 2600, 2600, 128, 257, DType::fp16, Layout::HND, true, SAGE_POLICY_ACCURATE,
+     "wgmma_d128_m128_n64_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1"},
+    {"Native_Wgmma_D256_Chunk", 1, 4, 2, 900, 3000, 256, 1000, DType::bf16, Layout::NHD, true, SAGE_POLICY_ACCURATE,
+     "wgmma_d256_m128_n64_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1"},
+    {"Native_Mma_D64_128x64", 2, 4, 2, 2600, 2600, 64, 999, DType::bf16, Layout::NHD, true, SAGE_POLICY_ACCURATE,
+     "mma_d64_m128_n64_w8_s2_qk-native_pv-native_sch-plain_occ1"},
+    {"Native_Mma_D128_64x64_Chunk", 2, 8, 2, 700, 3000, 128, 450, DType::fp16, Layout::HND, false,
+     SAGE_POLICY_ACCURATE, "mma_d128_m64_n64_w4_s2_qk-native_pv-native_sch-plain_occ1"},
+};
+
+class RuntimeGpuWindow : public RuntimeGpu, public ::testing::WithParamInterface<WindowCase> {};
+
+// O (and LSE) against the FP32 reference with the same window (its keys (i + seq_kv - seq_q -
+// window, i + seq_kv - seq_q] alone): the accurate policy at the native kernels' thresholds (cos
+// >= 0.99999, rel-L1 <= 0.005), the balanced one at configs/problems.yaml's (0.999, 0.04); and
+// far from the plain causal call's output (the window changes every row past its length: a
+// kernel that ignored it would match that one instead). Nothing is written past O, and the
+// pooled workspace and the caller's give the same bits.
+TEST_P(RuntimeGpuWindow, MatchesTheFp32ReferenceOfTheSameWindow) {
+  const WindowCase& c = GetParam();
+  if (c.variant && arch_ != "sm_90a") GTEST_SKIP() << c.variant << " is an sm_90a variant; this GPU is " << arch_;
+  AttnProblem p = make(c.batch, c.heads_q, c.heads_kv, c.seq_q, c.seq_kv, c.head_dim, true, c.layout, c.dtype, c.lse);
+  p.window = c.window;
+  Tensors t(p, 1234);
+  std::shared_ptr<AttnKernel> kernel;
+  if (c.variant) kernel = launcher(cat("attn_sm90a_", c.variant));
+  sage_attention_desc desc = desc_of(p);
+  desc.policy = c.policy;
+  auto run = [&](bool own_ws) {
+    t.poison();
+    const auto a = t.args();
+    if (kernel) {
+      DeviceBuffer ws(std::max<std::size_t>(kernel->workspace_size(p), 256));
+      kernel->run(p, a, ws.get(), stream_);
+    } else {
+      std::size_t bytes = 0;
+      if (own_ws) {
+        EXPECT_EQ(sage_workspace_size(&desc, &bytes), SAGE_OK) << sage_last_error();
+      }
+      DeviceBuffer ws(std::max<std::size_t>(bytes, 256));
+      EXPECT_EQ(sage_attention(&desc, a.q, a.k, a.v, a.o, a.lse, own_ws ? ws.get() : nullptr, bytes, stream_), SAGE_OK)
+          << sage_last_error();
+    }
+    sync();
+    return t.out();
+  };
+  const std::vector<std::uint16_t> out = run(false);
+  const std::vector<float> lse = t.lse_out();
+  EXPECT_TRUE(t.guard_intact()) << "a byte past O was written";
+  if (!kernel) {
+    EXPECT_EQ(run(true), out) << "the caller's workspace gave other bits than the pooled one";
+  }
+
+  const auto refmod = tuner::reference_module(arch_);
+  const ReferenceKernel ref(refmod);
+  const std::size_t rows = std::size_t(p.batch) * p.heads_q * p.seq_q;
+  DeviceBuffer fo(sizeof(float) * rows * p.head_dim), fl(sizeof(float) * rows);
+  ref.run(p, t.args(), fo.as<float>(), fl.as<float>(), stream_);
+  sync();
+  const std::vector<float> want = fo.to_host<float>(rows * p.head_dim), want_lse = fl.to_host<float>(rows);
+  AttnProblem plain = p;
+  plain.window = 0;
+  ref.run(plain, t.args(), fo.as<float>(), fl.as<float>(), stream_);
+  sync();
+  const std::vector<float> causal_only = fo.to_host<float>(rows * p.head_dim);
+  // The reference is [B, Hq, Nq, D]; O is in the call's layout.
+  std::vector<float> got(want.size());
+  std::int64_t sb, sh, sn;
+  p.strides(p.heads_q, p.seq_q, &sb, &sh, &sn);
+  for (int b = 0; b < p.batch; ++b)
+    for (int h = 0; h < p.heads_q; ++h)
+      for (int r = 0; r < p.seq_q; ++r)
+        for (int x = 0; x < p.head_dim; ++x) {
+          const std::uint16_t e = out[std::size_t(b * sb + h * sh + r * sn + x)];
+          got[((std::size_t(b) * p.heads_q + h) * p.seq_q + r) * p.head_dim + x] =
+              c.dtype == DType::bf16 ? tuner::bf16_to_float(e) : tuner::half_to_float(e);
+        }
+  const bool exact = c.policy == SAGE_POLICY_ACCURATE;
+  const tuner::Metrics m = tuner::compare(got.data(), want.data(), got.size());
+  EXPECT_EQ(m.nonfinite, 0);
+  EXPECT_GE(m.cos, exact ? 0.99999 : 0.999) << m.str();
+  EXPECT_LE(m.rel_l1, exact ? 0.005 : 0.04) << m.str();
+  const bool narrower = c.window < c.seq_kv;  // the window hides some key from some row
+  const tuner::Metrics mc = tuner::compare(got.data(), causal_only.data(), got.size());
+  if (narrower) {
+    EXPECT_GT(mc.rel_l1, 0.1) << "O is the plain causal call's: " << mc.str();
+  }
+  double lse_err = 0;
+  if (c.lse) {
+    for (std::size_t i = 0; i < rows; ++i) lse_err = std::max(lse_err, double(std::fabs(lse[i] - want_lse[i])));
+    EXPECT_LE(lse_err, exact ? 2e-3 : 5e-2);
+  }
+  std::string served = c.variant ? c.variant : "";
+  if (!kernel) {
+    char name[256] = "";
+    EXPECT_EQ(sage_variant_name(&desc, name, sizeof name), SAGE_OK) << sage_last_error();
+    served = name;
+    // The policy picks the kernel family: the accurate one the unquantized kernels.
+    if (c.policy == SAGE_POLICY_ACCURATE) {
+      EXPECT_NE(served.find("qk-native"), std::string::npos) << served;
+    }
+  }
+  std::printf("[ window   ] %s: %s on %s, LSE max error %.2e (plain causal: rel-L1 %.3f)\n", c.name, m.str().c_str(),
+              served.c_str(), lse_err, mc.rel_l1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, RuntimeGpuWindow, ::testing::ValuesIn(kWindowCases),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// What serves a window: the varlen defaults at the keys a query sees; decoding (one query) loses
+// its window once the keys before it are left out and takes the plain causal call's kernel.
+TEST_F(RuntimeGpu, WindowCallsTakeKernelsThatTakeWindows) {
+  AttnProblem p = make(2, 8, 2, 8192, 8192, 128, true);
+  for (int w : {128, 1024, 4096}) {
+    p.window = w;
+    const std::string name = variant_of(p);
+    const gen::Variant v = test::variant_named(arch_, name);
+    EXPECT_TRUE(has_window_entry(tuner::kernel_config(v))) << "window " << w << ": " << name;
+  }
+  AttnProblem decode = make(4, 32, 8, 1, 30000, 128, true);
+  AttnProblem plain = make(4, 32, 8, 1, 4096, 128, true);
+  decode.window = 4096;
+  EXPECT_EQ(variant_of(decode), variant_of(plain)) << "one query over its window is a plain causal call over 4096 keys";
+  AttnProblem nc = make(1, 4, 4, 100, 100, 64, false);
+  nc.window = 10;
+  const sage_attention_desc d = desc_of(nc);
+  std::size_t bytes = 0;
+  EXPECT_EQ(sage_workspace_size(&d, &bytes), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("causal"), std::string::npos) << sage_last_error();
+}
+
+// A variable-length batch with a window: each sequence's rows against its own FP32 reference of
+// the same window (the accurate policy's native kernels and the default's quantized ones).
+TEST_F(RuntimeGpu, VarlenWindowsMatchEachSequencesReference) {
+  const std::vector<int> lens{1800, 1, 0, 700, 2500};
+  const int hq = 8, hkv = 2, d = 128, window = 600, n = int(lens.size());
+  std::vector<std::int32_t> cu{0};
+  for (int l : lens) cu.push_back(cu.back() + l);
+  const int total = cu.back(), longest = *std::max_element(lens.begin(), lens.end());
+  AttnProblem dense = make(1, hq, hkv, total, total, d, false, Layout::NHD);
+  Tensors t(dense, 99);
+  DeviceBuffer cq(4 * (n + 1));
+  cq.upload(cu.data(), 4 * (n + 1));
+  const auto refmod = tuner::reference_module(arch_);
+  const ReferenceKernel ref(refmod);
+  for (sage_policy pol : {SAGE_POLICY_ACCURATE, SAGE_POLICY_BALANCED}) {
+    sage_attention_desc desc = sage_attention_desc_init(n, hq, hkv, longest, longest, d);
+    desc.layout = SAGE_LAYOUT_NHD;
+    desc.causal = 1;
+    desc.window = window;
+    desc.policy = pol;
+    const sage_varlen vl{cq.as<std::int32_t>(), cq.as<std::int32_t>(), total, total};
+    t.poison();
+    ASSERT_EQ(sage_attention_varlen(&desc, &vl, t.q.get(), t.k.get(), t.v.get(), t.o.get(), nullptr, nullptr, 0, stream_),
+              SAGE_OK)
+        << sage_last_error();
+    sync();
+    const std::vector<std::uint16_t> out = t.out();
+    std::vector<float> got, want;
+    for (int b = 0; b < n; ++b) {
+      const int l = lens[std::size_t(b)];
+      if (l == 0) continue;
+      AttnProblem p = make(1, hq, hkv, l, l, d, true, Layout::NHD);
+      p.window = window;
+      AttnArgs a;
+      const std::size_t row0 = std::size_t(cu[std::size_t(b)]);
+      a.q = t.q.as<char>() + row0 * hq * d * 2;
+      a.k = t.k.as<char>() + row0 * hkv * d * 2;
+      a.v = t.v.as<char>() + row0 * hkv * d * 2;
+      DeviceBuffer fo(sizeof(float) * std::size_t(hq) * l * d), fl(sizeof(float) * std::size_t(hq) * l);
+      ref.run(p, a, fo.as<float>(), fl.as<float>(), stream_);
+      sync();
+      const std::vector<float> ro = fo.to_host<float>(std::size_t(hq) * l * d);
+      for (int h = 0; h < hq; ++h)
+        for (int r = 0; r < l; ++r)
+          for (int x = 0; x < d; ++x) {
+            got.push_back(tuner::half_to_float(out[((row0 + r) * hq + h) * d + x]));
+            want.push_back(ro[(std::size_t(h) * l + r) * d + x]);
+          }
+    }
+    const bool exact = pol == SAGE_POLICY_ACCURATE;
+    const tuner::Metrics m = tuner::compare(got.data(), want.data(), got.size());
+    EXPECT_EQ(m.nonfinite, 0);
+    EXPECT_GE(m.cos, exact ? 0.99999 : 0.999) << m.str();
+    EXPECT_LE(m.rel_l1, exact ? 0.005 : 0.04) << m.str();
+    std::printf("[ window   ] varlen, %s: %s\n", exact ? "accurate" : "balanced", m.str().c_str());
+  }
+}
 
 // A sequence longer than desc->seq_q (the longest sequence, as the caller states it) has its rows
 // past it left unwritten, and nothing else changes: the grid covers seq_q's query tiles only.

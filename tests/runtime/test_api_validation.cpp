@@ -301,6 +301,38 @@ TEST(RuntimeApiValidation, VarlenArguments) {
   }
 }
 
+// A sliding window: >= 0, and only with a causal mask (dense and variable-length calls alike),
+// refused before any device is touched; the descriptor's default is none.
+TEST(RuntimeApiValidation, SlidingWindowArguments) {
+  EXPECT_EQ(good().window, 0);
+  sage_attention_desc d = good();
+  d.window = -3;
+  EXPECT_REJECTED(call(d), SAGE_ERR_INVALID_ARGUMENT, "desc->window must be >= 0 (0: no sliding window), got -3");
+  d.window = 64;
+  EXPECT_REJECTED(call(d), SAGE_ERR_INVALID_ARGUMENT, "desc->window (64) is a sliding window over the most recent keys: "
+                                                      "it needs desc->causal = 1");
+  size_t n = 0;
+  EXPECT_EQ(sage_workspace_size(&d, &n), SAGE_ERR_INVALID_ARGUMENT);
+  char name[64];
+  EXPECT_EQ(sage_variant_name(&d, name, sizeof name), SAGE_ERR_INVALID_ARGUMENT);
+  const sage_varlen vl{kCuQ, kCuKv, 600, 1000};
+  sage_attention_desc v = good_varlen();
+  v.window = 64;
+  EXPECT_REJECTED(call_varlen(v, vl), SAGE_ERR_INVALID_ARGUMENT, "it needs desc->causal = 1");
+  v.window = -1;
+  v.causal = 1;
+  EXPECT_REJECTED(call_varlen(v, vl), SAGE_ERR_INVALID_ARGUMENT, "desc->window must be >= 0");
+  std::string why;
+  if (!cu::have_device(&why)) {  // valid: as far as needing a device
+    d.causal = 1;
+    EXPECT_EQ(call(d).status, SAGE_ERR_NO_DEVICE);
+    v.window = 300;
+    EXPECT_EQ(call_varlen(v, vl).status, SAGE_ERR_NO_DEVICE);
+  }
+  EXPECT_NO_THROW(sage::Attention(2, 8, 2, 128, 256, 128).causal().window(100));
+  EXPECT_EQ(sage::Attention(2, 8, 2, 128, 256, 128).causal().window(100).desc().window, 100);
+}
+
 TEST(RuntimeApiValidation, StatusStringsAreDistinct) {
   std::set<std::string> seen;
   for (int s = SAGE_OK; s <= SAGE_ERR_INTERNAL; ++s) {

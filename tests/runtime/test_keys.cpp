@@ -436,3 +436,198 @@ TEST(RuntimeProblem, SmsOfAGreenContextShowInTheCallAndMustNotBeNegative) {
 }
 }  // namespace
 }  // namespace sage
+
+namespace sage {
+namespace {
+// A sliding window's call has a bucket of its own (its kernels are the `varlen` defaults), by
+// the keys a query sees (min(seq_kv, window)); its key names it and parses back, after varlen.
+TEST(RuntimeKeys, SlidingWindowsHaveABucketOfTheKeysAQuerySees) {
+  const Buckets b = builtin_buckets();
+  AttnProblem p = problem(2, 32, 8, 32768, 32768, 128, true);
+  const BucketKey dense = b.key_of(p, Policy::balanced);
+  p.window = 1000;
+  const BucketKey k = b.key_of(p, Policy::balanced);
+  EXPECT_TRUE(k.window);
+  EXPECT_FALSE(dense.window);
+  EXPECT_EQ(k.seq_kv, b.seq_bucket(1000));
+  EXPECT_EQ(k.seq_q, dense.seq_q);
+  EXPECT_TRUE(starts_with(k.str(), "d128_causal_fp16_HND_q32768_kv1024_")) << k.str();
+  EXPECT_TRUE(k.str().ends_with("_balanced_window")) << k.str();
+  EXPECT_EQ(BucketKey::parse(k.str()), k);
+  p.window = 100000;  // wider than the keys: the keys' bucket
+  EXPECT_EQ(b.key_of(p, Policy::balanced).seq_kv, dense.seq_kv);
+  p.window = 1000;
+  p.layout = Layout::NHD;
+  p.varlen = true;
+  p.total_q = p.total_kv = 40000;
+  const BucketKey kv = b.key_of(p, Policy::accurate);
+  EXPECT_TRUE(kv.str().ends_with("_accurate_varlen_window")) << kv.str();
+  EXPECT_EQ(BucketKey::parse(kv.str()), kv);
+  EXPECT_THROW(BucketKey::parse(dense.str() + "_window_varlen"), Error);
+  std::string noncausal = dense.str() + "_window";
+  noncausal.replace(noncausal.find("_causal_"), 8, "_noncausal_");
+  EXPECT_THROW(BucketKey::parse(noncausal), Error);
+  // Every field of the cache key: a window call's differs from the plain causal call's.
+  const CacheKeyHash hash;
+  const CacheKey a{1, dense, 64, 132}, w{1, k, 64, 132};
+  EXPECT_FALSE(a == w);
+  EXPECT_NE(hash(a), hash(w));
+}
+
+// The problem's text and FLOPs: a window counts the pairs it shows, and it needs a causal mask.
+TEST(RuntimeProblem, ASlidingWindowShowsInTheCallCountsItsPairsAndNeedsCausal) {
+  AttnProblem p = problem(1, 2, 2, 10, 10, 64, true);
+  p.window = 4;
+  EXPECT_EQ(p.str(), "B1 Hq2 Hkv2 Nq10 Nkv10 D64 HND fp16 causal window 4");
+  // rows 0..3 see 1..4 keys, rows 4..9 see 4: 10 + 24 = 34 pairs a head
+  EXPECT_DOUBLE_EQ(p.flops(), 4.0 * 2 * 34 * 64);
+  p.seq_kv = 14;  // bottom-right: every row sees 4
+  EXPECT_DOUBLE_EQ(p.flops(), 4.0 * 2 * 40 * 64);
+  p.window = 1000;  // wider than the keys: the causal count
+  double pairs = 0;
+  for (int i = 0; i < 10; ++i) pairs += i + 5;
+  EXPECT_DOUBLE_EQ(p.flops(), 4.0 * 2 * pairs * 64);
+  p.window = -1;
+  EXPECT_THROW(p.validate(), Error);
+  p.window = 5;
+  p.causal = false;
+  try {
+    p.validate();
+    FAIL() << "a window without a causal mask was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("needs a causal mask"), std::string::npos) << e.what();
+  }
+}
+
+// The keys no query of a window call sees are left out before it runs (rt::trim_window): K and
+// V start at the first query's first key (contiguous tensors become strided views of
+// themselves), a decoding step loses its window, a window wider than the keys is none; a
+// variable-length batch keeps its keys, and so do head dims that run on padded copies.
+TEST(RuntimeKeys, TrimmingAWindowLeavesOutTheKeysNoQuerySees) {
+  const char* const base = reinterpret_cast<const char*>(0x100000);
+  AttnArgs a;
+  a.q = a.k = a.v = base;
+  a.o = const_cast<char*>(base);
+  AttnProblem p = problem(2, 8, 2, 700, 9000, 128, true, Layout::NHD);
+  p.window = 2048;
+  AttnProblem sized = p;
+  rt::trim_window(sized, nullptr);
+  rt::trim_window(p, &a);
+  const int skip = 9000 - 700 - 2048 + 1;
+  EXPECT_EQ(p.seq_kv, 9000 - skip);
+  EXPECT_EQ(sized.seq_kv, p.seq_kv) << "the workspace query sees the same call";
+  EXPECT_EQ(p.window, 2048) << "rows past the first still lose keys to the window";
+  ASSERT_TRUE(a.strided);
+  // NHD: rows Hkv x D apart; the strides are the untrimmed tensors'
+  EXPECT_EQ(a.sk.n, 2 * 128);
+  EXPECT_EQ(a.sk.b, std::int64_t(9000) * 2 * 128);
+  EXPECT_EQ(a.sq.b, std::int64_t(700) * 8 * 128);
+  EXPECT_EQ(static_cast<const char*>(a.k) - base, std::int64_t(skip) * 2 * 128 * 2);
+  EXPECT_EQ(static_cast<const char*>(a.v) - base, std::int64_t(skip) * 2 * 128 * 2);
+  EXPECT_EQ(a.q, base);
+
+  // Decoding: one query sees its last `window` keys, which is a plain causal call over them.
+  AttnArgs d;
+  d.q = d.k = d.v = base;
+  AttnProblem one = problem(4, 32, 8, 1, 20000, 128, true);  // HND: rows D apart within a head
+  one.window = 4096;
+  rt::trim_window(one, &d);
+  EXPECT_EQ(one.seq_kv, 4096);
+  EXPECT_EQ(one.window, 0);
+  EXPECT_EQ(d.sk.h, std::int64_t(20000) * 128) << "the head stride stays the untrimmed tensor's";
+  EXPECT_EQ(static_cast<const char*>(d.k) - base, std::int64_t(20000 - 4096) * 128 * 2);
+
+  // A strided call keeps its own strides.
+  AttnArgs s;
+  s.q = s.k = s.v = base;
+  s.strided = true;
+  s.sk = s.sv = TensorStrides{1 << 20, 512, 4096};
+  AttnProblem st = problem(1, 8, 8, 10, 1000, 128, true);
+  st.window = 100;
+  rt::trim_window(st, &s);
+  EXPECT_EQ(st.seq_kv, 109);
+  EXPECT_EQ(s.sk.n, 4096);
+  EXPECT_EQ(static_cast<const char*>(s.k) - base, std::int64_t(891) * 4096 * 2);
+
+  AttnProblem wide = problem(1, 8, 8, 1000, 1000, 128, true);
+  wide.window = 1000;
+  rt::trim_window(wide, nullptr);
+  EXPECT_EQ(wide.window, 0) << "a window of every key";
+  AttnProblem prefill = problem(1, 8, 8, 1000, 1000, 128, true);
+  prefill.window = 999;
+  rt::trim_window(prefill, nullptr);
+  EXPECT_EQ(prefill.window, 999);
+  EXPECT_EQ(prefill.seq_kv, 1000);
+
+  AttnProblem padded = problem(1, 8, 8, 10, 1000, 100, true);  // no multiple of 8: padded copies
+  padded.window = 50;
+  AttnArgs pa;
+  pa.k = base;
+  rt::trim_window(padded, &pa);
+  EXPECT_EQ(padded.seq_kv, 1000);
+  EXPECT_FALSE(pa.strided);
+  EXPECT_EQ(pa.k, base);
+  AttnProblem packed = problem(3, 8, 8, 10, 1000, 128, true, Layout::NHD);
+  packed.varlen = true;
+  packed.total_q = 30;
+  packed.total_kv = 3000;
+  packed.window = 50;
+  rt::trim_window(packed, nullptr);
+  EXPECT_EQ(packed.seq_kv, 1000);
+  EXPECT_EQ(packed.window, 50);
+}
+
+// Which kernels take a window (launch.cpp: has_window_entry, the modules with sage_attn_window:
+// those with sage_attn_varlen), and the reason the others give.
+TEST(RuntimeKeys, WindowsRunOnTheKernelsThatTakeVariableLengthBatches) {
+  AttnProblem p = problem(1, 8, 8, 4096, 4096, 128, true);
+  p.window = 512;
+  KernelConfig c;
+  c.head_dim = 128;
+  c.block_m = 128;
+  c.block_n = 64;
+  c.pipeline = "mma";
+  c.qk = "native";
+  c.pv = "native";
+  c.schedule = "plain";
+  EXPECT_TRUE(has_window_entry(c));
+  EXPECT_EQ(c.cannot_implement(p), "");
+  c.head_dim = 256;  // the mma.sync varlen entry spilled there: no window entry either
+  EXPECT_FALSE(has_window_entry(c));
+  c.head_dim = 128;
+  c.schedule = "decode";
+  EXPECT_FALSE(has_window_entry(c));
+  EXPECT_NE(c.cannot_implement(p).find("sliding windows run on"), std::string::npos) << c.cannot_implement(p);
+  c.qk = "int8";
+  c.pv = "fp8";
+  c.schedule = "plain";
+  EXPECT_FALSE(has_window_entry(c)) << "the quantized mma.sync kernels";
+  c.pipeline = "wgmma";
+  c.tma = true;
+  c.fuse_q = true;
+  EXPECT_TRUE(has_window_entry(c));
+  c.schedule = "turns";
+  EXPECT_TRUE(has_window_entry(c));
+  c.fuse_q = false;
+  EXPECT_FALSE(has_window_entry(c)) << "Q quantized by the preparation";
+  c.fuse_q = true;
+  for (const char* s : {"pingpong", "pingpong_overlap", "ws", "ws_overlap"}) {
+    c.schedule = s;
+    EXPECT_FALSE(has_window_entry(c)) << s;
+  }
+  c.qk = "native";
+  c.pv = "native";
+  c.schedule = "plain";
+  c.head_dim = 256;
+  EXPECT_TRUE(has_window_entry(c));
+  for (const char* s : {"persistent", "persistent_overlap", "persistent_pingpong", "persistent_split"}) {
+    c.schedule = s;
+    EXPECT_FALSE(has_window_entry(c)) << s;
+  }
+  p.window = 0;
+  p.head_dim = 256;
+  EXPECT_EQ(c.cannot_implement(p), "") << "no window: every schedule";
+}
+}  // namespace
+}  // namespace sage

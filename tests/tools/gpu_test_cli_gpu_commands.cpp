@@ -129,6 +129,44 @@ TEST(CliGpu, BenchPrintsTopsAndPrepBandwidth) {
 // bench --varlen: one variable-length batch a head dim and mask, timed on the varlen default (a
 // variant with the entry), its TOPS from the sequences' own pairs; a variant without the entry
 // is refused, naming why.
+// bench --window: the causal cells with a sliding window on the kernel the runtime picks for it
+// (a window default), TOPS over the pairs it shows; a variant without the window entry, and a
+// window without a causal mask, are refused with the reason.
+TEST(CliGpu, BenchTimesASlidingWindow) {
+  SAGE_REQUIRE_GPU();
+  CliSandbox s;
+  const std::string arch = tuner::arch_for_cc(tuner::fingerprint_device(0).cc);
+  CliRun b = s.run("bench -d 64,128 -n 3000 -b 1 --heads 8 --heads-kv 2 --causal both --window 700 --samples 3 "
+                   "--cooldown 0 --json");
+  ASSERT_EQ(b.rc, 0) << b.out << b.err;
+  const auto doc = nlohmann::json::parse(b.out);
+  ASSERT_EQ(doc["results"].size(), 4u);
+  int windowed = 0;
+  for (const auto& r : doc["results"]) {
+    EXPECT_GT(r["tops"].get<double>(), 1.0) << r.dump();
+    if (!r["causal"].get<bool>()) {
+      EXPECT_FALSE(r.contains("window")) << "the window is the causal cells'";
+      continue;
+    }
+    ++windowed;
+    EXPECT_EQ(r["window"].get<int>(), 700) << r.dump();
+    const std::string v = r["variant"].get<std::string>();
+    EXPECT_EQ(v, tuner::default_variant(arch, r["head_dim"].get<int>(), "balanced", 700, 0, 3000, false, 8, 0, true,
+                                        true))
+        << r.dump();
+  }
+  EXPECT_EQ(windowed, 2);
+  // (the dense default at 2K keys: sm_90a's persistent native kernel, elsewhere a quantized
+  // mma.sync one)
+  CliRun other = s.run(cat("bench -n 1024 -b 1 -d 128 --causal yes --window 100 --samples 1 --variant ",
+                           tuner::default_variant(arch, 128, "balanced", 2048, 0, 2048)));
+  EXPECT_EQ(other.rc, 2) << other.err;
+  EXPECT_NE(other.err.find("takes no sliding window"), std::string::npos) << other.err;
+  CliRun nc = s.run("bench -n 1024 -b 1 -d 128 --causal no --window 100 --samples 1");
+  EXPECT_EQ(nc.rc, 2) << nc.err;
+  EXPECT_NE(nc.err.find("needs --causal yes"), std::string::npos) << nc.err;
+}
+
 TEST(CliGpu, BenchTimesAVariableLengthBatch) {
   SAGE_REQUIRE_GPU();
   CliSandbox s;

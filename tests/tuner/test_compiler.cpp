@@ -351,35 +351,42 @@ TEST(Compiler, Sm90a_HeadDim128DefaultsHaveAThreeQuarterEntry) {
   EXPECT_EQ(seen.size(), cases.size()) << "four different defaults";
 }
 
-// The varlen defaults on sm_90a (sage_attention_varlen): every one has the entry its rule
-// (has_varlen_entry) promises, without spills or serialized wgmma, and the entry issues the same
-// tensor-core work as sage_attn (it runs the dense kernel's code on its sequence's view); the
-// quantized ones (balanced, past 512-1K keys) also have their preparation's entries,
+// The varlen defaults on sm_90a (sage_attention_varlen) and its sliding windows' (the `window`
+// entries, then the varlen ones): every one has the entries its rule (has_varlen_entry,
+// has_window_entry) promises, without spills or serialized wgmma; sage_attn_varlen issues the
+// same tensor-core work as sage_attn (it runs the dense kernel's code on its sequence's view),
+// sage_attn_window some (the dense and the packed code, each starting at its window's first
+// tile); the quantized ones (balanced, past 512-1K keys) also have their preparation's entries,
 // sage_prep_varlen and sage_prep_v_varlen, without spills. A quantized variant without the rule's
 // conditions (its Q quantized by the preparation) has none of them.
-TEST(Compiler, Sm90a_VarlenDefaultsHaveTheirEntriesWithoutSpills) {
+TEST(Compiler, Sm90a_VarlenAndWindowDefaultsHaveTheirEntriesWithoutSpills) {
   const gen::SearchSpace space = gen::SearchSpace::builtin();
   std::set<std::string> seen;
   int quantized = 0;
   for (int d : {64, 128, 256})
     for (const char* policy : {"balanced", "accurate"})
-      for (int n : {512, 4096, 16384})
+      for (int n : {128, 512, 4096, 16384}) {
         for (int causal : {0, 1}) seen.insert(default_variant("sm_90a", d, policy, n, causal, n, false, 64, 0, true));
+        seen.insert(default_variant("sm_90a", d, policy, n, 0, 32768, false, 64, 0, true, true));  // window n
+      }
   for (const std::string& name : seen) {
     const std::optional<gen::Variant> v = space.find(name);
     ASSERT_TRUE(v.has_value()) << name;
     ASSERT_TRUE(has_varlen_entry(kernel_config(*v))) << name;
+    ASSERT_TRUE(has_window_entry(kernel_config(*v))) << name;
     const CompileResult r = compile_with_ptx(*v, "sm_90a");
     ASSERT_TRUE(r.ok) << r.log;
     EXPECT_GT(wgmma_columns(r.ptx, "sage_attn"), 0u) << name;
     EXPECT_EQ(wgmma_columns(r.ptx, "sage_attn_varlen"), wgmma_columns(r.ptx, "sage_attn")) << name;
+    EXPECT_GE(wgmma_columns(r.ptx, "sage_attn_window"), wgmma_columns(r.ptx, "sage_attn")) << name;
     if (v->get_string("qk") == "native") {
-      expect_kernels_without_spills(r, {"sage_attn", "sage_attn_varlen"}, true, name);
+      expect_kernels_without_spills(r, {"sage_attn", "sage_attn_varlen", "sage_attn_window"}, true, name);
     } else {
       ++quantized;
-      expect_kernels_without_spills(
-          r, {"sage_attn", "sage_attn_varlen", "sage_prep", "sage_prep_varlen", "sage_prep_v", "sage_prep_v_varlen"},
-          true, name);
+      expect_kernels_without_spills(r,
+                                    {"sage_attn", "sage_attn_varlen", "sage_attn_window", "sage_prep",
+                                     "sage_prep_varlen", "sage_prep_v", "sage_prep_v_varlen"},
+                                    true, name);
     }
   }
   EXPECT_EQ(quantized, 4) << "D=64 64x128; D=128 64x128 and 192x128; D=256 128x128";
@@ -392,7 +399,7 @@ TEST(Compiler, Sm90a_VarlenDefaultsHaveTheirEntriesWithoutSpills) {
     EXPECT_FALSE(has_varlen_entry(kernel_config(v))) << v.name;
     const CompileResult r = compile_with_ptx(v, "sm_90a");
     ASSERT_TRUE(r.ok) << r.log;
-    for (const char* entry : {"sage_attn_varlen", "sage_prep_varlen", "sage_prep_v_varlen"})
+    for (const char* entry : {"sage_attn_varlen", "sage_attn_window", "sage_prep_varlen", "sage_prep_v_varlen"})
       EXPECT_EQ(r.ptx.find(std::string(".entry ") + entry + "("), std::string::npos) << v.name << " " << entry;
   }
 }

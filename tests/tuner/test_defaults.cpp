@@ -107,6 +107,54 @@ TEST(Defaults, HopperVarlenBatchesPastOneKRunTheQuantizedKernelsUnderBalancedAnd
       }
 }
 
+// Sliding windows: every architecture serves them at head dims 64 and 128 (sm_90a also 256)
+// under every policy, on kernels with the entry sage_attn_window; on sm_90a its `window` entries
+// (by the keys a query sees) under the balanced and fast policies the quantized kernels at D=128
+// and past 512 keys at D=64, the native ones below (64x64 tiles up to 128 keys); the accurate
+// policy the native ones. Window entries serve no other call.
+TEST(Defaults, SlidingWindowsTakeKernelsWithTheWindowEntry) {
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  const tuner::ProblemsConfig cfg = tuner::ProblemsConfig::builtin();
+  auto pick = [&](const std::string& arch, int d, const std::string& policy, int w) {
+    const std::string v = tuner::default_variant(arch, d, policy, w, 0, 32768, false, 32, 0, true, true);
+    const std::optional<gen::Variant> var = space.find(v);
+    EXPECT_TRUE(var.has_value()) << v;
+    EXPECT_TRUE(has_window_entry(tuner::kernel_config(*var))) << v;
+    EXPECT_EQ(var->get_int("head_dim"), d) << v;
+    return *var;
+  };
+  for (const std::string& arch : space.archs())
+    for (int d : {64, 128, 256}) {
+      if (d == 256 && arch != "sm_90a") continue;
+      for (const auto& [name, policy] : cfg.policies)
+        for (int w : {1, 64, 128, 256, 512, 1024, 4096, 32768}) {
+          const gen::Variant v = pick(arch, d, name, w);
+          EXPECT_EQ(v.arch, arch);
+          EXPECT_TRUE(policy.admits_pv(v.get_string("pv"))) << v.name << " under " << name;
+        }
+    }
+  for (const std::string policy : {"balanced", "fast"}) {
+    for (int w : {1, 128, 256, 1024, 8192}) EXPECT_EQ(pick("sm_90a", 128, policy, w).get_string("qk"), "int8") << w;
+    for (int w : {513, 1024, 32768}) EXPECT_EQ(pick("sm_90a", 64, policy, w).get_string("qk"), "int8") << w;
+    for (int w : {129, 512}) EXPECT_EQ(pick("sm_90a", 64, policy, w).get_string("qk"), "native") << w;
+    EXPECT_EQ(pick("sm_90a", 64, policy, 128).get_int("block_m"), 64);
+  }
+  for (int d : {64, 128})
+    for (int w : {128, 1024, 32768}) EXPECT_EQ(pick("sm_90a", d, "accurate", w).get_string("qk"), "native");
+  // A variable-length batch (without a window) and a dense call never match a window entry.
+  for (int d : {64, 128})
+    for (int n : {128, 1024, 8192}) {
+      const tuner::DefaultMatch vl = tuner::default_match("sm_90a", d, "balanced", n, 0, n, false, 8, 0, true);
+      EXPECT_EQ(vl.conditions.find("window"), std::string::npos) << vl.conditions;
+      const tuner::DefaultMatch dense = tuner::default_match("sm_90a", d, "balanced", n, 1, n, false, 8);
+      EXPECT_EQ(dense.conditions.find("window"), std::string::npos) << dense.conditions;
+      const tuner::DefaultMatch w = tuner::default_match("sm_90a", d, "balanced", n, 0, n, false, 8, 0, true, true);
+      EXPECT_TRUE(w.conditions.find("window true") != std::string::npos ||
+                  w.conditions.find("varlen true") != std::string::npos)
+          << w.conditions;
+    }
+}
+
 TEST(Defaults, EveryArchHasAVarlenKernelAtHeadDims64And128) {
   const gen::SearchSpace space = gen::SearchSpace::builtin();
   const tuner::ProblemsConfig cfg = tuner::ProblemsConfig::builtin();
@@ -798,7 +846,7 @@ TEST(Defaults, EveryEntryNamesKnownKeysOnly) {
   ASSERT_NE(f, nullptr);
   const YAML::Node root = YAML::Load(std::string(f->view()));
   const std::vector<std::string> known = {"head_dim", "policies", "max_seq_kv", "max_seq_q", "min_seq_q",
-                                          "causal",   "rows16",   "max_bh",     "varlen",    "params"};
+                                          "causal",   "rows16",   "max_bh",     "varlen",    "window", "params"};
   int entries = 0;
   for (const auto& arch : root["defaults"])
     for (std::size_t i = 0; i < arch.second.size(); ++i) {

@@ -40,7 +40,15 @@ struct BenchArgs {
   // --varlen: one variable-length batch of these sequences (keys = queries each) instead of the
   // grid of lengths, packed [total, heads, D] (sage_attention_varlen)
   std::vector<int> varlen;
+  int window = 0;  // > 0: the causal cells' sliding window (keys a query sees)
 };
+
+// The (query, key) pairs a causal sequence of n queries and keys shows through a sliding window
+// of w keys (each query its min(i + 1, w) most recent).
+double window_pairs(int n, int w) {
+  const double full = std::min(n, w);  // rows 0..full-1 see i + 1 keys, the rest w
+  return full * (full + 1) / 2 + double(n - full) * w;
+}
 
 // "2048x8,64,1500": lengths, each optionally repeated (x count).
 std::vector<int> varlen_lengths(const std::string& s) {
@@ -139,6 +147,10 @@ int run_bench(const BenchArgs& a) {
   if (a.causal == "both" || a.causal == "no") causals.push_back(false);
   if (a.causal == "both" || a.causal == "yes") causals.push_back(true);
   if (causals.empty()) throw Error(Errc::invalid_argument, "--causal must be yes, no or both");
+  if (a.window < 0) throw Error(Errc::invalid_argument, cat("--window must be >= 0, got ", a.window));
+  if (a.window > 0 && a.causal == "no")
+    throw Error(Errc::invalid_argument, "--window is a sliding window over the most recent keys: it needs --causal yes "
+                                        "(or both: the causal cells take it)");
   // The cells, in the order they are measured. short-first: by sequence length, then head
   // dim, then mask, so that no short cell runs right after a long one (a GPU that has just
   // run at its power cap runs the next short kernels slower for a while; measured on the
@@ -154,6 +166,7 @@ int run_bench(const BenchArgs& a) {
   // --varlen: the sequences' offsets on the device, one cell a head dim and mask (n: the tokens).
   std::int64_t varlen_total = 0;
   double varlen_pairs = 0;  // the sequences' (query, key) pairs a head, without a mask
+  double varlen_window_pairs = 0;  // ... visible through --window (causal)
   DeviceBuffer cu_seqlens;
   if (!a.varlen.empty()) {
     std::vector<std::int32_t> cu{0};
@@ -162,6 +175,7 @@ int run_bench(const BenchArgs& a) {
       if (varlen_total > 0x7fffffff) throw Error(Errc::invalid_argument, "--varlen: more than 2^31 tokens");
       cu.push_back(std::int32_t(varlen_total));
       varlen_pairs += double(l) * l;
+      if (a.window > 0) varlen_window_pairs += window_pairs(l, a.window);
     }
     cu_seqlens = DeviceBuffer(cu.size() * sizeof(std::int32_t));
     cu_seqlens.upload(cu.data(), cu.size() * sizeof(std::int32_t));
@@ -179,6 +193,7 @@ int run_bench(const BenchArgs& a) {
         p.dtype = parse_dtype(a.dtype);
         p.sms = green ? green->sms() : 0;
         p.varlen = true;
+        p.window = causal ? a.window : 0;
         p.total_q = p.total_kv = int(varlen_total);
         p.validate();
         cells.push_back({d, causal, int(varlen_total), p});
@@ -199,6 +214,7 @@ int run_bench(const BenchArgs& a) {
         p.layout = parse_layout(a.layout);
         p.dtype = parse_dtype(a.dtype);
         p.sms = green ? green->sms() : 0;
+        p.window = causal ? a.window : 0;
         p.validate();
         if (p.causal && p.seq_q > p.seq_kv)
           throw Error(Errc::invalid_argument, cat("causal needs seq <= --seq-kv (bottom-right aligned mask), got ",
@@ -243,14 +259,18 @@ int run_bench(const BenchArgs& a) {
       tuner::WinnerKey wk{fp, pcfg.key_of(kp, a.policy), tuner::generator_hash(), tuner::nvrtc_version()};
       if (auto w = store->winner(wk)) names.push_back(w->variant);
     }
-    if (p.varlen) {  // only the varlen defaults serve such a batch (the runtime's selection)
+    // Only the varlen defaults serve a variable-length batch or a sliding window (the runtime's
+    // selection; a window's read as non-causal sequences of the keys a query sees).
+    const bool varlen_defaults = p.varlen || p.window > 0;
+    if (varlen_defaults) {
       own.reset();
       if (a.variants.empty()) names.clear();
     }
     if (names.empty() && a.variants.empty())
       names.push_back(own ? *own
-                          : tuner::default_variant(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q, false, bh,
-                                                   sms, p.varlen));
+                          : tuner::default_variant(arch, kd, a.policy, p.window > 0 ? std::min(p.seq_kv, p.window) : p.seq_kv,
+                                                   p.causal && p.window == 0 ? 1 : 0, p.seq_q, false, bh, sms,
+                                                   varlen_defaults, p.window > 0));
     for (const std::string& name : names) {
       auto k = kernel_for(name);
       if (!first && a.cooldown_s > 0) {
@@ -260,6 +280,8 @@ int run_bench(const BenchArgs& a) {
       first = false;
       if (p.varlen && !has_varlen_entry(k->config()))
         throw Error(Errc::invalid_argument, cat(name, " has no entry for variable-length batches (", k->config().cannot_implement(p), ")"));
+      if (p.window > 0 && !has_window_entry(k->config()))
+        throw Error(Errc::invalid_argument, cat(name, " takes no sliding window (", k->config().cannot_implement(p), ")"));
       // A variable-length batch's packed tensors are a dense [1, total, heads, D] call's.
       AttnProblem buffers = p;
       if (p.varlen) {
@@ -290,7 +312,11 @@ int run_bench(const BenchArgs& a) {
       }
       // A variable-length batch: 4 x H x D x its sequences' pairs, halved for causal as the grid's
       // cells are (the pairs below the diagonal included).
-      const double flops = p.varlen ? 4.0 * p.heads_q * p.head_dim * (causal ? varlen_pairs / 2 : varlen_pairs) : p.flops();
+      // With a window, the pairs it shows.
+      const double flops =
+          p.varlen ? 4.0 * p.heads_q * p.head_dim *
+                         (p.window > 0 ? varlen_window_pairs : causal ? varlen_pairs / 2 : varlen_pairs)
+                   : p.flops();
       const double tops = flops / (e2e.median_ms * 1e-3) / 1e12;
       const double prep_tbs = k->has_prep() ? k->prep_bytes(p) / (prep.median_ms * 1e-3) / 1e12 : 0.0;
       const double attn_tops = flops / (attn.median_ms * 1e-3) / 1e12;
@@ -305,6 +331,7 @@ int run_bench(const BenchArgs& a) {
                      {"layout", to_string(p.layout)}, {"dtype", to_string(p.dtype)}, {"sms", sms},
                      {"launch", launch_text(*k, p)}});
       if (p.varlen) out.back()["varlen"] = a.varlen;
+      if (p.window > 0) out.back()["window"] = p.window;
       if (!a.json) {
         std::fprintf(stderr, "\r\033[K  d%d %s N=%d %s: %.0f TOPS", d, causal ? "causal" : "", n, name.c_str(), tops);
         std::fflush(stderr);
@@ -328,6 +355,9 @@ int run_bench(const BenchArgs& a) {
     else
       std::cout << "device: " << fp.key() << "  (B=" << a.batch << ", H=" << a.heads
                 << ", TOPS = 4*B*H*N^2*D / time, halved for causal; preparation included in e2e)\n\n";
+    if (a.window > 0)
+      std::cout << "causal cells with a sliding window of " << a.window
+                << " keys: TOPS count the (query, key) pairs it shows\n\n";
     store::print_table(std::cout, {"D", "causal", "N", "variant", "e2e ms", "TOPS", "prep ms", "prep TB/s", "attn ms",
                                    "attn TOPS", "spread"},
                        rows);
@@ -362,6 +392,9 @@ static Registrar reg_bench(
           ->capture_default_str();
       sub.add_option("--seq,-n", *seqs, "sequence lengths (seq_q = seq_kv), comma-separated")->capture_default_str();
       sub.add_option("--causal", a->causal, "yes, no or both")->capture_default_str();
+      sub.add_option("--window", a->window,
+                     "sliding window of the causal cells: each query sees its W most recent keys (0: none; TOPS count "
+                     "the pairs it shows)");
       sub.add_option("--batch,-b", a->batch, "batch size")->capture_default_str();
       sub.add_option("--heads", a->heads, "heads (q, and kv unless --heads-kv)")->capture_default_str();
       sub.add_option("--heads-kv", a->heads_kv, "kv heads (grouped-query attention; default: --heads)");

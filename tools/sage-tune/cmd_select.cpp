@@ -5,6 +5,7 @@
 // configs/defaults.yaml entry that matched. With --arch, or without a GPU, the databases (whose
 // winners belong to a device) are not consulted and the default is the answer. --sms reads the
 // defaults for another SM count (another GPU of the architecture, a green context's partition).
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -27,6 +28,7 @@ struct SelectArgs {
   std::string causal = "no", layout = "HND", dtype = "fp16", policy = "balanced", arch, db;
   bool json = false;
   bool varlen = false;  // a variable-length batch (-b sequences, -n / --seq-kv the longest)
+  int window = 0;       // a causal sliding window (0: none)
 };
 
 // The smallest kernel head dim at or above d (configs/search_space.yaml: 64, 128 and 256 on
@@ -49,10 +51,18 @@ int run_select(const SelectArgs& a) {
   p.causal = a.causal == "yes";
   p.layout = a.varlen ? Layout::NHD : parse_layout(a.layout);
   p.dtype = parse_dtype(a.dtype);
+  p.varlen = a.varlen;
+  p.window = a.window;
   p.validate();
   if (p.causal && p.seq_q > p.seq_kv && !a.varlen)
     throw Error(Errc::invalid_argument, cat("causal needs -n <= --seq-kv (bottom-right aligned mask), got ", p.seq_q,
                                             " > ", p.seq_kv));
+  // A sliding window: the call as the runtime runs it (the keys no query sees left out, a window
+  // of every key none), selected like a variable-length batch at the keys a query sees.
+  const int call_kv = p.seq_kv, skipped = p.window_skip();
+  p.trim_window();
+  const bool window = p.window > 0;
+  const bool varlen_defaults = a.varlen || window;
   const int kd = kernel_head_dim(p.head_dim);
   if (kd == 0) throw Error(Errc::unsupported, cat("head_dim ", p.head_dim, ": the kernels go up to 256"));
   // Rows 16 but not 32 bytes long a multiple of: defaults.yaml may have entries of their own.
@@ -64,7 +74,9 @@ int run_select(const SelectArgs& a) {
   // The bucket of the call as run: at the kernels' head dim (the tuner's and runtime's key).
   AttnProblem kp = p;
   kp.head_dim = kd;
+  if (window) kp.seq_kv = std::min(p.seq_kv, p.window);  // the runtime's BucketKey: the keys a query sees
   const tuner::ProblemKey key = cfg.key_of(kp, a.policy);
+  const std::string bucket = key.str() + (a.varlen ? "_varlen" : "") + (window ? "_window" : "");
 
   // The architecture: --arch, else this GPU's (whose databases are then consulted).
   std::string arch = a.arch, gpu_why;
@@ -90,16 +102,19 @@ int run_select(const SelectArgs& a) {
   // that default differs from the bucket boundary's it leads a winner timed at the boundary.
   const int pairs = p.batch * p.heads_q;
   const int pairs_as = tuner::pairs_at_measured_sms(arch, pairs, sms);
-  const auto own = rows16 && !a.varlen ? tuner::rows16_default(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0,
+  const auto own = rows16 && !varlen_defaults ? tuner::rows16_default(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0,
                                                   key.seq_q_bucket, pairs, sms)
                           : std::nullopt;
-  const auto own_pairs = own || a.varlen ? std::nullopt
+  const auto own_pairs = own || varlen_defaults ? std::nullopt
                              : tuner::pairs_default(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0,
                                                     key.seq_q_bucket, rows16, pairs, key.bh_bucket, sms);
-  if (a.varlen) {
-    source = "varlen default";
-    why = "a variable-length batch: configs/defaults.yaml's varlen entries serve it (tuned winners are of dense "
-          "buckets)";
+  if (varlen_defaults) {
+    source = a.varlen ? "varlen default" : "window default";
+    why = a.varlen ? "a variable-length batch: configs/defaults.yaml's varlen entries serve it (tuned winners are of "
+                     "dense buckets)"
+                   : "a sliding window: configs/defaults.yaml's window entries, then its varlen ones, serve it as "
+                     "non-causal sequences of the keys a query sees (their kernels take windows; tuned winners are "
+                     "of buckets without one)";
   } else if (own) {
     source = "rows16 default";
     why = "rows 16 but not 32 bytes long a multiple of: configs/defaults.yaml's rows16 entry for this bucket serves "
@@ -130,8 +145,9 @@ int run_select(const SelectArgs& a) {
     why = "--arch: the databases' winners belong to a device and were not consulted";
   }
   if (variant.empty()) {
-    entry = tuner::default_match(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0, key.seq_q_bucket,
-                                 rows16 && !a.varlen, pairs, sms, a.varlen);
+    // (a window: read as non-causal sequences of the keys a query sees, as the runtime does)
+    entry = tuner::default_match(arch, kd, a.policy, key.seq_kv_bucket, p.causal && !window ? 1 : 0, key.seq_q_bucket,
+                                 rows16 && !varlen_defaults, pairs, sms, varlen_defaults, window);
     variant = entry.variant;
     if (source.empty()) source = "default";
   }
@@ -149,8 +165,10 @@ int run_select(const SelectArgs& a) {
                         {"layout", to_string(p.layout)},
                         {"dtype", a.dtype},
                         {"policy", a.policy},
-                        {"bucket", key.str() + (a.varlen ? "_varlen" : "")},
+                        {"bucket", bucket},
                         {"varlen", a.varlen},
+                        {"window", p.window},
+                        {"keys_left_out", skipped},
                         {"arch", arch},
                         {"device", fp ? fp->name : ""},
                         {"sms", sms},
@@ -177,7 +195,14 @@ int run_select(const SelectArgs& a) {
   if (a.varlen)
     std::cout << "varlen:  " << p.batch << " sequences packed [total, heads, D], the longest " << p.seq_q
               << " queries over " << p.seq_kv << " keys\n";
-  std::cout << "bucket:  " << key.str() << (a.varlen ? "_varlen" : "") << "\n";
+  if (a.window > 0)
+    std::cout << "window:  " << a.window << " keys a query"
+              << (skipped > 0 ? cat(", the first ", skipped, " of ", call_kv, " keys left out (no query sees them)")
+                              : std::string())
+              << (window ? cat(": each query sees up to ", std::min(p.seq_kv, p.window), " keys")
+                         : std::string(": every key left is inside each query's window (a plain causal call)"))
+              << "\n";
+  std::cout << "bucket:  " << bucket << "\n";
   std::cout << "arch:    " << arch << (fp ? " (this GPU: " + fp->name + ")" : std::string(" (--arch)")) << "\n";
   if (pairs_as != pairs)
     std::cout << "SMs:     " << sms << ": " << pairs << " (sequence, query head) pairs fill the waves as " << pairs_as
@@ -196,7 +221,8 @@ int run_select(const SelectArgs& a) {
     std::cout << "time it: "
               << cat("sage-tune bench --variant ", variant, " -d ", bench_d, " --varlen ", p.seq_q, "x", p.batch,
                      " --heads ", p.heads_q, p.heads_kv != p.heads_q ? cat(" --heads-kv ", p.heads_kv) : std::string(),
-                     " --causal ", a.causal, a.dtype != "fp16" ? " --dtype " + a.dtype : std::string())
+                     " --causal ", a.causal, window ? cat(" --window ", p.window) : std::string(),
+                     a.dtype != "fp16" ? " --dtype " + a.dtype : std::string())
               << "\n";
     return kOk;
   }
@@ -204,7 +230,8 @@ int run_select(const SelectArgs& a) {
             << cat("sage-tune bench --variant ", variant, " -d ", bench_d, " -n ", p.seq_q,
                    p.seq_kv != p.seq_q ? cat(" --seq-kv ", p.seq_kv) : std::string(), " --batch ", p.batch, " --heads ",
                    p.heads_q, p.heads_kv != p.heads_q ? cat(" --heads-kv ", p.heads_kv) : std::string(), " --causal ",
-                   a.causal, a.layout != "HND" ? " --layout " + a.layout : std::string(),
+                   a.causal, window ? cat(" --window ", p.window) : std::string(),
+                   a.layout != "HND" ? " --layout " + a.layout : std::string(),
                    a.dtype != "fp16" ? " --dtype " + a.dtype : std::string(),
                    a.sms > 0 ? cat(" --sms ", a.sms) : std::string())
             << "\n";
@@ -236,6 +263,9 @@ Registrar reg_select(
       sub.add_flag("--varlen", a->varlen,
                    "a variable-length batch (sage_attention_varlen): -b sequences packed [total, heads, D], -n and "
                    "--seq-kv the longest; shows its varlen default");
+      sub.add_option("--window", a->window,
+                     "a causal sliding window: each query sees its W most recent keys (0: none); shows the kernel "
+                     "that serves it (a varlen default, at the keys a query sees)");
       return [a]() { return run_select(*a); };
     },
     52);

@@ -65,8 +65,8 @@ std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r) {
 }
 
 std::string default_variant(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
-                            int causal, int seq_q, bool rows16, int bh, int sms, bool varlen) {
-  return default_match(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, bh, sms, varlen).variant;
+                            int causal, int seq_q, bool rows16, int bh, int sms, bool varlen, bool window) {
+  return default_match(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, bh, sms, varlen, window).variant;
 }
 
 namespace {
@@ -112,7 +112,9 @@ int pairs_at_measured_sms(const std::string& arch, int pairs, int sms) {
 }
 
 DefaultMatch default_match(const std::string& arch, int head_dim, const std::string& policy, int seq_kv, int causal,
-                           int seq_q, bool rows16, int bh, int sms, bool varlen) {
+                           int seq_q, bool rows16, int bh, int sms, bool varlen, bool window) {
+  // A sliding window's call: the entries that name `window: true`, then the `varlen` ones.
+  if (window) varlen = true;
   {
     std::lock_guard<std::mutex> yaml_lock(defaults_mutex());
     const YAML::Node list = defaults_root()["defaults"][arch];
@@ -164,7 +166,11 @@ DefaultMatch default_match(const std::string& arch, int head_dim, const std::str
   for (const YAML::Node& entry : entries) {
     ++index;
     if (entry["head_dim"].as<int>() != head_dim) continue;
-    if (const YAML::Node vl = entry["varlen"]; (vl && vl.as<bool>()) != varlen) continue;
+    if (const YAML::Node w = entry["window"]; w && w.as<bool>()) {
+      if (!window) continue;
+    } else if (const YAML::Node vl = entry["varlen"]; (vl && vl.as<bool>()) != varlen) {
+      continue;
+    }
     if (YAML::Node mx = entry["max_seq_kv"])
       if (seq_kv <= 0 || seq_kv > mx.as<int>()) continue;
     if (YAML::Node mx = entry["max_seq_q"])
@@ -222,7 +228,10 @@ DefaultMatch default_match(const std::string& arch, int head_dim, const std::str
                                      " is not a variant of the search space (or was pruned)"));
   }
   throw Error(Errc::not_found, cat("configs/defaults.yaml has no ", arch, " default for head_dim ", head_dim,
-                                   " and policy ", policy, varlen ? " for variable-length batches" : ""));
+                                   " and policy ", policy,
+                                   window   ? " for sliding windows"
+                                   : varlen ? " for variable-length batches"
+                                            : ""));
 }
 
 namespace {

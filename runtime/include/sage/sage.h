@@ -33,7 +33,8 @@ extern "C" {
 typedef enum sage_status {
   SAGE_OK = 0,
   SAGE_ERR_INVALID_ARGUMENT = 1, /* null pointer, size < 1, heads not divisible, misaligned pointer,
-                                    causal with seq_q > seq_kv, an enum out of range */
+                                    causal with seq_q > seq_kv, an enum out of range, a window < 0
+                                    or without causal */
   SAGE_ERR_UNSUPPORTED = 2,      /* valid but not supported: head_dim, device architecture */
   SAGE_ERR_NOT_IN_BUILD = 3,     /* a static (exported) build without this problem */
   SAGE_ERR_JIT_DISABLED = 4,     /* SAGE_DISABLE_JIT=1 and no compiled kernel is stored */
@@ -76,9 +77,12 @@ typedef struct sage_attention_desc {
   int causal;         /* 0 or 1 */
   float sm_scale;     /* softmax scale; 0 means 1/sqrt(head_dim) */
   sage_policy policy;
+  int window;         /* sliding window, causal only: 0 none; W > 0: query i sees its W most recent
+                         keys, j in (i + seq_kv - seq_q - W, i + seq_kv - seq_q] (Mistral's and
+                         Gemma's sliding_window = W; FlashAttention's window_size = (W - 1, 0)) */
 } sage_attention_desc;
 
-/* A descriptor with defaults (HND, FP16, non-causal, sm_scale 0, balanced) and the sizes. */
+/* A descriptor with defaults (HND, FP16, non-causal, sm_scale 0, balanced, no window) and the sizes. */
 SAGE_API sage_attention_desc sage_attention_desc_init(int batch, int heads_q, int heads_kv, int seq_q, int seq_kv,
                                                       int head_dim);
 

@@ -51,6 +51,8 @@ class Attention {
   Attention& causal(bool c = true) { desc_.causal = c ? 1 : 0; return *this; }
   Attention& scale(float s) { desc_.sm_scale = s; return *this; }
   Attention& policy(sage_policy p) { desc_.policy = p; return *this; }
+  // A causal sliding window: each query sees its `w` most recent keys (0: none; needs causal()).
+  Attention& window(int w) { desc_.window = w; return *this; }
   const sage_attention_desc& desc() const { return desc_; }
 
   // Bytes of workspace a call needs (with or without LSE): on the current context's streams, or

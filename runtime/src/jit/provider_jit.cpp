@@ -147,8 +147,9 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
   // Fast path (the first call with a tuned database): a stored winner with its verified cubin
   // and the launcher config recorded with its variant needs no search space (parsing and
   // enumerating it costs ~12 ms). Head dims were validated against the build already.
-  // A variable-length batch takes its `varlen` default (the tuner times no such batches).
-  if (!key.varlen) {
+  // A variable-length batch takes its `varlen` default (the tuner times no such batches), and
+  // so does a sliding window (its kernels take windows; BucketKey::window).
+  if (!key.varlen && !key.window) {
     const tuner::WinnerKey wk{fp, problem_key(key), tuner::generator_hash(), tuner::nvrtc_version()};
     jit::Choice c = jit::choose(lookup(), wk, arch, log_enabled(), key.rows16, p.batch * p.heads_q, sms);
     if (c.cubin && c.source != Source::default_variant) {
@@ -182,14 +183,18 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
                                        arch, " (", fp.name, ")"));
 
   jit::Choice c;
-  if (key.varlen) {
+  if (key.varlen || key.window) {
     try {
-      c.variant = tuner::default_variant(arch, key.head_dim, to_string(key.policy), key.seq_kv, key.causal ? 1 : 0,
-                                         key.seq_q, false, p.batch * p.heads_q, sms, true);
+      // A window's call: its `window` entries, then the varlen ones, read as non-causal sequences
+      // of its window's keys (each query tile sees about that many; BucketKey::window).
+      c.variant = tuner::default_variant(arch, key.head_dim, to_string(key.policy), key.seq_kv,
+                                         key.causal && !key.window ? 1 : 0,
+                                         key.seq_q, false, p.batch * p.heads_q, sms, true, key.window);
     } catch (const Error& e) {
       if (e.code() != Errc::not_found) throw;
-      throw Error(Errc::unsupported, cat("variable-length batches at head dim ", key.head_dim, " have no kernel on ",
-                                         arch, " (", fp.name, "): head dims 64 and 128 run everywhere, 256 on sm_90a"));
+      throw Error(Errc::unsupported, cat(key.varlen ? "variable-length batches" : "sliding windows", " at head dim ",
+                                         key.head_dim, " have no kernel on ", arch, " (", fp.name,
+                                         "): head dims 64 and 128 run everywhere, 256 on sm_90a"));
     }
   } else {
     const tuner::WinnerKey wk{fp, problem_key(key), tuner::generator_hash(), tuner::nvrtc_version()};

@@ -88,6 +88,7 @@ void set_problem(const AttnProblem& p, const AttnArgs& a, Params& s) {
   s.head_dim = p.head_dim;
   s.dtype = p.dtype == DType::bf16 ? SAGE_DTYPE_BF16 : SAGE_DTYPE_FP16;
   s.causal = p.causal ? 1 : 0;
+  s.window = p.causal ? p.window : 0;
   s.sm_scale = p.scale();
 }
 
@@ -227,6 +228,10 @@ std::string KernelConfig::cannot_implement(const AttnProblem& p) const {
     return "variable-length batches run on the native (unquantized) kernels of the plain schedule, head dims 64 and "
            "128 (wgmma: and 256), and on the quantized wgmma kernels of FP8 P.V, the TMA loader and the plain or turns "
            "schedule that quantize Q themselves (fuse_q)";
+  if (p.window > 0 && !has_window_entry(*this))
+    return "sliding windows run on the kernels that take variable-length batches: the native (unquantized) kernels of "
+           "the plain schedule (mma.sync at head dims 64 and 128), and the quantized wgmma kernels of FP8 P.V, the TMA "
+           "loader and the plain or turns schedule that quantize Q themselves (fuse_q)";
   if (tma && qk != "native" && block_m > 0 && block_n > 0) {
     // TMA coordinates are 32-bit: the rows of the tiled Q and K must stay below 2^31 (a
     // variable-length batch: K's kv_tile_pitch tiles a head, V^T's columns as many tokens).
@@ -331,6 +336,12 @@ bool has_varlen_entry(const KernelConfig& c) {
          c.schedule == "plain" && (c.head_dim == 64 || c.head_dim == 128 || (c.pipeline == "wgmma" && c.head_dim == 256));
 }
 
+// The variants whose module has the entry sage_attn_window (sliding windows, dense or packed):
+// those with sage_attn_varlen (the templates' rule), whose kernels start each query tile at its
+// window's first key tile (mma_attn::kv_range). Every `varlen` default of configs/defaults.yaml
+// is one, which window calls take (BucketKey::window).
+bool has_window_entry(const KernelConfig& c) { return has_varlen_entry(c); }
+
 // The variants whose module has an entry of its own for calls of up to three quarters of the
 // head dim, sage_attn_q3 (the templates' rule). Head dim 256 (calls of up to 192 columns):
 // every wgmma one, and on the mma.sync pipeline the unquantized ones and those of FP16 P.V.
@@ -362,6 +373,7 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   // int8 P.V: a second entry for calls that return the LSE (it also sums P before rounding).
   if (cfg_.pv == "int8") attn_lse_ = module_->function("sage_attn_lse");
   if (has_q3_entry(cfg_)) attn_q3_ = module_->function("sage_attn_q3");
+  if (has_window_entry(cfg_)) attn_window_ = module_->function("sage_attn_window");
   if (has_varlen_entry(cfg_)) {
     attn_varlen_ = module_->function("sage_attn_varlen");
     if (!native()) {
@@ -371,7 +383,7 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   }
   const cu::Api& a = cu::api();
   if (cfg_.smem_bytes > 48 * 1024)
-    for (CUfunction f : {attn_, attn_lse_, attn_q3_, attn_varlen_})
+    for (CUfunction f : {attn_, attn_lse_, attn_q3_, attn_varlen_, attn_window_})
       if (f) SAGE_CU(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, cfg_.smem_bytes));
   CUdevice dev;
   SAGE_CU(cuCtxGetDevice(&dev));
@@ -1173,6 +1185,9 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
   // Calls of up to three quarters of the variant's head dim (192 of 256, 96 of 128) run the
   // three-quarter entry where the module has one.
   const bool q3 = attn_q3_ && runs_q3_entry(cfg_, p.head_dim);
+  // A sliding window: the entry that takes one (dense or packed, its whole head dim).
+  const bool window = s.window > 0;
+  if (window && !attn_window_) throw Error(Errc::unsupported, cat(cfg_.name, ": no entry for sliding windows"));
   if (p.varlen) {
     // (query tiles of the longest sequence, heads, sequences): a CTA past its sequence's tiles
     // returns at once
@@ -1181,15 +1196,15 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
     if (s.q_tiles > 0x7fffffff || p.batch > kGridYZLimit)
       throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles or sequences for one launch"));
     // (the quantized kernels' entry waits for the preparation: a programmatic dependent)
-    launch(attn_varlen_, unsigned(s.q_tiles), unsigned(p.heads_q), unsigned(p.batch), unsigned(cfg_.threads),
-           unsigned(cfg_.smem_bytes), stream, s, dependent_);
+    launch(window ? attn_window_ : attn_varlen_, unsigned(s.q_tiles), unsigned(p.heads_q), unsigned(p.batch),
+           unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s, dependent_);
     return;
   }
   if (mma_native() && (s.split_ranges > 0 || s.pack_rows > 0)) {
     // (query tiles x ranges, heads, batch): heads are kv heads where packed (attn_mma.cuh: cta_coords)
     const std::int64_t x = std::int64_t(s.q_tiles) * std::max(1, s.split_ranges);
     if (x > 0x7fffffff) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for one launch"));
-    launch(q3 ? attn_q3_ : attn_, unsigned(x), unsigned(s.pack_rows > 0 ? p.heads_kv : p.heads_q),
+    launch(window ? attn_window_ : q3 ? attn_q3_ : attn_, unsigned(x), unsigned(s.pack_rows > 0 ? p.heads_kv : p.heads_q),
            unsigned(p.batch), unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s);
     return;
   }
@@ -1201,6 +1216,7 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
   }
   CUfunction f = s.lse && attn_lse_ ? attn_lse_ : attn_;
   if (q3) f = attn_q3_;
+  if (window) f = attn_window_;
   if (p.causal) {
     if (s.q_tiles > kGridYZLimit) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for a causal launch"));
     const int g = causal_group(p, cfg_);

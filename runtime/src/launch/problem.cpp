@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "sage/common/error.h"
 #include "sage/common/strings.h"
@@ -38,7 +40,26 @@ void AttnProblem::strides(int heads, int seq, std::int64_t* sb, std::int64_t* sh
   }
 }
 
+int AttnProblem::window_skip() const {
+  if (window <= 0 || varlen || head_dim % 8 != 0) return 0;
+  return std::max(0, seq_kv - seq_q - window + 1);  // the first query's first key
+}
+
+void AttnProblem::trim_window() {
+  seq_kv -= window_skip();
+  if (window >= seq_kv) window = 0;  // every key a query sees (its causal range) is in its window
+}
+
 double AttnProblem::flops() const {
+  if (causal && window > 0) {
+    double pairs = 0;  // each query row's visible keys, (i + off - window, i + off] within [0, seq_kv)
+    const std::int64_t off = std::int64_t(seq_kv) - seq_q;
+    for (std::int64_t i = 0; i < seq_q; ++i) {
+      const std::int64_t hi = std::min<std::int64_t>(i + off, seq_kv - 1), lo = std::max<std::int64_t>(i + off - window + 1, 0);
+      if (hi >= lo) pairs += double(hi - lo + 1);
+    }
+    return 4.0 * batch * heads_q * pairs * head_dim;
+  }
   double f = 4.0 * batch * heads_q * double(seq_q) * double(seq_kv) * head_dim;
   return causal ? f / 2 : f;
 }
@@ -58,6 +79,9 @@ void AttnProblem::validate() const {
   if (!(sm_scale >= 0.f) || std::isinf(sm_scale))
     throw Error(Errc::invalid_argument, cat("sm_scale must be finite and >= 0 (0 means 1/sqrt(d)), got ", sm_scale));
   if (sms < 0) throw Error(Errc::invalid_argument, cat("sms must be >= 0 (0: every SM of the device), got ", sms));
+  if (window < 0) throw Error(Errc::invalid_argument, cat("window must be >= 0 (0: none), got ", window));
+  if (window > 0 && !causal)
+    throw Error(Errc::invalid_argument, cat("a sliding window (", window, ") needs a causal mask"));
   if (varlen) {
     if (total_q < 0 || total_kv < 0)
       throw Error(Errc::invalid_argument, cat("total_q and total_kv must be >= 0, got ", total_q, " and ", total_kv));
@@ -69,7 +93,8 @@ void AttnProblem::validate() const {
 
 std::string AttnProblem::str() const {
   return cat("B", batch, " Hq", heads_q, " Hkv", heads_kv, " Nq", seq_q, " Nkv", seq_kv, " D", head_dim, " ",
-             to_string(layout), " ", to_string(dtype), causal ? " causal" : "", return_lse ? " lse" : "",
+             to_string(layout), " ", to_string(dtype), causal ? " causal" : "",
+             window > 0 ? cat(" window ", window) : std::string(), return_lse ? " lse" : "",
              varlen ? cat(" varlen Tq", total_q, " Tkv", total_kv) : std::string(),
              sms > 0 ? cat(" on ", sms, " SMs") : std::string());
 }

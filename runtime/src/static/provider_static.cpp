@@ -76,6 +76,9 @@ void precheck(const BucketKey& call_key) {
   if (call_key.varlen)
     throw Error(Errc::not_in_build, "variable-length batches (sage_attention_varlen) need a JIT build: an exported "
                                     "static build holds tuned winners of dense buckets only");
+  if (call_key.window)
+    throw Error(Errc::not_in_build, "sliding windows (desc->window) need a JIT build: an exported static build holds "
+                                    "tuned winners of dense buckets without a window");
   const BucketKey key = table_key(call_key);
   for (const Parsed& p : entries())
     if (p.key == key) return;

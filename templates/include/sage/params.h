@@ -28,8 +28,9 @@ typedef std::int64_t sage_i64;
 // 12: tma_v8 (the native pingpong kernel's FP8 V^T tiles in the workspace). 13: tma_vs (their
 // scales, read by a tensor TMA load). 14: variable-length batches (cu_seqlens_q/kv, varlen,
 // lse_stride_h, q_row0, kv_row0; the native kernels' sage_attn_varlen entry). 15: the
-// quantized kernels' variable-length batches (kv_tile_pitch, kv_tile0; varlen = 2).
-#define SAGE_KERNEL_ABI_VERSION 15
+// quantized kernels' variable-length batches (kv_tile_pitch, kv_tile0; varlen = 2). 16: window
+// (sliding-window causal masks).
+#define SAGE_KERNEL_ABI_VERSION 16
 
 // Element types of the user's tensors.
 enum SageDType { SAGE_DTYPE_FP16 = 0, SAGE_DTYPE_BF16 = 1 };
@@ -154,6 +155,11 @@ struct SageAttnParams {
   sage_i32 lse_stride_h;
   sage_i32 q_row0, kv_row0;
   sage_i32 kv_tile_pitch, kv_tile0;
+  // Sliding window (causal calls only; 0: none): query i sees key j iff
+  // i + seq_kv - seq_q - window < j <= i + seq_kv - seq_q, its `window` most recent keys. The
+  // kernels that take it (launch.cpp: window_capable) start each query tile at its first
+  // visible key tile and mask the tiles on the window's edge (mma_attn::kv_range).
+  sage_i32 window;
 };
 
 // The FP32 reference attention's arguments: O and LSE in FP32, [B, Hq, Nq, D] / [B, Hq, Nq].
@@ -165,5 +171,5 @@ struct SageRefParams {
   sage_i32 dtype;
   sage_i32 causal;
   float sm_scale;
-  sage_i32 pad_;
+  sage_i32 window;  // as SageAttnParams::window
 };

@@ -45,6 +45,9 @@ struct KernelConfig {
 // native (unquantized) kernels of the plain schedule at head dims 64 and 128, mma.sync (every
 // arch) and wgmma (sm_90a: TMA over the packed tensors; also at head dim 256).
 bool has_varlen_entry(const KernelConfig& c);
+// Whether a variant's module has the entry sage_attn_window (sliding windows, AttnProblem::
+// window): those that have sage_attn_varlen.
+bool has_window_entry(const KernelConfig& c);
 
 // Whether a variant's module has the entry sage_attn_q3, which computes three quarters of the
 // head dim (calls of up to 192 columns at 256, 96 at 128), and whether a call of `head_dim`
@@ -337,6 +340,7 @@ class AttnKernel {
   CUfunction attn_q3_ = nullptr;   // calls of up to 3/4 of the head dim (sage_attn_q3; has_q3_entry)
   CUfunction attn_lse_ = nullptr;  // the entry for calls with an LSE, where it differs (pv int8)
   CUfunction attn_varlen_ = nullptr;  // variable-length batches (sage_attn_varlen; has_varlen_entry)
+  CUfunction attn_window_ = nullptr;  // sliding windows, dense or packed (sage_attn_window; has_window_entry)
   // ... and their preparation and exact pass over FP8 V (the quantized kernels)
   CUfunction prep_varlen_ = nullptr, prep_v_varlen_ = nullptr;
   int num_sms_ = 0;  // the device's

@@ -18,6 +18,9 @@ struct AttnProblem {
   Layout layout = Layout::HND;
   DType dtype = DType::fp16;
   bool causal = false;
+  // A sliding window (causal only; 0: none): query i sees the `window` keys ending at its
+  // diagonal, j in (i + seq_kv - seq_q - window, i + seq_kv - seq_q] (SageAttnParams::window).
+  int window = 0;
   float sm_scale = 0.f;  // 0: 1/sqrt(head_dim)
   bool return_lse = false;
   // The SMs the call's work may run on: a green context's partition of the GPU (its stream's,
@@ -36,13 +39,21 @@ struct AttnProblem {
   void strides(int heads, int seq, std::int64_t* sb, std::int64_t* sh, std::int64_t* sn) const;
   std::int64_t q_elems() const { return std::int64_t(batch) * heads_q * seq_q * head_dim; }
   std::int64_t kv_elems() const { return std::int64_t(batch) * heads_kv * seq_kv * head_dim; }
-  // 4*B*Hq*Nq*Nkv*D (halved for causal when Nq == Nkv; exact visible-pair count otherwise).
+  // A sliding window's keys that no query sees: those before the first query's window, which a
+  // dense call leaves out (rt::trim_window: K and V start after them; head dims that run on
+  // padded copies, no multiple of 8, keep them); 0 otherwise.
+  int window_skip() const;
+  // Leaves out window_skip() keys, then drops a window that holds every key a query sees.
+  void trim_window();
+  // 4*B*Hq*Nq*Nkv*D, halved for causal; with a window 4*B*Hq*D times the visible (query, key)
+  // pairs.
   double flops() const;
-  // Throws Error(invalid_argument) for sizes < 1, heads_q % heads_kv != 0, sms < 0; varlen:
-  // totals < 0, or a layout other than NHD.
+  // Throws Error(invalid_argument) for sizes < 1, heads_q % heads_kv != 0, sms < 0, a window
+  // < 0 or without causal; varlen: totals < 0, or a layout other than NHD.
   void validate() const;
-  // "B4 Hq32 Hkv32 Nq4096 Nkv4096 D128 HND fp16 causal" (" on 64 SMs" with sms; varlen: " varlen
-  // Tq9000 Tkv9000", the packed totals, with Nq/Nkv the longest sequence's)
+  // "B4 Hq32 Hkv32 Nq4096 Nkv4096 D128 HND fp16 causal" (" window 4096" with a window, " on 64
+  // SMs" with sms; varlen: " varlen Tq9000 Tkv9000", the packed totals, with Nq/Nkv the longest
+  // sequence's)
   std::string str() const;
 };
 

@@ -39,12 +39,19 @@ struct BucketKey {
   // (tuner::rows16_default, jit::choose); a static build's table ignores it.
   bool rows16 = false;
   // A variable-length batch (AttnProblem::varlen; seq_q and seq_kv its longest sequence's). Its
-  // kernels are configs/defaults.yaml's `varlen` entries (the native mma.sync kernels that
-  // have sage_attn_varlen), never a tuned winner; a static build's table has none.
+  // kernels are configs/defaults.yaml's `varlen` entries (the kernels that have
+  // sage_attn_varlen), never a tuned winner; a static build's table has none.
   bool varlen = false;
+  // A sliding-window call (AttnProblem::window). Like a variable-length batch it takes the
+  // `varlen` defaults (their kernels all have the entry sage_attn_window: launch.cpp
+  // has_window_entry), read as non-causal sequences of the keys a query sees, min(seq_kv,
+  // window) (each query tile sees about that many): seq_kv is that length's bucket. Never a
+  // tuned winner; a static build's table has none.
+  bool window = false;
 
   // "d128_causal_fp16_HND_q4096_kv4096_bh128_balanced": tuner::ProblemKey::str()'s form, with
-  // "_r16" appended where rows16 is set, then "_varlen" where varlen is.
+  // "_r16" appended where rows16 is set, then "_varlen" where varlen is, then "_window" where
+  // window is.
   std::string str() const;
   // Inverse of str(); throws Error(invalid_argument) naming the key and the bad field.
   static BucketKey parse(const std::string& s);
@@ -129,6 +136,7 @@ struct DescView {
   int batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, layout, dtype, causal;
   float sm_scale;
   int policy;
+  int window = 0;
 };
 // A variable-length batch's descriptor (sage_attention_varlen): as problem_of, then varlen with
 // the packed totals; the layout must be NHD, and head_dim one the kernels read in place (a
@@ -136,6 +144,13 @@ struct DescView {
 // serves is its `varlen` defaults' (head dim 256: sm_90a only).
 AttnProblem varlen_problem_of(const DescView& d, int total_q, int total_kv, Policy* policy);
 AttnProblem problem_of(const DescView& d, Policy* policy);
+// A sliding window's call as the kernels run it. A dense call leaves out the keys no query
+// sees (those before its first query's window: a decoding step's or a chunk's long cache): K
+// and V start at the first visible key (contiguous tensors become strided views of
+// themselves; not at head dims that are no multiple of 8, which run on padded copies), so a
+// decoding step (seq_q 1) has no window left. A window that holds every key is none (p.window
+// 0). `a` (null for the workspace and name queries) gets the views.
+void trim_window(AttnProblem& p, AttnArgs* a);
 // Null and alignment checks of one call's pointers (lse and workspace may be null).
 void check_pointers(const AttnArgs& a, const void* workspace);
 // The strides of a strided call (a.strided): a dimension of size 1 gets stride 0 (any stride

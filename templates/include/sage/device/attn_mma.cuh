@@ -59,6 +59,25 @@ SAGE_DEV void kv_range(const SageAttnParams& p, int m0, int BM, int BN, int* n_t
   if (p.seq_kv % BN != 0) *mask_from = min_(*mask_from, p.k_tiles - 1);
 }
 
+// The same for the kernels that take a sliding window (WINDOW: their entry sage_attn_window,
+// p.window > 0): the tiles the CTA visits are [*begin, *n_tiles), from the one that holds its
+// first row's first visible key (row + seq_kv - seq_q - window + 1); those before *mask_before
+// hold keys left of some row's window and are masked too (tile t is masked iff t < *mask_before
+// or t >= *mask_from). Without WINDOW, *begin and *mask_before are 0.
+template <bool WINDOW>
+SAGE_DEV void kv_range(const SageAttnParams& p, int m0, int BM, int BN, int* begin, int* n_tiles, int* mask_before,
+                       int* mask_from) {
+  kv_range(p, m0, BM, BN, n_tiles, mask_from);
+  *begin = 0;
+  *mask_before = 0;
+  if (WINDOW && p.window > 0) {
+    const int first = m0 + p.seq_kv - p.seq_q - p.window + 1;  // the first row's first visible key
+    *begin = min_(first <= 0 ? 0 : first / BN, *n_tiles);
+    const int all = first + BM - 1;  // keys from here are inside every row's window
+    *mask_before = min_(all <= 0 ? 0 : (all + BN - 1) / BN, *n_tiles);
+  }
+}
+
 // The query tile and (batch, query head) of this CTA. Without a mask the grid is (q_tiles, Hq,
 // B). With a causal mask a CTA visits 1 to k_tiles key tiles, and the long ones that start last
 // set how late the grid ends, so the launcher orders them longest-processing-time first: the
@@ -449,7 +468,7 @@ SAGE_DEV float p8_sum(float x) { return x; }
 
 // Online softmax of one tile's scores, then O += P V. LSE_SUMS (int8 P.V): also keep the sums
 // of P before rounding, for the LSE. QN: the quarters of O computed.
-template <class Cfg, bool MASK, bool LSE_SUMS, int QN = 4>
+template <class Cfg, int MASK, bool LSE_SUMS, int QN = 4>
 SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores<Cfg>& S, float qs, float qbar_scale,
                          float ks, u32 sV, int tile, int row0, const LaneOffsets<Cfg>& lo) {
   using L = Layout<Cfg>;
@@ -640,7 +659,7 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, WarpState<Cfg>& st, TileScores
 // The native kernel's tile: the online softmax of the FP32 scores (lazy rescaling, the native
 // wgmma kernel's softmax_tile), then O += P V with P in the inputs' type (FP16 or BF16) from
 // registers and V from shared memory, FP32 accumulators.
-template <class Cfg, bool MASK, bool BF16, int QN = 4>
+template <class Cfg, int MASK, bool BF16, int QN = 4>
 SAGE_DEV void softmax_pv_native(const SageAttnParams& p, WarpState<Cfg>& st, TileScores<Cfg>& S, float scale, u32 sV,
                                 int tile, int row0, const LaneOffsets<Cfg>& lo) {
   constexpr int SL = Cfg::SLABS, BN = Cfg::BN, KK = BN / 16;
@@ -784,7 +803,7 @@ SAGE_DEV void split_merge(const SageAttnParams& p, i64 u, int b, int h, int m0) 
 // Cfg::SMEM_BYTES dynamic shared memory. LSE_SUMS: see softmax_pv (int8 P.V only; the
 // launcher picks that entry when p.lse is set). BF16: the native kernel's BF16 inputs (the
 // entry point picks by p.dtype).
-template <class Cfg, bool LSE_SUMS = false, bool BF16 = false, int QN = 4>
+template <class Cfg, bool LSE_SUMS = false, bool BF16 = false, int QN = 4, bool WINDOW = false>
 SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   static_assert(!LSE_SUMS || Cfg::V_INT8, "separate LSE sums are the int8 P.V path's");
   static_assert(Cfg::SCHED == Schedule::plain || Cfg::SCHED == Schedule::overlap,
@@ -808,16 +827,18 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
                    : warp * Cfg::WARP_Q / p.pack_rows < p.heads_q / p.heads_kv ? warp * Cfg::WARP_Q % p.pack_rows
                                                                                : p.seq_q;
 
-  int n_tiles, mask_from;
-  kv_range(p, m0, packed ? p.pack_rows : BM, BN, &n_tiles, &mask_from);
+  // The tiles [t0, n_tiles); with a sliding window those from t0 and before mask_before are
+  // masked too.
+  int t0, n_tiles, mask_before, mask_from;
+  kv_range<WINDOW>(p, m0, packed ? p.pack_rows : BM, BN, &t0, &n_tiles, &mask_before, &mask_from);
+  constexpr int MASK = WINDOW ? softmax::kMaskWindow : 1;  // a masked tile's
   // Split keys (native, p.split_ranges > 0): this CTA's range [t0, n_tiles) of the tile's keys.
-  int t0 = 0;
   if constexpr (Cfg::SPLIT) {
     if (p.split_ranges > 0) {
-      const int all = n_tiles;
+      const int first = t0, all = n_tiles - t0;
       const int r = split_index(p);
-      t0 = int(i64(all) * r / p.split_ranges);
-      n_tiles = int(i64(all) * (r + 1) / p.split_ranges);
+      t0 = first + int(i64(all) * r / p.split_ranges);
+      n_tiles = first + int(i64(all) * (r + 1) / p.split_ranges);
     }
   }
 
@@ -873,7 +894,7 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   if constexpr (ST > 1) {
 #pragma unroll
     for (int s = 0; s < ST - 1; ++s) {
-      const int t = t0 + s, slot = Cfg::SPLIT ? t % ST : s;
+      const int t = t0 + s, slot = t % ST;
       if (t < n_tiles) ld.load(ks, vs, t, sK0 + slot * Cfg::SMEM_K_STAGE, sV0 + slot * Cfg::SMEM_V_STAGE);
       cp_async_commit();
     }
@@ -944,27 +965,27 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
         if (row0 < p.seq_q) {
           TileScores<Cfg> S;
           qk_tile<Cfg, BF16, QN>(S, qf, qbar, sK0 + slot * Cfg::SMEM_K_STAGE, lo);
-          if (t >= mask_from)
-            softmax_pv_native<Cfg, true, BF16, QN>(p, st, S, scale, sV, t, row0, lo);
+          if (t >= mask_from || (WINDOW && t < mask_before))
+            softmax_pv_native<Cfg, MASK, BF16, QN>(p, st, S, scale, sV, t, row0, lo);
           else
-            softmax_pv_native<Cfg, false, BF16, QN>(p, st, S, scale, sV, t, row0, lo);
+            softmax_pv_native<Cfg, 0, BF16, QN>(p, st, S, scale, sV, t, row0, lo);
         }
       } else {
         const float ksc = kscale[t * Cfg::K_GROUPS];
         TileScores<Cfg> S;
         qk_tile<Cfg, false, QN>(S, qf, qbar, sK0 + slot * Cfg::SMEM_K_STAGE, lo);
-        if (t >= mask_from)
-          softmax_pv<Cfg, true, LSE_SUMS, QN>(p, st, S, qs, qbar_scale, ksc, sV, t, row0, lo);
+        if (t >= mask_from || (WINDOW && t < mask_before))
+          softmax_pv<Cfg, MASK, LSE_SUMS, QN>(p, st, S, qs, qbar_scale, ksc, sV, t, row0, lo);
         else
-          softmax_pv<Cfg, false, LSE_SUMS, QN>(p, st, S, qs, qbar_scale, ksc, sV, t, row0, lo);
+          softmax_pv<Cfg, 0, LSE_SUMS, QN>(p, st, S, qs, qbar_scale, ksc, sV, t, row0, lo);
       }
     }
   } else {
     // Overlap: tiles t and t+1 are resident while iteration t runs QK^T of t+1 and the
     // softmax and PV of t; the load issued in iteration t refills the slot of t-1.
     TileScores<Cfg> cur;
-    if (n_tiles > 0) qk_tile<Cfg, false, QN>(cur, qf, qbar, sK0, lo);
-    for (int t = 0; t < n_tiles; ++t) {
+    if (t0 < n_tiles) qk_tile<Cfg, false, QN>(cur, qf, qbar, sK0 + (t0 % ST) * Cfg::SMEM_K_STAGE, lo);
+    for (int t = t0; t < n_tiles; ++t) {
       cp_async_wait<ST - 3>();
       __syncthreads();
       const int nt = t + ST - 1;
@@ -977,10 +998,10 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
       if (t + 1 < n_tiles) qk_tile<Cfg, false, QN>(next, qf, qbar, sK0 + ((t + 1) % ST) * Cfg::SMEM_K_STAGE, lo);
       const float ksc = kscale[t * Cfg::K_GROUPS];
       const u32 sV = sV0 + (t % ST) * Cfg::SMEM_V_STAGE;
-      if (t >= mask_from)
-        softmax_pv<Cfg, true, LSE_SUMS, QN>(p, st, cur, qs, qbar_scale, ksc, sV, t, row0, lo);
+      if (t >= mask_from || (WINDOW && t < mask_before))
+        softmax_pv<Cfg, MASK, LSE_SUMS, QN>(p, st, cur, qs, qbar_scale, ksc, sV, t, row0, lo);
       else
-        softmax_pv<Cfg, false, LSE_SUMS, QN>(p, st, cur, qs, qbar_scale, ksc, sV, t, row0, lo);
+        softmax_pv<Cfg, 0, LSE_SUMS, QN>(p, st, cur, qs, qbar_scale, ksc, sV, t, row0, lo);
       cur = next;
     }
   }

@@ -533,7 +533,7 @@ using softmax::softmax_tile;
 // `sum` this lane's partial row sums for l); 1 when a row of the warp has no reference yet
 // (-inf: nothing was done, s is intact); 2 when a sum passed the bound or is not a number
 // (s is clobbered). Warp-uniform.
-template <class Cfg, bool MASK>
+template <class Cfg, int MASK>
 SAGE_DEV int softmax_fast(const SageAttnParams& p, const float (&m)[2], float (&s)[Cfg::BN / 2], float scale,
                           int col_base, int row0, float (&sum)[2]) {
   constexpr int NT = Cfg::BN / 8;
@@ -542,7 +542,7 @@ SAGE_DEV int softmax_fast(const SageAttnParams& p, const float (&m)[2], float (&
   bool ok = true;
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
-    if constexpr (MASK) hide<Cfg>(p, s, col_base, row0, hh);
+    if constexpr (MASK) hide<Cfg, MASK == softmax::kMaskWindow>(p, s, col_base, row0, hh);
     float rs[2] = {0.f, 0.f};
 #pragma unroll
     for (int n = 0; n < NT; ++n)
@@ -607,7 +607,7 @@ SAGE_DEV void qk_warp(float (&s)[Cfg::BN / 2], u32 sQw, u32 sK, int wrow) {
 // it holds, else S again for the warp's rows (qk_warp: the caller keeps the Q and K tiles
 // until this returns) and the exact form, its reference moved to the tile's maximum (so that
 // the next tiles are fast again). Returns whether O needs rescaling by alpha.
-template <class Cfg, bool MASK, bool BF16>
+template <class Cfg, int MASK, bool BF16>
 SAGE_DEV bool fast_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2], float (&s)[Cfg::BN / 2], float scale,
                         int col_base, int row0, float (&alpha)[2], u32 sQw, u32 sK, int wrow) {
   float sum[2];
@@ -637,7 +637,7 @@ SAGE_DEV bool fast_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2], f
 // its lengths); `g`: the kernel's parameters, whose tensor maps TMA reads in place (a view's
 // copies of them are local memory), over the packed [1, total, heads, D] tensors with VARLEN,
 // whose sequence starts at rows p.q_row0 and p.kv_row0.
-template <class Cfg, bool BF16, int BOXES = 0, bool VARLEN = false>
+template <class Cfg, bool BF16, int BOXES = 0, bool VARLEN = false, bool WINDOW = false>
 SAGE_DEV void attn_kernel_t(const SageAttnParams& p, const SageAttnParams& g) {
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES, CH = Cfg::CHUNKS;
   constexpr int NWARPS = Cfg::CONSUMERS / 32;
@@ -653,10 +653,15 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p, const SageAttnParams& g) {
   const u32 base = smem_addr(smem_raw);
   const u32 pad = (1024u - (base & 1023u)) & 1023u;
   u8* smem = smem_raw + pad;
-  const wgmma_attn::CtaTile<Cfg> c(p, threadIdx.x);
+  const wgmma_attn::CtaTile<Cfg, WINDOW> c(p, threadIdx.x);
   const int warp = c.warp, wg = c.wg, h = c.h, hkv = c.hkv, b = c.b, m0 = c.m0, row0 = c.row0;
-  const int n_tiles = c.n_tiles, mask_from = c.mask_from;
-  const int q_row0 = VARLEN ? p.q_row0 : 0, kv_row0 = VARLEN ? p.kv_row0 : 0;
+  // The loop counts tiles from the CTA's first (kt0: a sliding window's, WINDOW; else 0), whose
+  // rows the loads start at; the softmax takes the key tile's own columns, (t + kt0) * BN. A
+  // masked tile's softmax: MASK.
+  constexpr int MASK = WINDOW ? softmax::kMaskWindow : 1;
+  const int kt0 = c.t_begin, n_tiles = c.n_tiles - kt0, mask_from = c.mask_from - kt0,
+            mask_before = c.mask_before - kt0;
+  const int q_row0 = VARLEN ? p.q_row0 : 0, kv_row0 = (VARLEN ? p.kv_row0 : 0) + kt0 * BN;
   const u32 sQ = smem_addr(smem);
   const u32 sK0 = sQ + Cfg::SMEM_Q;
   const u32 sV0 = sK0 + ST * Cfg::SMEM_K_STAGE;
@@ -769,8 +774,9 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p, const SageAttnParams& g) {
         mode = mine ? 3 : 4;
       } else {
         float sum[2];
-        mode = t >= mask_from ? softmax_fast<Cfg, true>(p, m[0], s, scale, t * BN, row0, sum)
-                              : softmax_fast<Cfg, false>(p, m[0], s, scale, t * BN, row0, sum);
+        const bool masked = t >= mask_from || (WINDOW && t < mask_before);
+        mode = masked ? softmax_fast<Cfg, MASK>(p, m[0], s, scale, (t + kt0) * BN, row0, sum)
+                      : softmax_fast<Cfg, 0>(p, m[0], s, scale, (t + kt0) * BN, row0, sum);
         if (mode == 0) {
           l[0][0] += sum[0];
           l[0][1] += sum[1];
@@ -780,8 +786,9 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p, const SageAttnParams& g) {
     bool moved = false;
     if (mode == 1 || mode == 3) {
       const float slack = mode == 3 ? 0.f : kRescaleSlack;
-      moved = t >= mask_from ? softmax_tile<Cfg, true>(p, m[0], l[0], s, scale, t * BN, row0, alpha, slack)
-                             : softmax_tile<Cfg, false>(p, m[0], l[0], s, scale, t * BN, row0, alpha, slack);
+      moved = t >= mask_from || (WINDOW && t < mask_before)
+                  ? softmax_tile<Cfg, MASK>(p, m[0], l[0], s, scale, (t + kt0) * BN, row0, alpha, slack)
+                  : softmax_tile<Cfg, 0>(p, m[0], l[0], s, scale, (t + kt0) * BN, row0, alpha, slack);
     }
     if (mode == 2 || mode == 4) {
 #pragma unroll
@@ -1888,13 +1895,27 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
 // Variable-length batches (p.cu_seqlens_q; the plain kernel): each CTA runs its sequence as a
 // call of its own (mma_attn::varlen_view), its tiles read through the maps over the packed
 // tensors at the sequence's first rows.
-template <class Cfg>
+template <class Cfg, bool WINDOW = false>
 SAGE_DEV void attn_kernel_varlen(const SageAttnParams& p) {
   static_assert(!Cfg::PERSISTENT, "variable-length batches run on the plain kernel");
   SageAttnParams v = p;
   if (!mma_attn::varlen_view<Cfg::BM, Cfg::BN>(p, v)) return;
-  if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_t<Cfg, true, 0, true>(v, p);
-  else attn_kernel_t<Cfg, false, 0, true>(v, p);
+  if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_t<Cfg, true, 0, true, WINDOW>(v, p);
+  else attn_kernel_t<Cfg, false, 0, true, WINDOW>(v, p);
+}
+
+// A sliding window (p.window > 0; launch.cpp has_window_entry): the dense call or, with
+// p.cu_seqlens_q, the variable-length batch, each CTA starting at its window's first key tile and
+// masking the tiles on the window's edge (the dense and varlen entries stay without that code).
+template <class Cfg>
+SAGE_DEV void attn_kernel_window(const SageAttnParams& p) {
+  static_assert(!Cfg::PERSISTENT, "sliding windows run on the plain kernel");
+  if (p.cu_seqlens_q) {  // a variable-length batch (the launch's parameters; its views set p.varlen)
+    attn_kernel_varlen<Cfg, true>(p);
+  } else {
+    if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_t<Cfg, true, 0, false, true>(p, p);
+    else attn_kernel_t<Cfg, false, 0, false, true>(p, p);
+  }
 }
 
 }  // namespace native_attn

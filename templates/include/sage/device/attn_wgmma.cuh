@@ -213,7 +213,7 @@ SAGE_DEV void pack_p8(const float (&pf)[1][Cfg::BN / 8][4], u32 (&pa)[Cfg::BN / 
 // Softmax of a tile's scores into FP32 probabilities `pf` (the 8-bit P's range) and the factors O
 // must be rescaled by. `pf` may be `s` itself (reinterpreted): online() reads each score
 // before it writes that element's probability and never reads it again.
-template <class Cfg, bool MASK>
+template <class Cfg, int MASK>
 SAGE_DEV void softmax_f(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], i32 (&s)[1][Cfg::BN / 8][4],
                         float dq, int tile, int row0, float (&pf)[1][Cfg::BN / 8][4], float (&alpha)[1][2]) {
   const i32 no_ds[1][4] = {{0, 0, 0, 0}};
@@ -226,7 +226,7 @@ SAGE_DEV void softmax_f(const SageAttnParams& p, float (&m)[1][2], float (&l)[1]
 // be rescaled by. LSE (pv int8, sage_attn_lse): lx also adds up this lane's P before its
 // rounding to u8 (the LSE's sums: P below 1/510 of the row maximum rounds to 0, which would
 // bias it low for peaked rows; O is normalized by the rounded P's sums either way).
-template <class Cfg, bool MASK, bool LSE = false>
+template <class Cfg, int MASK, bool LSE = false>
 SAGE_DEV void softmax_p(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], i32 (&s)[1][Cfg::BN / 8][4],
                         float dq, int tile, int row0, u32 (&pa)[Cfg::BN / 32][4], float (&alpha)[1][2],
                         float (*lx)[2] = nullptr) {
@@ -346,7 +346,7 @@ SAGE_DEV void pv_chunks(float (&o)[1][Cfg::D / 8][4], float (&l)[1][2], const u3
 
 // Softmax of a tile's scores and O += P V, waiting for the P V (head dim 256: over QN
 // quarters of O's columns, see plain_tile). LSE, lx: softmax_p.
-template <class Cfg, bool MASK, int QN = 4, bool LSE = false>
+template <class Cfg, int MASK, int QN = 4, bool LSE = false>
 SAGE_DEV void softmax_pv(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], float (&o)[1][Cfg::D / 8][4],
                          i32 (&s)[1][Cfg::BN / 8][4], u32 dV, u64 dOnes, float dq, int tile, int row0,
                          float (*lx)[2] = nullptr) {
@@ -369,11 +369,12 @@ SAGE_DEV void softmax_pv(const SageAttnParams& p, float (&m)[1][2], float (&l)[1
 
 // One tile of the plain schedule, both loaders: S = Q K^T (waited), then softmax_pv; `masked`
 // picks the diagonal/tail path. dQ, dK, dV: the descriptors of this warpgroup's Q rows, of
-// the K tile and of the V^T tile. QN: the quarters of the row (Q K^T's k-steps, P V's columns
+// the K tile and of the V^T tile. MASK: a masked tile's (softmax::online: 1, or with a sliding
+// window kMaskWindow). QN: the quarters of the row (Q K^T's k-steps, P V's columns
 // of O) that hold the call's columns, 4 or 3 (head dims up to 3/4 of D: at D=256 up to 192, at
 // D=128 up to 96; Q's and K's last quarter of bytes and V^T's last quarter of rows are not
 // read, O's last quarter stays 0).
-template <class Cfg, int QN = 4, bool LSE = false>
+template <class Cfg, int QN = 4, bool LSE = false, int MASK = 1>
 SAGE_DEV void plain_tile(const SageAttnParams& p, float (&m)[1][2], float (&l)[1][2], float (&o)[1][Cfg::D / 8][4],
                          u32 dQ, u32 dK, u32 dV, u64 dOnes, float dq, int tile, bool masked, int row0,
                          float (*lx)[2] = nullptr) {
@@ -383,15 +384,18 @@ SAGE_DEV void plain_tile(const SageAttnParams& p, float (&m)[1][2], float (&l)[1
   wgmma_commit();
   wgmma_wait<0>();
   fence_regs(reinterpret_cast<i32(&)[Cfg::BN / 2]>(s));
-  if (masked) softmax_pv<Cfg, true, QN, LSE>(p, m, l, o, s, dV, dOnes, dq, tile, row0, lx);
-  else softmax_pv<Cfg, false, QN, LSE>(p, m, l, o, s, dV, dOnes, dq, tile, row0, lx);
+  if (masked) softmax_pv<Cfg, MASK, QN, LSE>(p, m, l, o, s, dV, dOnes, dq, tile, row0, lx);
+  else softmax_pv<Cfg, 0, QN, LSE>(p, m, l, o, s, dV, dOnes, dq, tile, row0, lx);
 }
 
 // Where a CTA works (mma_attn::cta_coords: the grid (q_tiles, Hq, B), or a causal grid's
 // longest-first order), and its lane's fixed quantities: shared by both loaders' kernels.
-template <class Cfg>
+template <class Cfg, bool WINDOW = false>
 struct CtaTile {
-  int warp, gid, tig, wg, h, hkv, b, m0, row0, n_tiles, mask_from;
+  // The key tiles [t_begin, n_tiles), masked below mask_before and from mask_from
+  // (mma_attn::kv_range; t_begin and mask_before are 0 without WINDOW, a sliding window's
+  // kernel).
+  int warp, gid, tig, wg, h, hkv, b, m0, row0, t_begin, n_tiles, mask_before, mask_from;
   i64 q_tile_id, kv_bh;
   // `tid`: the thread's index among the CTA's consumer threads.
   SAGE_DEV CtaTile(const SageAttnParams& p, unsigned tid) {
@@ -410,7 +414,7 @@ struct CtaTile {
     hkv = h / (p.heads_q / p.heads_kv);
     m0 = q_tile * Cfg::BM;
     row0 = m0 + warp * 16;
-    mma_attn::kv_range(p, m0, Cfg::BM, Cfg::BN, &n_tiles, &mask_from);
+    mma_attn::kv_range<WINDOW>(p, m0, Cfg::BM, Cfg::BN, &t_begin, &n_tiles, &mask_before, &mask_from);
     q_tile_id = (i64(b) * p.heads_q + h) * p.q_tiles + q_tile;
     kv_bh = i64(b) * p.heads_kv + hkv;
   }
@@ -533,7 +537,7 @@ SAGE_DEV float quantize_q(const SageAttnParams& p, const u8* raw, u8* q, int war
 // `g` the kernel's parameters, whose tensor maps TMA reads in place: Q's over the packed
 // [1, total_q, Hq, D] tensor (the sequence from row p.q_row0), K's and V's over the
 // workspace, where the sequence's tiles start at tile p.kv_tile0 of its kv head's row.
-template <class Cfg, int QN = 4, bool LSE = false, bool VARLEN = false>
+template <class Cfg, int QN = 4, bool LSE = false, bool VARLEN = false, bool WINDOW = false>
 SAGE_DEV void attn_kernel_tma(const SageAttnParams& p, const SageAttnParams& g) {
   using L = Layout<Cfg>;
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES, WGS = Cfg::WGS;
@@ -545,8 +549,14 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p, const SageAttnParams& g) 
   __shared__ __align__(8) u64 bars[1 + ST];  // [0]: Q, [1 + s]: slot s full
   __shared__ u32 released[ST];               // SHARED: warps done with slot s, cumulative
   u8* smem = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  const CtaTile<Cfg> c(p, threadIdx.x);
-  const int warp = c.warp, wg = c.wg, h = c.h, b = c.b, row0 = c.row0, n_tiles = c.n_tiles, mask_from = c.mask_from;
+  const CtaTile<Cfg, WINDOW> c(p, threadIdx.x);
+  const int warp = c.warp, wg = c.wg, h = c.h, b = c.b, row0 = c.row0;
+  // The loop counts tiles from the CTA's first (kt0: a sliding window's, WINDOW; else 0), whose
+  // K and V rows and K scales the loads start at; the softmax takes the key tile's own index,
+  // t + kt0. A masked tile's softmax: MASK.
+  constexpr int MASK = WINDOW ? softmax::kMaskWindow : 1;
+  const int kt0 = c.t_begin, n_tiles = c.n_tiles - kt0, mask_from = c.mask_from - kt0,
+            mask_before = c.mask_before - kt0;
   const i64 q_tile_id = c.q_tile_id, kv_bh = c.kv_bh;
   const u32 sQ = smem_addr(smem + L::Q);
   const u32 sK0 = smem_addr(smem + L::K);
@@ -556,8 +566,8 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p, const SageAttnParams& g) 
   // Rows of the tensor maps: K is [B*Hkv*npad, QROW], V^T is [B*Hkv*D, npad], Q is
   // [B*Hq*q_tiles*BM, QROW] (VARLEN: K [Hkv*kv_tile_pitch*BN, QROW], V^T [Hkv*D,
   // kv_tile_pitch*BN], the sequence's tokens from v_col0).
-  const int k_row0 = int(c.template k_tile0<VARLEN>(p) * BN);
-  const int v_row0 = int(VARLEN ? i64(c.hkv) * D : kv_bh * D), v_col0 = VARLEN ? p.kv_tile0 * BN : 0;
+  const int k_row0 = int((c.template k_tile0<VARLEN>(p) + kt0) * BN);
+  const int v_row0 = int(VARLEN ? i64(c.hkv) * D : kv_bh * D), v_col0 = ((VARLEN ? p.kv_tile0 : 0) + kt0) * BN;
   // K tile `tile` into slot `slot` (its boxes side by side), completing on that slot's barrier.
   auto load_k = [&](int tile, int slot) {
 #pragma unroll
@@ -622,7 +632,7 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p, const SageAttnParams& g) 
   } else {
     qs = c.q_scale(p);
   }
-  const float* kscale = c.template k_scales<VARLEN>(p);
+  const float* kscale = c.template k_scales<VARLEN>(p) + kt0 * Cfg::K_GROUPS;
   const u32 sQw = sQ + wg * 64 * Cfg::QK_BOX;
   const u32 dQ = desc_lo(sQw), dK0 = desc_lo(sK0), dV0 = desc_lo(sV0);
   const u64 dOnes = ones_desc(sOnes);
@@ -656,7 +666,8 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p, const SageAttnParams& g) 
     mbar_wait(full(slot), (t / ST) & 1);
     const u32 dK = dK0 + slot * (Cfg::SMEM_K_STAGE / 16), dV = dV0 + slot * (Cfg::SMEM_V_STAGE / 16);
     if constexpr (!TURNS) {
-      plain_tile<Cfg, QN, LSE>(p, m, l, o, dQ, dK, dV, dOnes, dq, t, t >= mask_from, row0, lx);
+      plain_tile<Cfg, QN, LSE, MASK>(p, m, l, o, dQ, dK, dV, dOnes, dq, t + kt0,
+                                     t >= mask_from || (WINDOW && t < mask_before), row0, lx);
     } else {
       // The tile of plain_tile with the turn barriers around its two GEMMs, written out: the
       // same steps routed through plain_tile with turn hooks put the barriers in both the
@@ -670,8 +681,8 @@ SAGE_DEV void attn_kernel_tma(const SageAttnParams& p, const SageAttnParams& g) 
       fence_regs(reinterpret_cast<i32(&)[BN / 2]>(s));
       float alpha[1][2];
       u32 pa[BN / 32][4];
-      if (t >= mask_from) softmax_p<Cfg, true, LSE>(p, m, l, s, dq, t, row0, pa, alpha, lx);
-      else softmax_p<Cfg, false, LSE>(p, m, l, s, dq, t, row0, pa, alpha, lx);
+      if (t >= mask_from || (WINDOW && t < mask_before)) softmax_p<Cfg, MASK, LSE>(p, m, l, s, dq, t + kt0, row0, pa, alpha, lx);
+      else softmax_p<Cfg, 0, LSE>(p, m, l, s, dq, t + kt0, row0, pa, alpha, lx);
       constexpr int N = QN * Cfg::D / 4;
       PvAcc<Cfg> acc[N / 2], rs[4];
       turn_begin();
@@ -1035,13 +1046,24 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
 // sequence's query tile on the sequence's view (mma_attn::varlen_view_ws), its K and V from
 // the preparation's per-sequence tiles (prep::prep_kernel_varlen). The entry waits for the
 // preparation first (griddep_wait, release_sync), as sage_attn's.
-template <class Cfg>
+template <class Cfg, bool WINDOW = false>
 SAGE_DEV void attn_kernel_varlen(const SageAttnParams& p) {
   static_assert(Cfg::TMA && Cfg::FUSE_Q && !Cfg::WS && !Cfg::PV_INT8,
                 "variable-length batches: the TMA kernels of FP8 P.V that quantize Q themselves");
   SageAttnParams v = p;
   if (!mma_attn::varlen_view_ws<Cfg::BM, Cfg::BN>(p, int(blockIdx.z), int(blockIdx.x), v)) return;
-  attn_kernel_tma<Cfg, 4, false, true>(v, p);
+  attn_kernel_tma<Cfg, 4, false, true, WINDOW>(v, p);
+}
+
+// A sliding window (p.window > 0; launch.cpp has_window_entry): the dense call or, with
+// p.cu_seqlens_q, the variable-length batch, each CTA starting at its window's first key tile and
+// masking the tiles on the window's edge (the dense and varlen entries stay without that code).
+template <class Cfg>
+SAGE_DEV void attn_kernel_window(const SageAttnParams& p) {
+  static_assert(Cfg::TMA && !Cfg::WS, "sliding windows: the TMA kernels of the plain and turns schedules");
+  // a variable-length batch: cu_seqlens_q in the launch's parameters (its views set p.varlen)
+  if (p.cu_seqlens_q) attn_kernel_varlen<Cfg, true>(p);
+  else attn_kernel_tma<Cfg, 4, false, false, true>(p, p);
 }
 
 }  // namespace wgmma_attn

@@ -43,15 +43,16 @@ SAGE_DEV void attention(const SageRefParams& p) {
   const int D = p.head_dim;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   for (int d = threadIdx.x; d < D; d += kThreads) q[d] = load_elem(p.q, p.dtype, b, h, i, d) * p.sm_scale;
-  int nkeys = p.seq_kv;
+  int nkeys = p.seq_kv, key0 = 0;  // the keys [key0, nkeys)
   if (p.causal) {
     const int last = i + p.seq_kv - p.seq_q;
     nkeys = last < 0 ? 0 : min_(p.seq_kv, last + 1);
+    if (p.window > 0) key0 = min_(nkeys, max_(0, last - p.window + 1));  // a sliding window's first key
   }
   float acc[kMaxDim / kThreads] = {0.f, 0.f};
   float m = neg_inf(), l = 0.f;
   __syncthreads();
-  for (int j0 = 0; j0 < nkeys; j0 += kChunk) {
+  for (int j0 = key0; j0 < nkeys; j0 += kChunk) {
     const int nc = min_(kChunk, nkeys - j0);
     // One warp per key: lanes split the dot product over the head dimension.
     for (int jj = warp; jj < nc; jj += kThreads / 32) {

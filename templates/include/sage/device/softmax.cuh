@@ -24,11 +24,17 @@ SAGE_DEV void scaled_ds(const i32 (&ds)[SMOOTH_Q ? NT : 1][4], float ds_scale, f
 // `row`: before the sequence end and, when causal, on or below the diagonal (bottom-right
 // aligned; causal_off = seq_kv - seq_q). Both bounds fold into one per row: the lane's last
 // visible column relative to col0, so that each column costs one compare with an immediate.
+// WINDOW (the masked tiles of a sliding window's kernels, MASK == kMaskWindow): also from the
+// row's first visible column (row + causal_off - p.window + 1); otherwise that bound is a
+// constant that every column passes, and the compare folds away.
+constexpr int kMaskWindow = 2;  // MASK: 0 none, 1 the sequence end and the diagonal, 2 also a window's start
 struct Visible {
-  int last;  // column col0 + 8n + e is visible iff 8n + e <= last
-  SAGE_DEV Visible(const SageAttnParams& p, int col0, int causal_off, int row)
-      : last((p.causal ? min_(row + causal_off, p.seq_kv - 1) : p.seq_kv - 1) - col0) {}
-  SAGE_DEV bool operator()(int n, int e) const { return 8 * n + e <= last; }
+  int last;   // column col0 + 8n + e is visible iff first <= 8n + e <= last
+  int first;
+  SAGE_DEV Visible(const SageAttnParams& p, int col0, int causal_off, int row, bool window = false)
+      : last((p.causal ? min_(row + causal_off, p.seq_kv - 1) : p.seq_kv - 1) - col0),
+        first(window ? row + causal_off - p.window + 1 - col0 : -(1 << 30)) {}
+  SAGE_DEV bool operator()(int n, int e) const { return 8 * n + e <= last && 8 * n + e >= first; }
 };
 
 // What online() and online_h() share for one row (half hh of a slab's scores `s`, this lane's
@@ -36,7 +42,7 @@ struct Visible {
 // row max over the quad (taken on the int32 scores without SMOOTH_Q); the new running max `m`
 // and O's rescale factor `alpha`. Returns the exponent base: the new max, or 0 while the row
 // has nothing visible.
-template <int NT, bool SMOOTH_Q, bool MASK, int CHAINS = 1>
+template <int NT, bool SMOOTH_Q, int MASK, int CHAINS = 1>
 SAGE_DEV float row_max(const i32 (&s)[NT][4], int hh, const float (&dsf)[SMOOTH_Q ? NT : 1][2], float dq,
                        const Visible& visible, float (&x)[SMOOTH_Q ? NT : 1][2], float& m, float& alpha) {
   float tmax;
@@ -96,7 +102,7 @@ SAGE_DEV float row_max(const i32 (&s)[NT][4], int hh, const float (&dsf)[SMOOTH_
 constexpr i32 kHiddenScore = i32(0xB4400000u);
 static_assert(u32(kHiddenScore) + 0x4B400000u == 0xFF800000u, "the magic conversion of a hidden score is -inf");
 constexpr float kMinDq = 1.17549435e-38f;  // the smallest normal float
-template <int SL, int NT, bool SMOOTH_Q, bool MASK, PScale PS, int CHAINS = 1, bool ROW_SUM = true>
+template <int SL, int NT, bool SMOOTH_Q, int MASK, PScale PS, int CHAINS = 1, bool ROW_SUM = true>
 SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][2], i32 (&s)[SL][NT][4],
                      const i32 (&ds)[SMOOTH_Q ? NT : 1][4], float dq, float ds_scale, int col_base, int row0,
                      float (&pf)[SL][NT][4], float (&alpha)[SL][2]) {
@@ -110,7 +116,7 @@ SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][
   for (int a = 0; a < SL; ++a) {
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const Visible visible(p, col0, causal_off, row0 + 16 * a + gid + 8 * hh);
+      const Visible visible(p, col0, causal_off, row0 + 16 * a + gid + 8 * hh, MASK == kMaskWindow);
       constexpr bool HIDE = MASK && !SMOOTH_Q;  // hidden scores overwritten, see kHiddenScore
       if constexpr (HIDE) {
 #pragma unroll
@@ -168,7 +174,7 @@ SAGE_DEV void online(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][
 // gid + 8hh of slab a (exactly the FP16 A-fragment register, or two bytes of the FP8 one).
 // The row sum adds the pairs in f16x2 (pairwise; a half sums at most NT values <= 448, far
 // below 65504) and the two halves in FP32.
-template <int SL, int NT, bool SMOOTH_Q, bool MASK, PScale PS>
+template <int SL, int NT, bool SMOOTH_Q, int MASK, PScale PS>
 SAGE_DEV void online_h(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL][2], const i32 (&s)[SL][NT][4],
                        const i32 (&ds)[SMOOTH_Q ? NT : 1][4], float dq, float ds_scale, int col_base, int row0,
                        u32 (&ph)[SL][NT][2], float (&alpha)[SL][2]) {
@@ -183,7 +189,7 @@ SAGE_DEV void online_h(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL
   for (int a = 0; a < SL; ++a) {
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const Visible visible(p, col0, causal_off, row0 + 16 * a + gid + 8 * hh);
+      const Visible visible(p, col0, causal_off, row0 + 16 * a + gid + 8 * hh, MASK == kMaskWindow);
       float x[SMOOTH_Q ? NT : 1][2];
       const float base = row_max<NT, SMOOTH_Q, MASK>(s[a], hh, dsf, dq, visible, x, m[a][hh], alpha[a][hh]);
       u32 h[NT];
@@ -217,11 +223,11 @@ SAGE_DEV void online_h(const SageAttnParams& p, float (&m)[SL][2], float (&l)[SL
 }
 
 // Hidden scores of one tile (the lane's row gid + 8 hh, accumulator layout) become -inf: the
-// scale is positive, so their exponentials are 0.
-template <class Cfg>
+// scale is positive, so their exponentials are 0. WINDOW: also those left of a sliding window.
+template <class Cfg, bool WINDOW = false>
 SAGE_DEV void hide(const SageAttnParams& p, float (&s)[Cfg::BN / 2], int col_base, int row0, int hh) {
   const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
-  const Visible visible(p, col_base + 2 * tig, p.seq_kv - p.seq_q, row0 + gid + 8 * hh);
+  const Visible visible(p, col_base + 2 * tig, p.seq_kv - p.seq_q, row0 + gid + 8 * hh, WINDOW);
 #pragma unroll
   for (int n = 0; n < Cfg::BN / 8; ++n)
 #pragma unroll
@@ -244,7 +250,7 @@ constexpr float kRescaleSlack = 8.0f;
 // (warp-uniform: only then does O need rescaling, by alpha; otherwise alpha is 1).
 // MASK: hidden scores become -inf first (hide), and the rest is the unmasked softmax: no
 // per-column visibility stays live between passes.
-template <class Cfg, bool MASK>
+template <class Cfg, int MASK>
 SAGE_DEV bool softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2], float (&s)[Cfg::BN / 2],
                            float scale, int col_base, int row0, float (&alpha)[2], float slack = kRescaleSlack) {
   constexpr int NT = Cfg::BN / 8;
@@ -252,7 +258,7 @@ SAGE_DEV bool softmax_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2]
   bool moved = false;
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
-    if constexpr (MASK) hide<Cfg>(p, s, col_base, row0, hh);
+    if constexpr (MASK) hide<Cfg, MASK == kMaskWindow>(p, s, col_base, row0, hh);
     float mx[2] = {neg_inf(), neg_inf()};
 #pragma unroll
     for (int n = 0; n < NT; ++n)

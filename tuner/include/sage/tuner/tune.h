@@ -81,10 +81,13 @@ std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r);
 // measured). The max_bh edges are wave edges of the GPU they were measured on (defaults.yaml's
 // `measured_sms`): on `sms` SMs, `bh` matches them as pairs_at_measured_sms(arch, bh, sms).
 // `varlen`: a variable-length batch, which only the entries that name `varlen: true` match
-// (and they match nothing else).
+// (and they match nothing else). `window`: a sliding window's call (its seq_kv the keys a query
+// sees, min(seq_kv, window); causal 0: each query tile sees about that many), which the entries
+// that name `window: true` match (and nothing else), then the `varlen: true` ones (their kernels
+// all take windows: the entry sage_attn_window).
 std::string default_variant(const std::string& arch, int head_dim, const std::string& policy, int seq_kv = 0,
                             int causal = -1, int seq_q = 0, bool rows16 = false, int bh = 0, int sms = 0,
-                            bool varlen = false);
+                            bool varlen = false, bool window = false);
 // The SM count configs/defaults.yaml's max_bh edges of `arch` were measured on (0: none given).
 int measured_sms(const std::string& arch);
 // `pairs` (batch x query heads) on `sms` SMs as the count that fills the measured GPU's waves
@@ -106,7 +109,7 @@ struct DefaultMatch {
 };
 DefaultMatch default_match(const std::string& arch, int head_dim, const std::string& policy, int seq_kv = 0,
                            int causal = -1, int seq_q = 0, bool rows16 = false, int bh = 0, int sms = 0,
-                           bool varlen = false);
+                           bool varlen = false, bool window = false);
 // A rows16 call's default where defaults.yaml has an entry of its own for it: one that differs
 // from the default of aligned rows in the same bucket. nullopt where it has none (or no default
 // at all). Such a default serves the call ahead of a tuned winner, which the tuner measured on
