@@ -88,7 +88,8 @@ SAGE_DEV float row_max(const i32 (&s)[NT][4], int hh, const float (&dsf)[SMOOTH_
 // partial row sum `l`; `alpha` is the factor O must be rescaled by. `dq` is the lane's Q
 // scale times its K scale (sm_scale * log2 e folded in); with SMOOTH_Q, `ds` holds the
 // q_mean . K^T correction of the lane's columns and `ds_scale` its scale. MASK applies the
-// sequence end and the causal diagonal (bottom-right aligned) to columns from `col_base`.
+// sequence end and the causal diagonal (bottom-right aligned) to columns from `col_base`, and
+// with kMaskWindow also the start of a sliding window (Visible).
 // CHAINS (a power of two) splits the row max and sum into independent dependency chains.
 // Without ROW_SUM the caller takes the row sums elsewhere (the sum_mma variants: on the tensor
 // cores) and `l` is left alone.
