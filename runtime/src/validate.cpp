@@ -29,6 +29,14 @@ void aligned(const void* p, std::uintptr_t a, const char* name) {
     throw Error(Errc::invalid_argument, cat(name, " (", p, ") must be ", a, "-byte aligned"));
 }
 
+// A sliding window: >= 0, and only with a causal mask (checked after desc->causal is 0 or 1).
+void check_window(const DescView& d) {
+  if (d.window < 0) throw Error(Errc::invalid_argument, cat("desc->window must be >= 0 (0: no sliding window), got ", d.window));
+  if (d.window > 0 && d.causal != 1)
+    throw Error(Errc::invalid_argument, cat("desc->window (", d.window, ") is a sliding window over the most recent keys: "
+                                            "it needs desc->causal = 1"));
+}
+
 }  // namespace
 
 AttnProblem problem_of(const DescView& d, Policy* policy) {
@@ -54,10 +62,7 @@ AttnProblem problem_of(const DescView& d, Policy* policy) {
     throw Error(Errc::invalid_argument,
                 cat("causal attention needs seq_q <= seq_kv (the mask is bottom-right aligned: query i sees keys "
                     "j <= i + seq_kv - seq_q), got seq_q ", d.seq_q, " > seq_kv ", d.seq_kv));
-  if (d.window < 0) throw Error(Errc::invalid_argument, cat("desc->window must be >= 0 (0: no sliding window), got ", d.window));
-  if (d.window > 0 && !d.causal)
-    throw Error(Errc::invalid_argument, cat("desc->window (", d.window, ") is a sliding window over the most recent keys: "
-                                            "it needs desc->causal = 1"));
+  check_window(d);
   if (kernel_head_dim(d.head_dim) == 0)
     throw Error(Errc::unsupported, cat("head_dim ", d.head_dim, " is not supported (the kernels' head dims are ", dims_list(),
                                        "; any other up to ", supported_head_dims().back(),
@@ -92,10 +97,7 @@ AttnProblem varlen_problem_of(const DescView& d, int total_q, int total_kv, Poli
   dense.causal = 0;
   dense.window = 0;
   AttnProblem p = problem_of(dense, policy);
-  if (d.window < 0) throw Error(Errc::invalid_argument, cat("desc->window must be >= 0 (0: no sliding window), got ", d.window));
-  if (d.window > 0 && d.causal != 1)
-    throw Error(Errc::invalid_argument, cat("desc->window (", d.window, ") is a sliding window over the most recent keys: "
-                                            "it needs desc->causal = 1"));
+  check_window(d);
   p.causal = d.causal == 1;
   p.window = d.window;
   if (total_q < 0 || total_kv < 0)
