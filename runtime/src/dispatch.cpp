@@ -215,6 +215,17 @@ void check_call_memory(const AttnProblem& p, const AttnArgs& a, const void* ws, 
     if (ws) check_memory(ws, ws_need, "workspace");
     return;
   }
+  if (p.paged) {  // dense Q, O and LSE; the caches' pages; the tables
+    check_memory(a.q, std::size_t(p.q_elems()) * elem, "q");
+    check_memory(a.o, std::size_t(p.q_elems()) * elem, "o");
+    check_memory(a.k, std::size_t(extent_elems(a.sk, a.num_pages, p.heads_kv, p.page_size, p.head_dim)) * elem, "kv->k_pages");
+    check_memory(a.v, std::size_t(extent_elems(a.sv, a.num_pages, p.heads_kv, p.page_size, p.head_dim)) * elem, "kv->v_pages");
+    if (a.lse) check_memory(a.lse, std::size_t(p.batch) * p.heads_q * p.seq_q * sizeof(float), "lse");
+    check_memory(a.block_table, std::size_t(p.batch) * a.bt_stride * sizeof(std::int32_t), "kv->block_table");
+    check_memory(a.seqlens_kv, std::size_t(p.batch) * sizeof(std::int32_t), "kv->seqlens_kv");
+    if (ws) check_memory(ws, ws_need, "workspace");
+    return;
+  }
   auto span = [&](const TensorStrides& s, bool is_q, std::int64_t contiguous) {
     return std::size_t(a.strided ? extent_elems(s, p.batch, is_q ? p.heads_q : p.heads_kv, is_q ? p.seq_q : p.seq_kv,
                                                 p.head_dim)

@@ -39,7 +39,7 @@ const char* to_string(Source s) {
 std::string BucketKey::str() const {
   return cat("d", head_dim, "_", causal ? "causal" : "noncausal", "_", to_string(dtype), "_", to_string(layout), "_q",
              seq_q, "_kv", seq_kv, "_bh", bh, "_", to_string(policy), rows16 ? "_r16" : "", varlen ? "_varlen" : "",
-             window ? "_window" : "");
+             window ? "_window" : "", paged ? "_paged" : "");
 }
 
 BucketKey BucketKey::parse(const std::string& s) {
@@ -47,13 +47,15 @@ BucketKey BucketKey::parse(const std::string& s) {
     return Error(Errc::invalid_argument, "bucket key '" + s + "': " + why);
   };
   std::vector<std::string> f = split(s, '_');
+  const bool paged = f.size() > 8 && f.back() == "paged";
+  if (paged) f.pop_back();
   const bool window = f.size() > 8 && f.back() == "window";
   if (window) f.pop_back();
   const bool varlen = f.size() > 8 && f.back() == "varlen";
   if (varlen) f.pop_back();
   if (f.size() != 8 && !(f.size() == 9 && f[8] == "r16"))
     throw bad(cat("expected 8 '_'-separated fields (d128_causal_fp16_HND_q4096_kv4096_bh128_balanced), and an optional "
-                  "ninth, r16, each optionally followed by varlen, then by window; got ", f.size()));
+                  "ninth, r16, each optionally followed by varlen, then by window, then by paged; got ", f.size()));
   auto num = [&](const std::string& field, const char* prefix, const char* name) {
     if (!starts_with(field, prefix)) throw bad(cat("field ", name, " must start with '", prefix, "', got '", field, "'"));
     const std::string digits = field.substr(std::string(prefix).size());
@@ -86,6 +88,8 @@ BucketKey BucketKey::parse(const std::string& s) {
   k.varlen = varlen;
   k.window = window;
   if (window && !k.causal) throw bad("a window key must be causal");
+  k.paged = paged;
+  if (paged && (varlen || window)) throw bad("a paged key has neither varlen nor window");
   return k;
 }
 
@@ -112,6 +116,7 @@ BucketKey Buckets::key_of(const AttnProblem& p, Policy policy, int call_head_dim
   k.policy = policy;
   k.varlen = p.varlen;
   k.window = p.window > 0;
+  k.paged = p.paged;
   return k;
 }
 
@@ -131,6 +136,7 @@ std::size_t CacheKeyHash::operator()(const CacheKey& k) const noexcept {
   mix(std::size_t(b.rows16));
   mix(std::size_t(b.varlen));
   mix(std::size_t(b.window));
+  mix(std::size_t(b.paged));
   mix(std::size_t(k.pairs));
   mix(std::size_t(k.sms));
   return h;

@@ -113,6 +113,63 @@ AttnProblem varlen_problem_of(const DescView& d, int total_q, int total_kv, Poli
   return p;
 }
 
+AttnProblem paged_problem_of(const DescView& d, int page_size, int max_pages, int num_pages, Policy* policy) {
+  AttnProblem p = problem_of(d, policy);
+  if (d.window != 0)
+    throw Error(Errc::unsupported, "a paged KV cache takes no sliding window yet (desc->window must be 0)");
+  if (d.head_dim % 8 != 0)
+    throw Error(Errc::unsupported, cat("head_dim ", d.head_dim, ": a paged KV cache's rows are read in place as 16-byte "
+                                       "chunks, so its head dim must be a multiple of 8"));
+  if (page_size < 1 || page_size > (1 << 24) || (page_size & (page_size - 1)) != 0)
+    throw Error(Errc::invalid_argument, cat("kv->page_size must be a power of two (up to 2^24), got ", page_size));
+  if (num_pages < 1) throw Error(Errc::invalid_argument, cat("kv->num_pages must be >= 1, got ", num_pages));
+  if (max_pages < 1 || std::int64_t(max_pages) * page_size < d.seq_kv)
+    throw Error(Errc::invalid_argument, cat("kv->max_pages (", max_pages, ") pages of ", page_size,
+                                            " slots cannot hold desc->seq_kv (", d.seq_kv, ") keys"));
+  if (std::int64_t(d.batch) * max_pages > (std::int64_t(1) << 31) - 1)
+    throw Error(Errc::invalid_argument, cat("the block table's batch x max_pages (", d.batch, " x ", max_pages,
+                                            ") must fit 2^31 entries"));
+  p.paged = true;
+  p.page_size = page_size;
+  return p;
+}
+
+void set_paged_args(const AttnProblem& p, AttnArgs& a, const TensorStrides& ks, const TensorStrides& vs,
+                    const std::int32_t* block_table, const std::int32_t* seqlens_kv, int max_pages, int num_pages) {
+  if (!block_table) throw Error(Errc::invalid_argument, "kv->block_table is NULL");
+  if (!seqlens_kv) throw Error(Errc::invalid_argument, "kv->seqlens_kv is NULL");
+  aligned(block_table, 4, "kv->block_table");
+  aligned(seqlens_kv, 4, "kv->seqlens_kv");
+  a.block_table = block_table;
+  a.seqlens_kv = seqlens_kv;
+  a.bt_stride = max_pages;
+  a.num_pages = num_pages;
+  std::int64_t b, h, n;
+  p.strides(p.heads_q, p.seq_q, &b, &h, &n);
+  a.sq = a.so = TensorStrides{b, h, n};
+  const TensorStrides dense{std::int64_t(p.page_size) * p.heads_kv * p.head_dim, p.head_dim,
+                            std::int64_t(p.heads_kv) * p.head_dim};
+  auto one = [&](TensorStrides s, const char* name) {
+    if (s.b == 0 && s.h == 0 && s.n == 0) s = dense;
+    std::int64_t* v[3] = {&s.b, &s.h, &s.n};
+    const int size[3] = {num_pages, p.heads_kv, p.page_size};
+    const char* dim[3] = {"batch (pages)", "head", "seq (slots)"};
+    for (int i = 0; i < 3; ++i) {
+      if (size[i] == 1) {
+        *v[i] = 0;  // never stepped over
+        continue;
+      }
+      if (*v[i] <= 0 || *v[i] % 8 != 0)
+        throw Error(Errc::invalid_argument, cat("kv->", name, "_strides.", dim[i], " must be a positive multiple of 8 "
+                                                "elements (16 bytes), got ", *v[i]));
+    }
+    return s;
+  };
+  a.sk = one(ks, "k");
+  a.sv = one(vs, "v");
+  a.strided = true;
+}
+
 void trim_window(AttnProblem& p, AttnArgs* a) {
   const int skip = p.window_skip();
   if (skip > 0 && a) {

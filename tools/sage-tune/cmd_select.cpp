@@ -29,6 +29,7 @@ struct SelectArgs {
   bool json = false;
   bool varlen = false;  // a variable-length batch (-b sequences, -n / --seq-kv the longest)
   int window = 0;       // a causal sliding window (0: none)
+  int paged = 0;        // a paged KV cache's page size (0: none)
 };
 
 // The smallest kernel head dim at or above d (configs/search_space.yaml: 64, 128 and 256 on
@@ -53,6 +54,9 @@ int run_select(const SelectArgs& a) {
   p.dtype = parse_dtype(a.dtype);
   p.varlen = a.varlen;
   p.window = a.window;
+  p.paged = a.paged > 0;
+  p.page_size = a.paged;
+  if (a.paged < 0) throw Error(Errc::invalid_argument, cat("--paged must be a page size >= 1, got ", a.paged));
   p.validate();
   if (p.causal && p.seq_q > p.seq_kv && !a.varlen)
     throw Error(Errc::invalid_argument, cat("causal needs -n <= --seq-kv (bottom-right aligned mask), got ", p.seq_q,
@@ -62,7 +66,7 @@ int run_select(const SelectArgs& a) {
   const int call_kv = p.seq_kv, skipped = p.window_skip();
   p.trim_window();
   const bool window = p.window > 0;
-  const bool varlen_defaults = a.varlen || window;
+  const bool varlen_defaults = a.varlen || window || p.paged;
   const int kd = kernel_head_dim(p.head_dim);
   if (kd == 0) throw Error(Errc::unsupported, cat("head_dim ", p.head_dim, ": the kernels go up to 256"));
   // Rows 16 but not 32 bytes long a multiple of: defaults.yaml may have entries of their own.
@@ -76,7 +80,8 @@ int run_select(const SelectArgs& a) {
   kp.head_dim = kd;
   if (window) kp.seq_kv = std::min(p.seq_kv, p.window);  // the runtime's BucketKey: the keys a query sees
   const tuner::ProblemKey key = cfg.key_of(kp, a.policy);
-  const std::string bucket = key.str() + (a.varlen ? "_varlen" : "") + (window ? "_window" : "");
+  const std::string bucket =
+      key.str() + (a.varlen ? "_varlen" : "") + (window ? "_window" : "") + (p.paged ? "_paged" : "");
 
   // The architecture: --arch, else this GPU's (whose databases are then consulted).
   std::string arch = a.arch, gpu_why;
@@ -108,7 +113,11 @@ int run_select(const SelectArgs& a) {
   const auto own_pairs = own || varlen_defaults ? std::nullopt
                              : tuner::pairs_default(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0,
                                                     key.seq_q_bucket, rows16, pairs, key.bh_bucket, sms);
-  if (varlen_defaults) {
+  if (p.paged) {
+    source = "paged default";
+    why = "a paged KV cache: configs/defaults.yaml's paged entries serve it (their kernels read the block table; tuned "
+          "winners are of dense buckets)";
+  } else if (varlen_defaults) {
     source = a.varlen ? "varlen default" : "window default";
     why = a.varlen ? "a variable-length batch: configs/defaults.yaml's varlen entries serve it (tuned winners are of "
                      "dense buckets)"
@@ -147,7 +156,7 @@ int run_select(const SelectArgs& a) {
   if (variant.empty()) {
     // (a window: read as non-causal sequences of the keys a query sees, as the runtime does)
     entry = tuner::default_match(arch, kd, a.policy, key.seq_kv_bucket, p.causal && !window ? 1 : 0, key.seq_q_bucket,
-                                 rows16 && !varlen_defaults, pairs, sms, varlen_defaults, window);
+                                 rows16 && !varlen_defaults, pairs, sms, varlen_defaults && !p.paged, window, p.paged);
     variant = entry.variant;
     if (source.empty()) source = "default";
   }
@@ -168,6 +177,7 @@ int run_select(const SelectArgs& a) {
                         {"bucket", bucket},
                         {"varlen", a.varlen},
                         {"window", p.window},
+                        {"page_size", p.page_size},
                         {"keys_left_out", skipped},
                         {"arch", arch},
                         {"device", fp ? fp->name : ""},
@@ -202,6 +212,8 @@ int run_select(const SelectArgs& a) {
               << (window ? cat(": each query sees up to ", std::min(p.seq_kv, p.window), " keys")
                          : std::string(": every key left is inside each query's window (a plain causal call)"))
               << "\n";
+  if (p.paged)
+    std::cout << "paged:   pages of " << p.page_size << " slots; each sequence's keys up to " << p.seq_kv << "\n";
   std::cout << "bucket:  " << bucket << "\n";
   std::cout << "arch:    " << arch << (fp ? " (this GPU: " + fp->name + ")" : std::string(" (--arch)")) << "\n";
   if (pairs_as != pairs)
@@ -217,6 +229,16 @@ int run_select(const SelectArgs& a) {
   // bench runs head dims below the kernels' that are multiples of 8 in place, as the runtime
   // does; others (copies in the runtime) it times at the kernels' head dim.
   const int bench_d = p.head_dim % 8 == 0 ? p.head_dim : kd;
+  if (p.paged) {
+    std::cout << "time it: "
+              << cat("sage-tune bench --variant ", variant, " -d ", bench_d, " -n ", p.seq_q, " --seq-kv ", p.seq_kv,
+                     " --batch ", p.batch, " --heads ", p.heads_q,
+                     p.heads_kv != p.heads_q ? cat(" --heads-kv ", p.heads_kv) : std::string(), " --causal ", a.causal,
+                     " --paged ", p.page_size, a.layout != "HND" ? " --layout " + a.layout : std::string(),
+                     a.dtype != "fp16" ? " --dtype " + a.dtype : std::string())
+              << "\n";
+    return kOk;
+  }
   if (a.varlen) {
     std::cout << "time it: "
               << cat("sage-tune bench --variant ", variant, " -d ", bench_d, " --varlen ", p.seq_q, "x", p.batch,
@@ -263,6 +285,9 @@ Registrar reg_select(
       sub.add_flag("--varlen", a->varlen,
                    "a variable-length batch (sage_attention_varlen): -b sequences packed [total, heads, D], -n and "
                    "--seq-kv the longest; shows its varlen default");
+      sub.add_option("--paged", a->paged,
+                     "a paged KV cache of pages of P slots (sage_attention_paged; --seq-kv the keys' upper bound); "
+                     "shows its paged default");
       sub.add_option("--window", a->window,
                      "a causal sliding window: each query sees its W most recent keys (0: none); shows the kernel "
                      "that serves it (a varlen default, at the keys a query sees)");

@@ -65,8 +65,8 @@ std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r) {
 }
 
 std::string default_variant(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
-                            int causal, int seq_q, bool rows16, int bh, int sms, bool varlen, bool window) {
-  return default_match(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, bh, sms, varlen, window).variant;
+                            int causal, int seq_q, bool rows16, int bh, int sms, bool varlen, bool window, bool paged) {
+  return default_match(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, bh, sms, varlen, window, paged).variant;
 }
 
 namespace {
@@ -112,7 +112,7 @@ int pairs_at_measured_sms(const std::string& arch, int pairs, int sms) {
 }
 
 DefaultMatch default_match(const std::string& arch, int head_dim, const std::string& policy, int seq_kv, int causal,
-                           int seq_q, bool rows16, int bh, int sms, bool varlen, bool window) {
+                           int seq_q, bool rows16, int bh, int sms, bool varlen, bool window, bool paged) {
   // A sliding window's call: the entries that name `window: true`, then the `varlen` ones.
   if (window) varlen = true;
   {
@@ -166,7 +166,10 @@ DefaultMatch default_match(const std::string& arch, int head_dim, const std::str
   for (const YAML::Node& entry : entries) {
     ++index;
     if (entry["head_dim"].as<int>() != head_dim) continue;
-    if (const YAML::Node w = entry["window"]; w && w.as<bool>()) {
+    // A paged KV cache's call: the entries that name `paged: true`, and only those.
+    if (const YAML::Node pg = entry["paged"]; (pg && pg.as<bool>()) != paged) continue;
+    if (paged) {
+    } else if (const YAML::Node w = entry["window"]; w && w.as<bool>()) {
       if (!window) continue;
     } else if (const YAML::Node vl = entry["varlen"]; (vl && vl.as<bool>()) != varlen) {
       continue;
@@ -229,7 +232,8 @@ DefaultMatch default_match(const std::string& arch, int head_dim, const std::str
   }
   throw Error(Errc::not_found, cat("configs/defaults.yaml has no ", arch, " default for head_dim ", head_dim,
                                    " and policy ", policy,
-                                   window   ? " for sliding windows"
+                                   paged    ? " for paged KV caches"
+                                   : window ? " for sliding windows"
                                    : varlen ? " for variable-length batches"
                                             : ""));
 }

@@ -163,6 +163,41 @@ SAGE_API sage_status sage_attention_varlen(const sage_attention_desc* desc, cons
                                            const void* k, const void* v, void* o, float* lse, void* workspace,
                                            size_t workspace_bytes, void* stream);
 
+/* A paged KV cache (vLLM's, FlashInfer's and FlashAttention's block tables): K and V live in
+ * num_pages pages of page_size slots each (a power of two), and a block table gives each
+ * sequence its pages: sequence b's key i is slot i % page_size of page
+ * block_table[b * max_pages + i / page_size]. Sequence b has seqlens_kv[b] keys (clamped to
+ * [0, desc->seq_kv] on the device: desc->seq_kv is an upper bound, which also picks the kernel
+ * and sizes its key splits; max_pages * page_size must be at least desc->seq_kv). A table entry
+ * outside [0, num_pages) reads page 0, so no table sends an access out of the caches (the
+ * library does not read them on the host). */
+typedef struct sage_paged_kv {
+  const void* k_pages, *v_pages; /* page 0 of K and of V, 16-byte aligned */
+  /* Element strides between pages (batch), kv heads (head) and slots (seq), positive multiples
+   * of 8; all zero: contiguous [num_pages, page_size, heads_kv, head_dim] pages. */
+  sage_strides k_strides, v_strides;
+  const int32_t* block_table; /* device memory, [batch, max_pages] int32, 4-byte aligned */
+  const int32_t* seqlens_kv;  /* device memory, [batch] int32: each sequence's keys */
+  int page_size;              /* slots a page: a power of two */
+  int max_pages;              /* pages a sequence's row of the table holds (its row stride) */
+  int num_pages;              /* pages in the caches */
+} sage_paged_kv;
+
+/* Bytes of workspace sage_attention_paged() needs (selecting the kernel if needed). */
+SAGE_API sage_status sage_workspace_size_paged(const sage_attention_desc* desc, const sage_paged_kv* kv, size_t* bytes);
+
+/* Attention of dense queries over a paged KV cache (decoding and speculative or chunked steps
+ * of a serving engine): q and o are [B, heads_q, seq_q, D] in desc->layout, contiguous (seq_q
+ * queries a sequence, the last seq_q positions of its keys under a causal mask: bottom-right
+ * aligned per sequence, a sequence of fewer keys than queries leaves its first rows without
+ * keys, O 0 and LSE -inf); `lse` FP32 [B, heads_q, seq_q]. head_dim: a multiple of 8 up to 256
+ * (head dim 256 only for up to 16 queries: the decode kernels). desc->window must be 0. The
+ * kernels are the unquantized (FP16/BF16 MMA) mma.sync ones, every policy: the decode schedule
+ * for up to 16 queries, the plain one beyond; an exported static build has none
+ * (SAGE_ERR_NOT_IN_BUILD). Workspace, stream and thread-safety as sage_attention(). */
+SAGE_API sage_status sage_attention_paged(const sage_attention_desc* desc, const sage_paged_kv* kv, const void* q,
+                                          void* o, float* lse, void* workspace, size_t workspace_bytes, void* stream);
+
 /* Writes the name of the variant that serves `desc` on the current device into `name`
  * (NUL-terminated, truncated to `capacity` bytes), selecting it first if needed. */
 SAGE_API sage_status sage_variant_name(const sage_attention_desc* desc, char* name, size_t capacity);

@@ -90,6 +90,17 @@ class Attention {
     check(sage_workspace_size_varlen(&desc_, &varlen, &n));
     return n;
   }
+  // Dense queries over a paged KV cache (sage_attention_paged): this descriptor's seq_kv is the
+  // upper bound of any sequence's keys; q and o contiguous in its layout.
+  void run_paged(const sage_paged_kv& kv, const void* q, void* o, void* stream = nullptr,
+                 const RunOptions& opt = {}) const {
+    check(sage_attention_paged(&desc_, &kv, q, o, opt.lse, opt.workspace, opt.workspace_bytes, stream));
+  }
+  std::size_t workspace_size_paged(const sage_paged_kv& kv) const {
+    std::size_t n = 0;
+    check(sage_workspace_size_paged(&desc_, &kv, &n));
+    return n;
+  }
   // The same on tensors with strides of their own (sage_attention_strided; nullptr: contiguous).
   void run_strided(const void* q, const sage_strides* qs, const void* k, const sage_strides* ks, const void* v,
                    const sage_strides* vs, void* o, const sage_strides* os, void* stream = nullptr,

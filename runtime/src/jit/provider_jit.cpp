@@ -149,7 +149,7 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
   // enumerating it costs ~12 ms). Head dims were validated against the build already.
   // A variable-length batch takes its `varlen` default (the tuner times no such batches), and
   // so does a sliding window (its kernels take windows; BucketKey::window).
-  if (!key.varlen && !key.window) {
+  if (!key.varlen && !key.window && !key.paged) {
     const tuner::WinnerKey wk{fp, problem_key(key), tuner::generator_hash(), tuner::nvrtc_version()};
     jit::Choice c = jit::choose(lookup(), wk, arch, log_enabled(), key.rows16, p.batch * p.heads_q, sms);
     if (c.cubin && c.source != Source::default_variant) {
@@ -183,7 +183,18 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
                                        arch, " (", fp.name, ")"));
 
   jit::Choice c;
-  if (key.varlen || key.window) {
+  if (key.paged) {
+    try {
+      // A paged KV cache's call: its `paged` entries (kernels with sage_attn_paged), by its
+      // queries and its keys' upper bound.
+      c.variant = tuner::default_variant(arch, key.head_dim, to_string(key.policy), key.seq_kv, key.causal ? 1 : 0,
+                                         key.seq_q, false, p.batch * p.heads_q, sms, false, false, true);
+    } catch (const Error& e) {
+      if (e.code() != Errc::not_found) throw;
+      throw Error(Errc::unsupported, cat("paged KV caches at head dim ", key.head_dim, " have no kernel on ", arch, " (",
+                                         fp.name, ")"));
+    }
+  } else if (key.varlen || key.window) {
     try {
       // A window's call: its `window` entries, then the varlen ones, read as non-causal sequences
       // of its window's keys (each query tile sees about that many; BucketKey::window).

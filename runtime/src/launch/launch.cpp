@@ -232,6 +232,9 @@ std::string KernelConfig::cannot_implement(const AttnProblem& p) const {
     return "sliding windows run on the kernels that take variable-length batches: the native (unquantized) kernels of "
            "the plain schedule (mma.sync at head dims 64 and 128), and the quantized wgmma kernels of FP8 P.V, the TMA "
            "loader and the plain or turns schedule that quantize Q themselves (fuse_q)";
+  if (p.paged && !has_paged_entry(*this))
+    return "paged KV caches run on the native (unquantized) mma.sync kernels of the decode schedule, and of the plain "
+           "schedule at head dims 64 and 128";
   if (tma && qk != "native" && block_m > 0 && block_n > 0) {
     // TMA coordinates are 32-bit: the rows of the tiled Q and K must stay below 2^31 (a
     // variable-length batch: K's kv_tile_pitch tiles a head, V^T's columns as many tokens).
@@ -342,6 +345,15 @@ bool has_varlen_entry(const KernelConfig& c) {
 // is one, which window calls take (BucketKey::window).
 bool has_window_entry(const KernelConfig& c) { return has_varlen_entry(c); }
 
+// The variants whose module has the entry sage_attn_paged (the templates' rule): the native
+// mma.sync kernels of the decode schedule (every head dim), and of the plain schedule at head
+// dims 64 and 128 (those with sage_attn_varlen), whose cp.async loads look each row up in the
+// block table (attn_mma.cuh: KvLoader::load_paged).
+bool has_paged_entry(const KernelConfig& c) {
+  return c.pipeline == "mma" && c.qk == "native" && c.pv == "native" &&
+         (c.schedule == "decode" || (c.schedule == "plain" && (c.head_dim == 64 || c.head_dim == 128)));
+}
+
 // The variants whose module has an entry of its own for calls of up to three quarters of the
 // head dim, sage_attn_q3 (the templates' rule). Head dim 256 (calls of up to 192 columns):
 // every wgmma one, and on the mma.sync pipeline the unquantized ones and those of FP16 P.V.
@@ -374,6 +386,7 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   if (cfg_.pv == "int8") attn_lse_ = module_->function("sage_attn_lse");
   if (has_q3_entry(cfg_)) attn_q3_ = module_->function("sage_attn_q3");
   if (has_window_entry(cfg_)) attn_window_ = module_->function("sage_attn_window");
+  if (has_paged_entry(cfg_)) attn_paged_ = module_->function("sage_attn_paged");
   if (has_varlen_entry(cfg_)) {
     attn_varlen_ = module_->function("sage_attn_varlen");
     if (!native()) {
@@ -383,7 +396,7 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   }
   const cu::Api& a = cu::api();
   if (cfg_.smem_bytes > 48 * 1024)
-    for (CUfunction f : {attn_, attn_lse_, attn_q3_, attn_varlen_, attn_window_})
+    for (CUfunction f : {attn_, attn_lse_, attn_q3_, attn_varlen_, attn_window_, attn_paged_})
       if (f) SAGE_CU(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, cfg_.smem_bytes));
   CUdevice dev;
   SAGE_CU(cuCtxGetDevice(&dev));
@@ -922,6 +935,23 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
     s.seq_q = p.total_q;
     s.seq_kv = p.total_kv;
   }
+  if (p.paged) {
+    // The kernel's view of each sequence (attn_mma.cuh: paged_view) clamps its length to seq_kv
+    // and each page to [0, num_pages), so the tables can send no access out of the caches.
+    if (!a.block_table || !a.seqlens_kv)
+      throw Error(Errc::invalid_argument, "a paged KV cache needs block_table and seqlens_kv");
+    if (p.page_size < 1 || (p.page_size & (p.page_size - 1)) != 0 || a.num_pages < 1 ||
+        std::int64_t(a.bt_stride) * p.page_size < p.seq_kv)
+      throw Error(Errc::invalid_argument, cat("a paged KV cache of ", a.num_pages, " pages of ", p.page_size,
+                                              " slots, ", a.bt_stride, " a sequence, cannot hold ", p.seq_kv, " keys"));
+    s.block_table = a.block_table;
+    s.seqlens_kv = a.seqlens_kv;
+    s.bt_stride = a.bt_stride;
+    s.num_pages = a.num_pages;
+    int shift = 0;
+    while ((1 << shift) < p.page_size) ++shift;
+    s.page_shift = shift;
+  }
   if (native()) {
     s.pack_rows = pack_rows(p);
     s.causal_single = causal_single(p) ? 1 : 0;
@@ -1188,6 +1218,9 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
   // A sliding window: the entry that takes one (dense or packed, its whole head dim).
   const bool window = s.window > 0;
   if (window && !attn_window_) throw Error(Errc::unsupported, cat(cfg_.name, ": no entry for sliding windows"));
+  // A paged KV cache: the entry that reads it (dense queries, its whole head dim).
+  const bool paged = s.block_table != nullptr;
+  if (paged && !attn_paged_) throw Error(Errc::unsupported, cat(cfg_.name, ": no entry for paged KV caches"));
   if (p.varlen) {
     // (query tiles of the longest sequence, heads, sequences): a CTA past its sequence's tiles
     // returns at once
@@ -1204,7 +1237,8 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
     // (query tiles x ranges, heads, batch): heads are kv heads where packed (attn_mma.cuh: cta_coords)
     const std::int64_t x = std::int64_t(s.q_tiles) * std::max(1, s.split_ranges);
     if (x > 0x7fffffff) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for one launch"));
-    launch(window ? attn_window_ : q3 ? attn_q3_ : attn_, unsigned(x), unsigned(s.pack_rows > 0 ? p.heads_kv : p.heads_q),
+    launch(paged ? attn_paged_ : window ? attn_window_ : q3 ? attn_q3_ : attn_, unsigned(x),
+           unsigned(s.pack_rows > 0 ? p.heads_kv : p.heads_q),
            unsigned(p.batch), unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s);
     return;
   }
@@ -1217,6 +1251,7 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
   CUfunction f = s.lse && attn_lse_ ? attn_lse_ : attn_;
   if (q3) f = attn_q3_;
   if (window) f = attn_window_;
+  if (paged) f = attn_paged_;
   if (p.causal) {
     if (s.q_tiles > kGridYZLimit) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for a causal launch"));
     const int g = causal_group(p, cfg_);

@@ -89,6 +89,12 @@ void AttnProblem::validate() const {
       throw Error(Errc::invalid_argument,
                   "a variable-length batch's tensors are packed [total, heads, head_dim]: its layout must be NHD");
   }
+  if (paged) {
+    if (page_size < 1 || (page_size & (page_size - 1)) != 0)
+      throw Error(Errc::invalid_argument, cat("a paged KV cache's page size must be a power of two, got ", page_size));
+    if (varlen) throw Error(Errc::invalid_argument, "a paged KV cache takes a dense batch of queries, not a varlen one");
+    if (window > 0) throw Error(Errc::invalid_argument, "a paged KV cache takes no sliding window (yet)");
+  }
 }
 
 std::string AttnProblem::str() const {
@@ -96,6 +102,7 @@ std::string AttnProblem::str() const {
              to_string(layout), " ", to_string(dtype), causal ? " causal" : "",
              window > 0 ? cat(" window ", window) : std::string(), return_lse ? " lse" : "",
              varlen ? cat(" varlen Tq", total_q, " Tkv", total_kv) : std::string(),
+             paged ? cat(" paged ", page_size) : std::string(),
              sms > 0 ? cat(" on ", sms, " SMs") : std::string());
 }
 

@@ -79,6 +79,9 @@ void precheck(const BucketKey& call_key) {
   if (call_key.window)
     throw Error(Errc::not_in_build, "sliding windows (desc->window) need a JIT build: an exported static build holds "
                                     "tuned winners of dense buckets without a window");
+  if (call_key.paged)
+    throw Error(Errc::not_in_build, "paged KV caches (sage_attention_paged) need a JIT build: an exported static build "
+                                    "holds tuned winners of dense buckets only");
   const BucketKey key = table_key(call_key);
   for (const Parsed& p : entries())
     if (p.key == key) return;

@@ -29,8 +29,9 @@ typedef std::int64_t sage_i64;
 // scales, read by a tensor TMA load). 14: variable-length batches (cu_seqlens_q/kv, varlen,
 // lse_stride_h, q_row0, kv_row0; the native kernels' sage_attn_varlen entry). 15: the
 // quantized kernels' variable-length batches (kv_tile_pitch, kv_tile0; varlen = 2). 16: window
-// (sliding-window causal masks).
-#define SAGE_KERNEL_ABI_VERSION 16
+// (sliding-window causal masks). 17: paged KV caches (block_table, seqlens_kv, bt_stride,
+// page_shift, num_pages; the native mma.sync kernels' sage_attn_paged entry).
+#define SAGE_KERNEL_ABI_VERSION 17
 
 // Element types of the user's tensors.
 enum SageDType { SAGE_DTYPE_FP16 = 0, SAGE_DTYPE_BF16 = 1 };
@@ -160,6 +161,17 @@ struct SageAttnParams {
   // kernels that take it (launch.cpp: window_capable) start each query tile at its first
   // visible key tile and mask the tiles on the window's edge (mma_attn::kv_range).
   sage_i32 window;
+  // Paged KV cache (the entry sage_attn_paged; null elsewhere): K and V are pages of
+  // 1 << page_shift slots, slot s of page j at k.ptr + j * k.stride_b + hkv * k.stride_h +
+  // s * k.stride_n (elements; v likewise), num_pages of them. Sequence b has
+  // min(seqlens_kv[b], seq_kv) keys (seq_kv: the call's upper bound, which sizes the grid and
+  // the key splits), its key i in page block_table[b * bt_stride + (i >> page_shift)] (an entry
+  // outside [0, num_pages) reads page 0: no access leaves the cache whatever the table holds).
+  // Q, O and the LSE are dense [B, ...]; causal masks are bottom-right aligned per sequence.
+  // Each CTA runs its sequence as a dense call of that many keys (attn_mma.cuh: paged_view).
+  const sage_i32* block_table;
+  const sage_i32* seqlens_kv;
+  sage_i32 bt_stride, page_shift, num_pages;
 };
 
 // The FP32 reference attention's arguments: O and LSE in FP32, [B, Hq, Nq, D] / [B, Hq, Nq].

@@ -48,6 +48,9 @@ bool has_varlen_entry(const KernelConfig& c);
 // Whether a variant's module has the entry sage_attn_window (sliding windows, AttnProblem::
 // window): those that have sage_attn_varlen.
 bool has_window_entry(const KernelConfig& c);
+// Whether a variant's module has the entry sage_attn_paged (paged KV caches, AttnProblem::paged):
+// the native mma.sync kernels of the decode schedule, and of the plain one at head dims 64 and 128.
+bool has_paged_entry(const KernelConfig& c);
 
 // Whether a variant's module has the entry sage_attn_q3, which computes three quarters of the
 // head dim (calls of up to 192 columns at 256, 96 at 128), and whether a call of `head_dim`
@@ -92,6 +95,13 @@ struct AttnArgs {
   // b's rows [cu[b], cu[b + 1]) of the packed tensors.
   const std::int32_t* cu_seqlens_q = nullptr;
   const std::int32_t* cu_seqlens_kv = nullptr;
+  // A paged KV cache (AttnProblem::paged): k and v point at the caches' first page, sk and sv
+  // are their strides {page, head, slot} (strided set); sequence b's key i is in page
+  // block_table[b * bt_stride + i / page_size] (num_pages pages), and the sequence has
+  // min(seqlens_kv[b], seq_kv) keys (device arrays of int32).
+  const std::int32_t* block_table = nullptr;
+  const std::int32_t* seqlens_kv = nullptr;
+  int bt_stride = 0, num_pages = 0;
 };
 
 // Where each part of the workspace starts (bytes from its base). Sizes depend on the
@@ -341,6 +351,7 @@ class AttnKernel {
   CUfunction attn_lse_ = nullptr;  // the entry for calls with an LSE, where it differs (pv int8)
   CUfunction attn_varlen_ = nullptr;  // variable-length batches (sage_attn_varlen; has_varlen_entry)
   CUfunction attn_window_ = nullptr;  // sliding windows, dense or packed (sage_attn_window; has_window_entry)
+  CUfunction attn_paged_ = nullptr;   // paged KV caches (sage_attn_paged; has_paged_entry)
   // ... and their preparation and exact pass over FP8 V (the quantized kernels)
   CUfunction prep_varlen_ = nullptr, prep_v_varlen_ = nullptr;
   int num_sms_ = 0;  // the device's

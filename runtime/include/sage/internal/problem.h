@@ -33,6 +33,12 @@ struct AttnProblem {
   // sequence's (the grid's query tiles, the bucket), total_q and total_kv the packed rows.
   bool varlen = false;
   int total_q = 0, total_kv = 0;
+  // A paged KV cache (sage_attention_paged): K and V are pages of page_size slots (a power of
+  // two) that a block table gives each sequence (AttnArgs::block_table); sequence b has
+  // min(seqlens_kv[b], seq_kv) keys, so seq_kv is their upper bound (the grid, the key splits,
+  // the bucket). Q, O and the LSE are dense in `layout`.
+  bool paged = false;
+  int page_size = 0;
 
   float scale() const;   // sm_scale, or its default
   // Element strides (batch, head, seq) of a [B, heads, seq, D] tensor in this layout.
@@ -49,11 +55,12 @@ struct AttnProblem {
   // pairs.
   double flops() const;
   // Throws Error(invalid_argument) for sizes < 1, heads_q % heads_kv != 0, sms < 0, a window
-  // < 0 or without causal; varlen: totals < 0, or a layout other than NHD.
+  // < 0 or without causal; varlen: totals < 0, or a layout other than NHD; paged: a page size
+  // that is no power of two, or paged with varlen or a window.
   void validate() const;
   // "B4 Hq32 Hkv32 Nq4096 Nkv4096 D128 HND fp16 causal" (" window 4096" with a window, " on 64
   // SMs" with sms; varlen: " varlen Tq9000 Tkv9000", the packed totals, with Nq/Nkv the longest
-  // sequence's)
+  // sequence's; paged: " paged 16", the page size)
   std::string str() const;
 };
 

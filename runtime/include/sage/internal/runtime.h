@@ -48,10 +48,14 @@ struct BucketKey {
   // window) (each query tile sees about that many): seq_kv is that length's bucket. Never a
   // tuned winner; a static build's table has none.
   bool window = false;
+  // A paged KV cache (AttnProblem::paged; seq_kv the keys' upper bound). Its kernels are
+  // configs/defaults.yaml's `paged` entries (the native mma.sync kernels with the entry
+  // sage_attn_paged), never a tuned winner; a static build's table has none.
+  bool paged = false;
 
   // "d128_causal_fp16_HND_q4096_kv4096_bh128_balanced": tuner::ProblemKey::str()'s form, with
   // "_r16" appended where rows16 is set, then "_varlen" where varlen is, then "_window" where
-  // window is.
+  // window is, then "_paged" where paged is.
   std::string str() const;
   // Inverse of str(); throws Error(invalid_argument) naming the key and the bad field.
   static BucketKey parse(const std::string& s);
@@ -144,6 +148,15 @@ struct DescView {
 // serves is its `varlen` defaults' (head dim 256: sm_90a only).
 AttnProblem varlen_problem_of(const DescView& d, int total_q, int total_kv, Policy* policy);
 AttnProblem problem_of(const DescView& d, Policy* policy);
+// A paged KV cache's call (sage_attention_paged): as problem_of, then paged with page_size; throws
+// Error(invalid_argument) for a page size that is no power of two, max_pages * page_size below
+// seq_kv or num_pages < 1, Error(unsupported) for a window or a head dim that is no multiple of 8.
+AttnProblem paged_problem_of(const DescView& d, int page_size, int max_pages, int num_pages, Policy* policy);
+// The paged call's tensors: q and o contiguous in p.layout, k and v the caches with their page
+// strides (zero: contiguous [num_pages, page_size, heads_kv, head_dim]; checked as positive
+// multiples of 8 where a dimension has more than one entry), the tables (null, misaligned).
+void set_paged_args(const AttnProblem& p, AttnArgs& a, const TensorStrides& ks, const TensorStrides& vs,
+                    const std::int32_t* block_table, const std::int32_t* seqlens_kv, int max_pages, int num_pages);
 // A sliding window's call as the kernels run it. A dense call leaves out the keys no query
 // sees (those before its first query's window: a decoding step's or a chunk's long cache): K
 // and V start at the first visible key (contiguous tensors become strided views of

@@ -42,8 +42,9 @@ SAGE_DEV DecodeRow decode_row(const SageAttnParams& p, int r, int h, int t) {
 }
 
 // Grid as the native mma.sync kernel's (cta_coords<true>), Cfg::THREADS threads,
-// Cfg::SMEM_BYTES dynamic shared memory. QN: the quarters of the head dim computed.
-template <class Cfg, bool BF16, int QN = 4>
+// Cfg::SMEM_BYTES dynamic shared memory. QN: the quarters of the head dim computed. PAGED: a
+// paged KV cache (p is the sequence's paged_view).
+template <class Cfg, bool BF16, int QN = 4, bool PAGED = false>
 SAGE_DEV void decode_kernel(const SageAttnParams& p) {
   static_assert(Cfg::DECODE, "the decoding schedule's kernel");
   using L = Layout<Cfg>;
@@ -66,8 +67,9 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
     n_tiles = int(i64(all) * (r + 1) / p.split_ranges);
   }
 
-  const KSource ks = caller_rows<KSource>(p, p.k, cc.b, hkv);
-  const VSource vs = caller_rows<VSource>(p, p.v, cc.b, hkv);
+  const KSource ks = caller_rows<KSource>(p, p.k, PAGED ? 0 : cc.b, hkv);  // paged: the kv head's first page
+  const VSource vs = caller_rows<VSource>(p, p.v, PAGED ? 0 : cc.b, hkv);
+  const PagedRows pg = paged_rows<PAGED>(p, cc.b);
 
   const u32 sQ = smem_addr(smem + L::Q), sK0 = smem_addr(smem + L::K), sV0 = smem_addr(smem + L::V);
   {  // the tile's query rows, zero-filled past the queries and past the call's head dim
@@ -86,7 +88,7 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
 #pragma unroll
   for (int s = 0; s < ST - 1; ++s) {
     const int t = t0 + s;
-    if (t < n_tiles) ld.load(ks, vs, t, sK0 + (t % ST) * Cfg::SMEM_K_STAGE, sV0 + (t % ST) * Cfg::SMEM_V_STAGE);
+    if (t < n_tiles) ld.template fetch<PAGED>(ks, vs, pg, t, sK0 + (t % ST) * Cfg::SMEM_K_STAGE, sV0 + (t % ST) * Cfg::SMEM_V_STAGE);
     cp_async_commit();
   }
 
@@ -122,7 +124,7 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
     cp_async_wait<ST - 2>();
     __syncthreads();
     const int nt = t + ST - 1;
-    if (nt < n_tiles) ld.load(ks, vs, nt, sK0 + (nt % ST) * Cfg::SMEM_K_STAGE, sV0 + (nt % ST) * Cfg::SMEM_V_STAGE);
+    if (nt < n_tiles) ld.template fetch<PAGED>(ks, vs, pg, nt, sK0 + (nt % ST) * Cfg::SMEM_K_STAGE, sV0 + (nt % ST) * Cfg::SMEM_V_STAGE);
     cp_async_commit();
     const u32 sK = sK0 + (t % ST) * Cfg::SMEM_K_STAGE, sV = sV0 + (t % ST) * Cfg::SMEM_V_STAGE;
 

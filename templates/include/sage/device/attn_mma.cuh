@@ -136,6 +136,35 @@ SAGE_DEV S caller_rows(const SageAttnParams& p, const SageTensor& t, int b, int 
   return s;
 }
 
+// A paged KV cache's rows (SageAttnParams::block_table; the entry sage_attn_paged): row n of this
+// CTA's sequence is slot n & (2^shift - 1) of page table[n >> shift], pages k_stride / v_stride
+// bytes apart. An entry outside [0, count) reads page 0.
+struct PagedRows {
+  const sage_i32* table;
+  i64 k_stride, v_stride;
+  int shift, count;
+  // Bytes from the head's first page to row n (rows `row_stride` bytes apart, pages `page_stride`).
+  SAGE_DEV i64 at(int n, i64 page_stride, i64 row_stride) const {
+    const int j = __ldg(table + (n >> shift));
+    return i64(unsigned(j) < unsigned(count) ? j : 0) * page_stride + i64(n & ((1 << shift) - 1)) * row_stride;
+  }
+};
+// Sequence b's rows (PAGED), or nothing the loads read (a dense call).
+template <bool PAGED>
+SAGE_DEV PagedRows paged_rows(const SageAttnParams& p, int b) {
+  if constexpr (!PAGED) return PagedRows{};
+  return {p.block_table + i64(b) * p.bt_stride, p.k.stride_b * 2, p.v.stride_b * 2, p.page_shift, p.num_pages};
+}
+
+// A paged call's view of sequence b (p.block_table set): its keys, min(seqlens_kv[b], seq_kv),
+// and their tiles; everything else (the grid, the batch index of Q, O and the LSE, the key
+// splits' units) stays the call's.
+template <int BN>
+SAGE_DEV void paged_view(const SageAttnParams& p, int b, SageAttnParams& v) {
+  v.seq_kv = min_(max_(__ldg(p.seqlens_kv + b), 0), p.seq_kv);
+  v.k_tiles = (v.seq_kv + BN - 1) / BN;
+}
+
 // Per-thread cp.async plan for one K/V tile: every thread copies chunks tid, tid + THREADS,
 // ... of the tile. THREADS is a multiple of the chunks per row and of 8 rows, so a thread's
 // column and swizzle phase are the same for all its chunks: the shared and global offsets
@@ -169,6 +198,7 @@ struct KvLoader {
   int v_row0;            // its first V row (FP16 V: for the zero-fill check)
   int k_rows, v_rows;    // native K / FP16 V: rows past this are zero-filled, all of them where
                          // its chunks' column is past the caller's row (rows_valid, or 0)
+  int k_col, v_col;      // native, paged: the byte column of its K / V chunks
 
   SAGE_DEV void init(const KSource& ks, const VSource& vs) {
     const int tid = threadIdx.x;
@@ -188,6 +218,40 @@ struct KvLoader {
     v_row0 = vr;
     // (the quantized kernels read the caller's V only at the variant's head dim: v_prepared)
     v_rows = !Cfg::NATIVE || vc * 16 < vs.row_bytes ? vs.rows_valid : 0;
+    k_col = kc * 16;
+    v_col = vc * 16;
+  }
+
+  // One tile of a paged cache's rows (native: the caller's K and V, `ks` and `vs` at the kv head's
+  // first page): each chunk's row looked up in the block table (PagedRows::at).
+  SAGE_DEV void load_paged(const KSource& ks, const VSource& vs, const PagedRows& pg, int tile, u32 sK, u32 sV) const {
+    static_assert(Cfg::NATIVE && !Cfg::V8, "paged caches are read by the native kernels");
+    const int n0 = tile * Cfg::BN;
+#pragma unroll
+    for (int i = 0; i < cdiv(K_CHUNKS, T); ++i) {
+      if (K_CHUNKS % T == 0 || threadIdx.x + i * T < K_CHUNKS) {
+        const int n = n0 + k_row0 + i * K_ROWS_PER_PASS;
+        const bool ok = n < k_rows;
+        cp_async16(sK + k_dst + i * T * 16 + (K_ALT && i % 2 ? k_dx : 0),
+                   ok ? ks.base + pg.at(n, pg.k_stride, ks.row_stride) + k_col : ks.base, ok ? 16 : 0);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < cdiv(V_CHUNKS, T); ++i) {
+      if (V_CHUNKS % T == 0 || threadIdx.x + i * T < V_CHUNKS) {
+        const int n = n0 + v_row0 + i * V_ROWS_PER_PASS;
+        const bool ok = n < v_rows;
+        cp_async16(sV + v_dst + i * T * 16 + (V_ALT && i % 2 ? v_dx : 0),
+                   ok ? vs.base + pg.at(n, pg.v_stride, vs.row_stride) + v_col : vs.base, ok ? 16 : 0);
+      }
+    }
+  }
+
+  // A tile of the dense or (PAGED) the paged rows.
+  template <bool PAGED>
+  SAGE_DEV void fetch(const KSource& ks, const VSource& vs, const PagedRows& pg, int tile, u32 sK, u32 sV) const {
+    if constexpr (PAGED) load_paged(ks, vs, pg, tile, sK, sV);
+    else load(ks, vs, tile, sK, sV);
   }
 
   SAGE_DEV void load(const KSource& ks, const VSource& vs, int tile, u32 sK, u32 sV) const {
@@ -803,8 +867,10 @@ SAGE_DEV void split_merge(const SageAttnParams& p, i64 u, int b, int h, int m0) 
 // Cfg::SMEM_BYTES dynamic shared memory. LSE_SUMS: see softmax_pv (int8 P.V only; the
 // launcher picks that entry when p.lse is set). BF16: the native kernel's BF16 inputs (the
 // entry point picks by p.dtype).
-template <class Cfg, bool LSE_SUMS = false, bool BF16 = false, int QN = 4, bool WINDOW = false>
+// PAGED: a paged KV cache (native; p is the sequence's paged_view).
+template <class Cfg, bool LSE_SUMS = false, bool BF16 = false, int QN = 4, bool WINDOW = false, bool PAGED = false>
 SAGE_DEV void attn_kernel(const SageAttnParams& p) {
+  static_assert(!PAGED || Cfg::NATIVE, "paged caches are read by the native kernels");
   static_assert(!LSE_SUMS || Cfg::V_INT8, "separate LSE sums are the int8 P.V path's");
   static_assert(Cfg::SCHED == Schedule::plain || Cfg::SCHED == Schedule::overlap,
                 "the warp-specialized schedules are the wgmma pipeline's");
@@ -846,7 +912,7 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   const i64 kv_bh = i64(b) * p.heads_kv + hkv;
   KSource ks;
   if constexpr (Cfg::NATIVE) {
-    ks = caller_rows<KSource>(p, p.k, b, hkv);
+    ks = caller_rows<KSource>(p, p.k, PAGED ? 0 : b, hkv);  // paged: the kv head's first page
   } else {
     ks.base = reinterpret_cast<const u8*>(p.k_quant) + kv_bh * p.k_tiles * BN * Cfg::QROW;
     ks.row_stride = Cfg::QROW;
@@ -863,8 +929,9 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
     vs.row_stride = D * 2;
     vs.rows_valid = int(npad);
   } else {
-    vs = caller_rows<VSource>(p, p.v, b, hkv);  // native; the quantized kernels' V is prepared below D
+    vs = caller_rows<VSource>(p, p.v, PAGED ? 0 : b, hkv);  // native; the quantized kernels' V is prepared below D
   }
+  const PagedRows pg = paged_rows<PAGED>(p, b);
 
   const u32 sQ = smem_addr(smem + L::Q);
   const u32 sK0 = smem_addr(smem + L::K);
@@ -895,7 +962,7 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
 #pragma unroll
     for (int s = 0; s < ST - 1; ++s) {
       const int t = t0 + s, slot = t % ST;
-      if (t < n_tiles) ld.load(ks, vs, t, sK0 + slot * Cfg::SMEM_K_STAGE, sV0 + slot * Cfg::SMEM_V_STAGE);
+      if (t < n_tiles) ld.template fetch<PAGED>(ks, vs, pg, t, sK0 + slot * Cfg::SMEM_K_STAGE, sV0 + slot * Cfg::SMEM_V_STAGE);
       cp_async_commit();
     }
     cp_async_wait<Cfg::SCHED == Schedule::overlap ? ST - 2 : ST - 1>();  // overlap: tile 0 too
@@ -943,7 +1010,7 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
       int slot;
       if constexpr (ST == 1) {
         __syncthreads();
-        ld.load(ks, vs, t, sK0, sV0);
+        ld.template fetch<PAGED>(ks, vs, pg, t, sK0, sV0);
         cp_async_commit();
         cp_async_wait<0>();
         __syncthreads();
@@ -954,7 +1021,7 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
         const int nt = t + ST - 1;
         if (nt < n_tiles) {
           const int ns = nt % ST;
-          ld.load(ks, vs, nt, sK0 + ns * Cfg::SMEM_K_STAGE, sV0 + ns * Cfg::SMEM_V_STAGE);
+          ld.template fetch<PAGED>(ks, vs, pg, nt, sK0 + ns * Cfg::SMEM_K_STAGE, sV0 + ns * Cfg::SMEM_V_STAGE);
         }
         cp_async_commit();
         slot = t % ST;

@@ -87,7 +87,7 @@ std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r);
 // all take windows: the entry sage_attn_window).
 std::string default_variant(const std::string& arch, int head_dim, const std::string& policy, int seq_kv = 0,
                             int causal = -1, int seq_q = 0, bool rows16 = false, int bh = 0, int sms = 0,
-                            bool varlen = false, bool window = false);
+                            bool varlen = false, bool window = false, bool paged = false);
 // The SM count configs/defaults.yaml's max_bh edges of `arch` were measured on (0: none given).
 int measured_sms(const std::string& arch);
 // `pairs` (batch x query heads) on `sms` SMs as the count that fills the measured GPU's waves
@@ -109,7 +109,7 @@ struct DefaultMatch {
 };
 DefaultMatch default_match(const std::string& arch, int head_dim, const std::string& policy, int seq_kv = 0,
                            int causal = -1, int seq_q = 0, bool rows16 = false, int bh = 0, int sms = 0,
-                           bool varlen = false, bool window = false);
+                           bool varlen = false, bool window = false, bool paged = false);
 // A rows16 call's default where defaults.yaml has an entry of its own for it: one that differs
 // from the default of aligned rows in the same bucket. nullopt where it has none (or no default
 // at all). Such a default serves the call ahead of a tuned winner, which the tuner measured on
