@@ -229,10 +229,10 @@ SAGE_API sage_status sage_attention_paged(const sage_attention_desc* desc, const
     rt::Policy policy;
     AttnProblem p = rt::checked_paged_problem(desc, kv, &policy);
     AttnArgs a = rt::args_of(q, kv->k_pages, kv->v_pages, o, lse);
-    rt::check_pointers(a, workspace);
     const TensorStrides ks{kv->k_strides.batch, kv->k_strides.head, kv->k_strides.seq};
     const TensorStrides vs{kv->v_strides.batch, kv->v_strides.head, kv->v_strides.seq};
     rt::set_paged_args(p, a, ks, vs, kv->block_table, kv->seqlens_kv, kv->max_pages, kv->num_pages);
+    rt::check_pointers(a, workspace);
     p.return_lse = lse != nullptr;
     rt::run(p, policy, a, workspace, workspace_bytes, static_cast<CUstream>(stream));
   });

@@ -164,6 +164,7 @@ std::string reproduce_command(const AttnProblem& p, Policy policy, const std::st
   if (p.heads_kv != p.heads_q) s += cat(" --heads-kv ", p.heads_kv);
   s += cat(" --causal ", p.causal ? "yes" : "no");
   if (p.window > 0) s += cat(" --window ", p.window);
+  if (p.paged) s += cat(" --paged ", p.page_size);
   if (p.layout != Layout::HND) s += " --layout NHD";
   if (p.dtype != DType::fp16) s += " --dtype bf16";
   // The policy chose the variant; the bench times the named variant whatever the policy, so

@@ -136,6 +136,10 @@ AttnProblem paged_problem_of(const DescView& d, int page_size, int max_pages, in
 
 void set_paged_args(const AttnProblem& p, AttnArgs& a, const TensorStrides& ks, const TensorStrides& vs,
                     const std::int32_t* block_table, const std::int32_t* seqlens_kv, int max_pages, int num_pages) {
+  if (!a.k) throw Error(Errc::invalid_argument, "kv->k_pages is NULL");
+  if (!a.v) throw Error(Errc::invalid_argument, "kv->v_pages is NULL");
+  aligned(a.k, 16, "kv->k_pages");
+  aligned(a.v, 16, "kv->v_pages");
   if (!block_table) throw Error(Errc::invalid_argument, "kv->block_table is NULL");
   if (!seqlens_kv) throw Error(Errc::invalid_argument, "kv->seqlens_kv is NULL");
   aligned(block_table, 4, "kv->block_table");

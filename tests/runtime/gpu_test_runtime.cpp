@@ -25,6 +25,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <tuple>
+#include <cmath>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -2208,6 +2211,223 @@ TEST_F(RuntimeGpu, CheckPointersRejectsHostMemoryAndShortBuffers) {
       << sage_last_error();
   EXPECT_EQ(t.call(stream_), SAGE_OK) << sage_last_error();
   sync();
+}
+
+// ---- Paged KV caches (sage_attention_paged) ---------------------------------------------------
+
+// A paged cache on the device: each sequence's keys in pages drawn in shuffled order from a pool
+// with spare pages; table entries past a sequence's pages hold values outside the pool (never
+// read), and one entry inside the longest sequence's does too (read as page 0, as documented).
+struct PagedCache {
+  PagedCache(int batch, int hkv, int d, int page, int seq_kv_bound, const std::vector<int>& lens, DType dt,
+             std::uint64_t seed)
+      : hkv(hkv), d(d), page(page), lens(lens) {
+    max_pages = (seq_kv_bound + page - 1) / page;
+    int need = 0;
+    for (int l : lens) need += (l + page - 1) / page;
+    num_pages = need + 5;
+    std::mt19937_64 rng(seed);
+    std::vector<std::int32_t> pool(static_cast<std::size_t>(num_pages));
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    table.assign(std::size_t(batch) * max_pages, 0);
+    int next = 0;
+    for (int b = 0; b < batch; ++b)
+      for (int j = 0; j < max_pages; ++j)
+        table[std::size_t(b) * max_pages + j] = j < (lens[std::size_t(b)] + page - 1) / page
+                                                    ? pool[std::size_t(next++)]
+                                                    : (j % 2 ? -3 : num_pages + 1000 * j);
+    // The longest sequence's second page is outside the pool: it reads page 0.
+    const int longest = int(std::max_element(lens.begin(), lens.end()) - lens.begin());
+    if (lens[std::size_t(longest)] > page) table[std::size_t(longest) * max_pages + 1] = num_pages + 7;
+    std::normal_distribution<float> n;
+    const std::size_t elems = std::size_t(num_pages) * page * hkv * d;
+    hk.resize(elems);
+    hv.resize(elems);
+    for (auto* h : {&hk, &hv})
+      for (auto& x : *h) x = dt == DType::bf16 ? tuner::float_to_bf16(n(rng)) : tuner::float_to_half(n(rng));
+    k = DeviceBuffer(elems * 2);
+    v = DeviceBuffer(elems * 2);
+    k.upload(hk.data(), elems * 2);
+    v.upload(hv.data(), elems * 2);
+    bt = DeviceBuffer(table.size() * 4);
+    bt.upload(table.data(), table.size() * 4);
+    sl = DeviceBuffer(lens.size() * 4);
+    std::vector<std::int32_t> l32(lens.begin(), lens.end());
+    sl.upload(l32.data(), l32.size() * 4);
+  }
+  sage_paged_kv kv() const {
+    sage_paged_kv x{};
+    x.k_pages = k.get();
+    x.v_pages = v.get();
+    x.block_table = bt.as<std::int32_t>();
+    x.seqlens_kv = sl.as<std::int32_t>();
+    x.page_size = page;
+    x.max_pages = max_pages;
+    x.num_pages = num_pages;
+    return x;
+  }
+  // Sequence b's K or V rows, dense in `layout` ([1, len, hkv, d] or [1, hkv, len, d]).
+  std::vector<std::uint16_t> gather(const std::vector<std::uint16_t>& pool, int b, Layout layout) const {
+    const int len = lens[std::size_t(b)];
+    std::vector<std::uint16_t> out(std::size_t(len) * hkv * d);
+    for (int i = 0; i < len; ++i) {
+      int pg = table[std::size_t(b) * max_pages + i / page];
+      if (pg < 0 || pg >= num_pages) pg = 0;
+      for (int h = 0; h < hkv; ++h) {
+        const std::size_t src = ((std::size_t(pg) * page + i % page) * hkv + h) * d;
+        const std::size_t dst = layout == Layout::NHD ? (std::size_t(i) * hkv + h) * d : (std::size_t(h) * len + i) * d;
+        std::copy_n(pool.begin() + std::ptrdiff_t(src), d, out.begin() + std::ptrdiff_t(dst));
+      }
+    }
+    return out;
+  }
+  int hkv, d, page, max_pages = 0, num_pages = 0;
+  std::vector<int> lens;
+  std::vector<std::int32_t> table;
+  std::vector<std::uint16_t> hk, hv;
+  DeviceBuffer k, v, bt, sl;
+};
+
+struct PagedCase {
+  int d, seq_q, page;
+  bool causal;
+  DType dtype;
+  Layout layout;
+  bool lse;
+};
+std::string paged_case_name(const ::testing::TestParamInfo<PagedCase>& i) {
+  const PagedCase& c = i.param;
+  return cat("D", c.d, "_Q", c.seq_q, "_Page", c.page, c.causal ? "_Causal" : "", c.dtype == DType::bf16 ? "_Bf16" : "",
+             c.layout == Layout::HND ? "_Hnd" : "", c.lse ? "_Lse" : "");
+}
+
+class RuntimeGpuPaged : public RuntimeGpu, public ::testing::WithParamInterface<PagedCase> {};
+
+// Dense queries over a paged cache of five sequences (one empty, one of exactly seq_q keys, one
+// past a table entry outside the pool) against each sequence's FP32 reference on its gathered rows;
+// the empty sequence's rows are 0 with LSE -inf. desc->seq_kv is an upper bound above every length.
+TEST_P(RuntimeGpuPaged, MatchesEachSequencesReference) {
+  const PagedCase c = GetParam();
+  const int hq = 8, hkv = 2, bound = 3072;
+  const std::vector<int> lens{700, 0, 3000, c.seq_q, 1500};
+  const int batch = int(lens.size());
+  const PagedCache cache(batch, hkv, c.d, c.page, bound, lens, c.dtype, 17);
+  AttnProblem qp = make(batch, hq, hkv, c.seq_q, c.seq_q, c.d, false, c.layout, c.dtype);
+  Tensors t(qp, 5);
+  sage_attention_desc desc = sage_attention_desc_init(batch, hq, hkv, c.seq_q, bound, c.d);
+  desc.layout = c.layout == Layout::NHD ? SAGE_LAYOUT_NHD : SAGE_LAYOUT_HND;
+  desc.dtype = c.dtype == DType::bf16 ? SAGE_BF16 : SAGE_FP16;
+  desc.causal = c.causal ? 1 : 0;
+  const sage_paged_kv kv = cache.kv();
+  const sage_status st = sage_attention_paged(&desc, &kv, t.q.get(), t.o.get(), c.lse ? t.lse.as<float>() : nullptr,
+                                              nullptr, 0, stream_);
+  if (c.d == 256 && arch_ != "sm_90a" && arch_ != "sm_80" && arch_ != "sm_100") {
+    EXPECT_EQ(st, SAGE_ERR_UNSUPPORTED) << sage_last_error();
+    GTEST_SKIP() << "no paged kernel at head dim 256 on " << arch_;
+  }
+  ASSERT_EQ(st, SAGE_OK) << sage_last_error();
+  sync();
+  EXPECT_TRUE(t.guard_intact());
+  const std::vector<std::uint16_t> out = t.out();
+  const std::vector<float> lse = t.lse_out();
+  auto to_f = [&](std::uint16_t x) { return c.dtype == DType::bf16 ? tuner::bf16_to_float(x) : tuner::half_to_float(x); };
+  auto o_at = [&](int b, int h, int r, int x) {
+    return c.layout == Layout::NHD ? ((std::size_t(b) * c.seq_q + r) * hq + h) * c.d + x
+                                   : ((std::size_t(b) * hq + h) * c.seq_q + r) * c.d + x;
+  };
+  const auto refmod = tuner::reference_module(arch_);
+  const ReferenceKernel ref(refmod);
+  std::vector<float> got, want;
+  double lse_err = 0;
+  for (int b = 0; b < batch; ++b) {
+    const int l = lens[std::size_t(b)];
+    if (l == 0) {  // no keys: O 0, LSE -inf
+      for (int h = 0; h < hq; ++h)
+        for (int r = 0; r < c.seq_q; ++r) {
+          for (int x = 0; x < c.d; ++x) ASSERT_EQ(to_f(out[o_at(b, h, r, x)]), 0.f) << b << " " << h << " " << r;
+          if (c.lse) ASSERT_TRUE(std::isinf(lse[(std::size_t(b) * hq + h) * c.seq_q + r]));
+        }
+      continue;
+    }
+    const std::vector<std::uint16_t> hk = cache.gather(cache.hk, b, c.layout), hv = cache.gather(cache.hv, b, c.layout);
+    DeviceBuffer dk(hk.size() * 2), dv(hv.size() * 2);
+    dk.upload(hk.data(), hk.size() * 2);
+    dv.upload(hv.data(), hv.size() * 2);
+    AttnProblem p = make(1, hq, hkv, c.seq_q, l, c.d, c.causal, c.layout, c.dtype);
+    AttnArgs a;
+    a.q = t.q.as<char>() + std::size_t(b) * c.seq_q * hq * c.d * 2;
+    a.k = dk.get();
+    a.v = dv.get();
+    DeviceBuffer fo(sizeof(float) * std::size_t(hq) * c.seq_q * c.d), fl(sizeof(float) * std::size_t(hq) * c.seq_q);
+    ref.run(p, a, fo.as<float>(), fl.as<float>(), stream_);
+    sync();
+    const std::vector<float> ro = fo.to_host<float>(std::size_t(hq) * c.seq_q * c.d);
+    const std::vector<float> rl = fl.to_host<float>(std::size_t(hq) * c.seq_q);
+    for (int h = 0; h < hq; ++h)
+      for (int r = 0; r < c.seq_q; ++r) {
+        for (int x = 0; x < c.d; ++x) {
+          got.push_back(to_f(out[o_at(b, h, r, x)]));
+          want.push_back(ro[(std::size_t(h) * c.seq_q + r) * c.d + x]);
+        }
+        if (c.lse)
+          lse_err = std::max(lse_err, double(std::fabs(lse[(std::size_t(b) * hq + h) * c.seq_q + r] -
+                                                       rl[std::size_t(h) * c.seq_q + r])));
+      }
+  }
+  const tuner::Metrics m = tuner::compare(got.data(), want.data(), got.size());
+  EXPECT_EQ(m.nonfinite, 0);
+  EXPECT_GE(m.cos, 0.99999) << m.str();
+  EXPECT_LE(m.rel_l1, c.dtype == DType::bf16 ? 0.01 : 0.005) << m.str();
+  if (c.lse) EXPECT_LE(lse_err, 0.01);
+  std::printf("[ paged    ] %s: %s, LSE within %.2e\n", paged_case_name({c, 0}).c_str(), m.str().c_str(), lse_err);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, RuntimeGpuPaged,
+    ::testing::Values(PagedCase{128, 1, 16, false, DType::fp16, Layout::NHD, true},
+                      PagedCase{128, 4, 64, true, DType::fp16, Layout::NHD, false},
+                      PagedCase{128, 16, 256, true, DType::bf16, Layout::HND, true},
+                      PagedCase{128, 1, 1, false, DType::fp16, Layout::NHD, false},
+                      PagedCase{64, 1, 32, false, DType::fp16, Layout::NHD, false},
+                      PagedCase{64, 8, 16, true, DType::fp16, Layout::NHD, true},
+                      PagedCase{128, 40, 16, true, DType::fp16, Layout::NHD, true},
+                      PagedCase{64, 100, 128, false, DType::bf16, Layout::NHD, false},
+                      PagedCase{96, 2, 16, true, DType::fp16, Layout::NHD, false},
+                      PagedCase{256, 1, 16, false, DType::fp16, Layout::NHD, true}),
+    paged_case_name);
+
+// A paged cache whose pages are a dense cache's rows in order, with every sequence full, gives the
+// dense call's bits: the same kernel (decoding) over the same keys, split the same way.
+TEST_F(RuntimeGpu, PagedCallsOverADenseCacheGiveTheDenseCallsBits) {
+  for (const auto& [d, seq_q, causal] : {std::tuple{128, 1, false}, std::tuple{64, 4, true}}) {
+    const int batch = 2, hq = 32, hkv = 8, n = 4096, page = 64;
+    AttnProblem p = make(batch, hq, hkv, seq_q, n, d, causal, Layout::NHD);
+    Tensors t(p, 23);
+    ASSERT_EQ(t.call(stream_), SAGE_OK) << sage_last_error();
+    sync();
+    const std::vector<std::uint16_t> dense = t.out();
+    const int pages = n / page;
+    std::vector<std::int32_t> table(std::size_t(batch) * pages), lens(std::size_t(batch), n);
+    std::iota(table.begin(), table.end(), 0);
+    DeviceBuffer bt(table.size() * 4), sl(lens.size() * 4);
+    bt.upload(table.data(), table.size() * 4);
+    sl.upload(lens.data(), lens.size() * 4);
+    sage_paged_kv kv{};
+    kv.k_pages = t.k.get();
+    kv.v_pages = t.v.get();
+    kv.block_table = bt.as<std::int32_t>();
+    kv.seqlens_kv = sl.as<std::int32_t>();
+    kv.page_size = page;
+    kv.max_pages = pages;
+    kv.num_pages = batch * pages;
+    const sage_attention_desc desc = desc_of(p);
+    t.poison();
+    ASSERT_EQ(sage_attention_paged(&desc, &kv, t.q.get(), t.o.get(), nullptr, nullptr, 0, stream_), SAGE_OK)
+        << sage_last_error();
+    sync();
+    EXPECT_EQ(t.out(), dense) << "D=" << d << " queries " << seq_q << ": " << variant_of(p);
+  }
 }
 
 // Runs before main() in a child started by TwoProcessesOnAColdCacheCompileOnce or

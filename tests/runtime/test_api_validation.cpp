@@ -333,6 +333,86 @@ TEST(RuntimeApiValidation, SlidingWindowArguments) {
   EXPECT_EQ(sage::Attention(2, 8, 2, 128, 256, 128).causal().window(100).desc().window, 100);
 }
 
+// sage_attention_paged: the dense call's checks, then the cache's own (page size, pages, the
+// table's rows against desc->seq_kv, the tables' pointers, the caches' strides), and what its
+// kernels do not take (a window, head dims that are no multiple of 8).
+const int32_t* const kTable = reinterpret_cast<const int32_t*>(0x90000);
+const int32_t* const kLens = reinterpret_cast<const int32_t*>(0xa0000);
+sage_paged_kv good_paged() {
+  sage_paged_kv kv{};
+  kv.k_pages = kK;
+  kv.v_pages = kV;
+  kv.block_table = kTable;
+  kv.seqlens_kv = kLens;
+  kv.page_size = 16;
+  kv.max_pages = 16;  // 256 keys: good()'s seq_kv
+  kv.num_pages = 40;
+  return kv;
+}
+Outcome call_paged(const sage_attention_desc& d, const sage_paged_kv& kv, const void* q = kQ, void* o = kO) {
+  const sage_status s = sage_attention_paged(&d, &kv, q, o, nullptr, nullptr, 0, nullptr);
+  return {s, sage_last_error()};
+}
+
+TEST(RuntimeApiValidation, PagedKvArguments) {
+  const sage_attention_desc d = good();
+  EXPECT_EQ(sage_attention_paged(nullptr, nullptr, kQ, kO, nullptr, nullptr, 0, nullptr), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("desc is NULL"), std::string::npos);
+  EXPECT_EQ(sage_attention_paged(&d, nullptr, kQ, kO, nullptr, nullptr, 0, nullptr), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("kv is NULL"), std::string::npos);
+  auto with = [](auto change) {
+    sage_paged_kv kv = good_paged();
+    change(kv);
+    return kv;
+  };
+  EXPECT_REJECTED(call_paged(d, with([](sage_paged_kv& k) { k.page_size = 12; })), SAGE_ERR_INVALID_ARGUMENT,
+                  "kv->page_size must be a power of two (up to 2^24), got 12");
+  EXPECT_REJECTED(call_paged(d, with([](sage_paged_kv& k) { k.page_size = 0; })), SAGE_ERR_INVALID_ARGUMENT,
+                  "kv->page_size must be a power of two");
+  EXPECT_REJECTED(call_paged(d, with([](sage_paged_kv& k) { k.num_pages = 0; })), SAGE_ERR_INVALID_ARGUMENT,
+                  "kv->num_pages must be >= 1, got 0");
+  EXPECT_REJECTED(call_paged(d, with([](sage_paged_kv& k) { k.max_pages = 15; })), SAGE_ERR_INVALID_ARGUMENT,
+                  "kv->max_pages (15) pages of 16 slots cannot hold desc->seq_kv (256) keys");
+  EXPECT_REJECTED(call_paged(d, with([](sage_paged_kv& k) { k.block_table = nullptr; })), SAGE_ERR_INVALID_ARGUMENT,
+                  "kv->block_table is NULL");
+  EXPECT_REJECTED(call_paged(d, with([](sage_paged_kv& k) { k.seqlens_kv = nullptr; })), SAGE_ERR_INVALID_ARGUMENT,
+                  "kv->seqlens_kv is NULL");
+  EXPECT_REJECTED(call_paged(d, with([](sage_paged_kv& k) { k.seqlens_kv = reinterpret_cast<const int32_t*>(0xa0002); })),
+                  SAGE_ERR_INVALID_ARGUMENT, "kv->seqlens_kv (0xa0002) must be 4-byte aligned");
+  EXPECT_REJECTED(call_paged(d, with([](sage_paged_kv& k) { k.k_pages = nullptr; })), SAGE_ERR_INVALID_ARGUMENT,
+                  "kv->k_pages is NULL");
+  EXPECT_REJECTED(call_paged(d, with([](sage_paged_kv& k) { k.v_pages = reinterpret_cast<const void*>(0x30008); })),
+                  SAGE_ERR_INVALID_ARGUMENT, "kv->v_pages (0x30008) must be 16-byte aligned");
+  EXPECT_REJECTED(call_paged(d, good_paged(), nullptr), SAGE_ERR_INVALID_ARGUMENT, "q is NULL");
+  EXPECT_REJECTED(call_paged(d, with([](sage_paged_kv& k) { k.k_strides = {12, 128, 256}; })), SAGE_ERR_INVALID_ARGUMENT,
+                  "kv->k_strides.batch (pages) must be a positive multiple of 8 elements (16 bytes), got 12");
+  EXPECT_REJECTED(call_paged(d, with([](sage_paged_kv& k) { k.v_strides = {4096, 128, -256}; })),
+                  SAGE_ERR_INVALID_ARGUMENT, "kv->v_strides.seq (slots) must be a positive multiple of 8");
+  sage_attention_desc w = d;
+  w.causal = 1;
+  w.window = 64;
+  EXPECT_REJECTED(call_paged(w, good_paged()), SAGE_ERR_UNSUPPORTED, "a paged KV cache takes no sliding window yet");
+  sage_attention_desc odd = d;
+  odd.head_dim = 100;
+  EXPECT_REJECTED(call_paged(odd, good_paged()), SAGE_ERR_UNSUPPORTED, "its head dim must be a multiple of 8");
+  sage_attention_desc zero = d;
+  zero.seq_kv = 0;
+  EXPECT_REJECTED(call_paged(zero, good_paged()), SAGE_ERR_INVALID_ARGUMENT, "desc->seq_kv must be >= 1, got 0");
+  size_t n = 0;
+  const sage_paged_kv bad = with([](sage_paged_kv& k) { k.page_size = 3; });
+  EXPECT_EQ(sage_workspace_size_paged(&d, &bad, &n), SAGE_ERR_INVALID_ARGUMENT);
+  const sage_paged_kv ok = good_paged();
+  EXPECT_EQ(sage_workspace_size_paged(&d, &ok, nullptr), SAGE_ERR_INVALID_ARGUMENT);
+  std::string why;
+  if (!cu::have_device(&why)) {  // valid: as far as needing a device
+    EXPECT_EQ(call_paged(d, good_paged()).status, SAGE_ERR_NO_DEVICE);
+    EXPECT_EQ(call_paged(d, with([](sage_paged_kv& k) { k.page_size = 1; k.max_pages = 256; })).status,
+              SAGE_ERR_NO_DEVICE);
+    EXPECT_EQ(call_paged(d, with([](sage_paged_kv& k) { k.k_strides = {16 * 2 * 128 + 64, 128, 256}; })).status,
+              SAGE_ERR_NO_DEVICE);
+  }
+}
+
 TEST(RuntimeApiValidation, StatusStringsAreDistinct) {
   std::set<std::string> seen;
   for (int s = SAGE_OK; s <= SAGE_ERR_INTERNAL; ++s) {

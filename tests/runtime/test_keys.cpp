@@ -580,6 +580,66 @@ TEST(RuntimeKeys, TrimmingAWindowLeavesOutTheKeysNoQuerySees) {
 
 // Which kernels take a window (launch.cpp: has_window_entry, the modules with sage_attn_window:
 // those with sage_attn_varlen), and the reason the others give.
+// A paged KV cache's calls have a bucket of their own ("_paged"), by their queries and the keys'
+// upper bound, which never takes a tuned winner of a dense bucket.
+TEST(RuntimeKeys, PagedCachesHaveABucketOfTheirOwn) {
+  const Buckets b = builtin_buckets();
+  AttnProblem p = problem(16, 32, 8, 1, 8192, 128, false);
+  const BucketKey dense = b.key_of(p, Policy::balanced);
+  p.paged = true;
+  p.page_size = 16;
+  EXPECT_NO_THROW(p.validate());
+  const BucketKey k = b.key_of(p, Policy::balanced);
+  EXPECT_TRUE(k.paged);
+  EXPECT_FALSE(dense.paged);
+  EXPECT_NE(k, dense);
+  EXPECT_EQ(k.seq_kv, dense.seq_kv);
+  EXPECT_TRUE(k.str().ends_with("_balanced_paged")) << k.str();
+  EXPECT_EQ(BucketKey::parse(k.str()), k);
+  EXPECT_THROW(BucketKey::parse(dense.str() + "_varlen_paged"), Error);
+  EXPECT_NE(CacheKeyHash()(CacheKey{1, k, 0, 0}), CacheKeyHash()(CacheKey{1, dense, 0, 0}));
+  EXPECT_NE(p.str().find(" paged 16"), std::string::npos) << p.str();
+  p.page_size = 24;
+  EXPECT_THROW(p.validate(), Error);
+  p.page_size = 16;
+  p.causal = true;
+  p.window = 64;
+  EXPECT_THROW(p.validate(), Error);
+}
+
+// The kernels that read a paged cache: the native mma.sync kernels of the decode schedule (every
+// head dim) and of the plain one at head dims 64 and 128; no wgmma or quantized kernel.
+TEST(RuntimeKeys, PagedCachesRunOnTheNativeMmaKernels) {
+  AttnProblem p = problem(4, 8, 2, 1, 4096, 128, false);
+  p.paged = true;
+  p.page_size = 64;
+  KernelConfig c;
+  c.head_dim = 128;
+  c.block_m = 16;
+  c.block_n = 128;
+  c.pipeline = "mma";
+  c.qk = "native";
+  c.pv = "native";
+  c.schedule = "decode";
+  EXPECT_TRUE(has_paged_entry(c));
+  EXPECT_EQ(c.cannot_implement(p), "");
+  c.head_dim = 256;
+  EXPECT_TRUE(has_paged_entry(c));
+  c.schedule = "plain";
+  EXPECT_FALSE(has_paged_entry(c)) << "the plain head-dim-256 kernel";
+  c.head_dim = 64;
+  EXPECT_TRUE(has_paged_entry(c));
+  c.qk = "int8";
+  c.pv = "fp8";
+  EXPECT_FALSE(has_paged_entry(c)) << "the quantized mma.sync kernels";
+  c.qk = c.pv = "native";
+  c.pipeline = "wgmma";
+  c.tma = true;
+  EXPECT_FALSE(has_paged_entry(c)) << "the wgmma kernels";
+  p.head_dim = 64;
+  EXPECT_NE(c.cannot_implement(p).find("paged KV caches run on"), std::string::npos) << c.cannot_implement(p);
+}
+
 TEST(RuntimeKeys, WindowsRunOnTheKernelsThatTakeVariableLengthBatches) {
   AttnProblem p = problem(1, 8, 8, 4096, 4096, 128, true);
   p.window = 512;

@@ -132,6 +132,34 @@ TEST(CliGpu, BenchPrintsTopsAndPrepBandwidth) {
 // bench --window: the causal cells with a sliding window on the kernel the runtime picks for it
 // (a window default), TOPS over the pairs it shows; a variant without the window entry, and a
 // window without a causal mask, are refused with the reason.
+// bench --paged: decoding over a paged cache (its pages shuffled) on the paged default, and a
+// variant that reads no paged cache is refused.
+TEST(CliGpu, BenchTimesAPagedCache) {
+  SAGE_REQUIRE_GPU();
+  CliSandbox s;
+  const std::string arch = tuner::arch_for_cc(tuner::fingerprint_device(0).cc);
+  CliRun b = s.run("bench -d 64,128 -n 1,32 --seq-kv 4096 -b 2 --heads 8 --heads-kv 2 --causal yes --paged 16 "
+                   "--layout NHD --samples 3 --cooldown 0 --json");
+  ASSERT_EQ(b.rc, 0) << b.out << b.err;
+  const auto doc = nlohmann::json::parse(b.out);
+  ASSERT_EQ(doc["results"].size(), 4u);
+  for (const auto& r : doc["results"]) {
+    EXPECT_GT(r["tops"].get<double>(), 0.01) << r.dump();
+    EXPECT_EQ(r["page_size"].get<int>(), 16) << r.dump();
+    EXPECT_EQ(r["variant"].get<std::string>(),
+              tuner::default_variant(arch, r["head_dim"].get<int>(), "balanced", 4096, 1, r["seq"].get<int>(), false, 16,
+                                     0, false, false, true))
+        << r.dump();
+  }
+  CliRun other = s.run(cat("bench -n 1 --seq-kv 4096 -b 1 -d 128 --causal no --paged 16 --samples 1 --variant ",
+                           tuner::default_variant(arch, 128, "balanced", 4096, 0, 4096)));
+  EXPECT_EQ(other.rc, 2) << other.err;
+  EXPECT_NE(other.err.find("reads no paged KV cache"), std::string::npos) << other.err;
+  CliRun ragged = s.run("bench -n 1 --seq-kv 1000 -b 1 -d 128 --causal no --paged 16 --samples 1");
+  EXPECT_EQ(ragged.rc, 2) << ragged.err;
+  EXPECT_NE(ragged.err.find("must fill whole pages"), std::string::npos) << ragged.err;
+}
+
 TEST(CliGpu, BenchTimesASlidingWindow) {
   SAGE_REQUIRE_GPU();
   CliSandbox s;

@@ -404,6 +404,41 @@ TEST(Compiler, Sm90a_VarlenAndWindowDefaultsHaveTheirEntriesWithoutSpills) {
   }
 }
 
+// Every paged default (the three lists with kernels of their own: sm_90a, sm_89's, which sm_86
+// and sm_120 share, and sm_80's, which sm_100 shares) has the entry sage_attn_paged without
+// spills, and the dense entries beside it keep theirs.
+class PagedDefaults : public ::testing::TestWithParam<const char*> {};
+TEST_P(PagedDefaults, HaveTheirEntryWithoutSpills) {
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  {
+    const char* arch = GetParam();
+    std::set<std::string> seen;
+    for (int d : {64, 128, 256})
+      for (int q : {1, 64}) {
+        try {
+          seen.insert(default_variant(arch, d, "balanced", 4096, 0, q, false, 64, 0, false, false, true));
+        } catch (const Error&) {
+          EXPECT_EQ(d, 256) << arch;  // sm_89's GPUs lack the decode kernel's shared memory at 256
+        }
+      }
+    EXPECT_EQ(seen.size(), std::string(arch) == "sm_89" ? 4u : 5u) << arch;
+    for (const std::string& name : seen) {
+      const std::optional<gen::Variant> v = space.find(name);
+      ASSERT_TRUE(v.has_value()) << name;
+      ASSERT_TRUE(has_paged_entry(kernel_config(*v))) << name;
+      const CompileResult r = compile_with_ptx(*v, arch);
+      ASSERT_TRUE(r.ok) << r.log;
+      expect_kernels_without_spills(r, {"sage_attn", "sage_attn_paged"}, false, name);
+      // The block table's entries are read through the read-only path.
+      const std::size_t at = r.ptx.find(".entry sage_attn_paged(");
+      ASSERT_NE(at, std::string::npos) << name;
+      const std::string body = r.ptx.substr(at, r.ptx.find(".entry ", at + 1) - at);
+      EXPECT_NE(body.find("ld.global.nc"), std::string::npos) << name;
+    }
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Compiler, PagedDefaults, ::testing::Values("sm_90a", "sm_89", "sm_80"));
+
 // INT8 P.V on wgmma (the search space's pv_int8 sets): P.V is u8 P x INT8 V (s32.u8.s8, P from
 // registers) with no FP8 MMA left in either attention entry; P's row sums are an m64n8 of the
 // same type against the ones block, one per P.V k-step; the tile's int32 sums become floats by

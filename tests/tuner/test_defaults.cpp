@@ -155,6 +155,45 @@ TEST(Defaults, SlidingWindowsTakeKernelsWithTheWindowEntry) {
     }
 }
 
+// Paged KV caches take the `paged` entries on every architecture (native mma.sync kernels with
+// sage_attn_paged: the decode schedule up to 16 queries, the plain one beyond; head dim 256 the
+// decode schedule where its shared memory fits: sm_80, sm_90a, sm_100), under every policy; no
+// other call matches a paged entry.
+TEST(Defaults, PagedCachesTakeKernelsWithThePagedEntry) {
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  const tuner::ProblemsConfig cfg = tuner::ProblemsConfig::builtin();
+  for (const std::string& arch : space.archs())
+    for (int d : {64, 128, 256}) {
+      const bool has256 = arch == "sm_80" || arch == "sm_90a" || arch == "sm_100";
+      for (const auto& [name, policy] : cfg.policies)
+        for (int q : {1, 4, 16, 17, 128, 1024})
+          for (int causal : {0, 1}) {
+            if (d == 256 && !has256) {
+              EXPECT_THROW(tuner::default_variant(arch, d, name, 8192, causal, q, false, 64, 0, false, false, true), Error)
+                  << arch;
+              continue;
+            }
+            const std::string v = tuner::default_variant(arch, d, name, 8192, causal, q, false, 64, 0, false, false, true);
+            const std::optional<gen::Variant> var = space.find(v);
+            ASSERT_TRUE(var.has_value()) << v;
+            EXPECT_TRUE(has_paged_entry(tuner::kernel_config(*var))) << v;
+            EXPECT_EQ(var->arch, arch);
+            EXPECT_EQ(var->get_int("head_dim"), d) << v;
+            EXPECT_EQ(var->get_string("qk"), "native") << v;
+            EXPECT_EQ(var->get_string("schedule"), q <= 16 || d == 256 ? "decode" : "plain") << v << " q " << q;
+          }
+    }
+  for (int d : {64, 128})
+    for (int q : {1, 128}) {
+      const tuner::DefaultMatch dense = tuner::default_match("sm_90a", d, "balanced", 4096, 0, q, false, 8);
+      EXPECT_EQ(dense.conditions.find("paged"), std::string::npos) << dense.conditions;
+      const tuner::DefaultMatch vl = tuner::default_match("sm_90a", d, "balanced", 4096, 0, q, false, 8, 0, true);
+      EXPECT_EQ(vl.conditions.find("paged"), std::string::npos) << vl.conditions;
+      const tuner::DefaultMatch pg = tuner::default_match("sm_90a", d, "balanced", 4096, 0, q, false, 8, 0, false, false, true);
+      EXPECT_NE(pg.conditions.find("paged true"), std::string::npos) << pg.conditions;
+    }
+}
+
 TEST(Defaults, EveryArchHasAVarlenKernelAtHeadDims64And128) {
   const gen::SearchSpace space = gen::SearchSpace::builtin();
   const tuner::ProblemsConfig cfg = tuner::ProblemsConfig::builtin();

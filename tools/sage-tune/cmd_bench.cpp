@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <random>
 #include <thread>
 #include <tuple>
 #include <nlohmann/json.hpp>
@@ -41,6 +42,7 @@ struct BenchArgs {
   // grid of lengths, packed [total, heads, D] (sage_attention_varlen)
   std::vector<int> varlen;
   int window = 0;  // > 0: the causal cells' sliding window (keys a query sees)
+  int paged = 0;   // > 0: the keys in a paged cache of pages of this many slots (sage_attention_paged)
 };
 
 // The (query, key) pairs a causal sequence of n queries and keys shows through a sliding window
@@ -151,6 +153,10 @@ int run_bench(const BenchArgs& a) {
   if (a.window > 0 && a.causal == "no")
     throw Error(Errc::invalid_argument, "--window is a sliding window over the most recent keys: it needs --causal yes "
                                         "(or both: the causal cells take it)");
+  if (a.paged < 0 || (a.paged & (a.paged - 1)) != 0)
+    throw Error(Errc::invalid_argument, cat("--paged must be a page size, a power of two, got ", a.paged));
+  if (a.paged > 0 && (!a.varlen.empty() || a.window > 0))
+    throw Error(Errc::invalid_argument, "--paged takes neither --varlen nor --window");
   // The cells, in the order they are measured. short-first: by sequence length, then head
   // dim, then mask, so that no short cell runs right after a long one (a GPU that has just
   // run at its power cap runs the next short kernels slower for a while; measured on the
@@ -215,7 +221,12 @@ int run_bench(const BenchArgs& a) {
         p.dtype = parse_dtype(a.dtype);
         p.sms = green ? green->sms() : 0;
         p.window = causal ? a.window : 0;
+        p.paged = a.paged > 0;
+        p.page_size = a.paged;
         p.validate();
+        if (p.paged && p.seq_kv % p.page_size != 0)
+          throw Error(Errc::invalid_argument, cat("--paged ", p.page_size, ": the keys (", p.seq_kv,
+                                                  ") must fill whole pages"));
         if (p.causal && p.seq_q > p.seq_kv)
           throw Error(Errc::invalid_argument, cat("causal needs seq <= --seq-kv (bottom-right aligned mask), got ",
                                                   p.seq_q, " > ", p.seq_kv));
@@ -261,7 +272,7 @@ int run_bench(const BenchArgs& a) {
     }
     // Only the varlen defaults serve a variable-length batch or a sliding window (the runtime's
     // selection; a window's read as non-causal sequences of the keys a query sees).
-    const bool varlen_defaults = p.varlen || p.window > 0;
+    const bool varlen_defaults = p.varlen || p.window > 0 || p.paged;
     if (varlen_defaults) {
       own.reset();
       if (a.variants.empty()) names.clear();
@@ -270,7 +281,7 @@ int run_bench(const BenchArgs& a) {
       names.push_back(own ? *own
                           : tuner::default_variant(arch, kd, a.policy, p.window > 0 ? std::min(p.seq_kv, p.window) : p.seq_kv,
                                                    p.causal && p.window == 0 ? 1 : 0, p.seq_q, false, bh, sms,
-                                                   varlen_defaults, p.window > 0));
+                                                   varlen_defaults && !p.paged, p.window > 0, p.paged));
     for (const std::string& name : names) {
       auto k = kernel_for(name);
       if (!first && a.cooldown_s > 0) {
@@ -280,6 +291,8 @@ int run_bench(const BenchArgs& a) {
       first = false;
       if (p.varlen && !has_varlen_entry(k->config()))
         throw Error(Errc::invalid_argument, cat(name, " has no entry for variable-length batches (", k->config().cannot_implement(p), ")"));
+      if (p.paged && !has_paged_entry(k->config()))
+        throw Error(Errc::invalid_argument, cat(name, " reads no paged KV cache (", k->config().cannot_implement(p), ")"));
       if (p.window > 0 && !has_window_entry(k->config()))
         throw Error(Errc::invalid_argument, cat(name, " takes no sliding window (", k->config().cannot_implement(p), ")"));
       // A variable-length batch's packed tensors are a dense [1, total, heads, D] call's.
@@ -294,9 +307,35 @@ int run_bench(const BenchArgs& a) {
         in.emplace_back(buffers);
         in.back().fill(*refmod, tuner::InputKind::gaussian, 77 + s, stream);
       }
+      // --paged: each input's K and V buffers read as contiguous [pages, page, Hkv, D] pages, every
+      // sequence full (seq_kv keys), its pages in a shuffled order (a serving engine's cache after
+      // some churn: no two consecutive pages of a sequence adjacent in memory, as a rule).
+      DeviceBuffer table, lens;
+      if (p.paged) {
+        const int per_seq = p.seq_kv / p.page_size;
+        std::vector<std::int32_t> t(std::size_t(p.batch) * per_seq), l(std::size_t(p.batch), p.seq_kv);
+        for (std::size_t i = 0; i < t.size(); ++i) t[i] = std::int32_t(i);
+        std::shuffle(t.begin(), t.end(), std::mt19937(7));
+        table = DeviceBuffer(t.size() * sizeof(std::int32_t));
+        table.upload(t.data(), t.size() * sizeof(std::int32_t));
+        lens = DeviceBuffer(l.size() * sizeof(std::int32_t));
+        lens.upload(l.data(), l.size() * sizeof(std::int32_t));
+      }
       auto args = [&](int i) {
         AttnArgs x = in[i % 2].args();
         if (p.varlen) x.cu_seqlens_q = x.cu_seqlens_kv = cu_seqlens.as<std::int32_t>();
+        if (p.paged) {
+          std::int64_t b, h, n;
+          p.strides(p.heads_q, p.seq_q, &b, &h, &n);
+          x.strided = true;
+          x.sq = x.so = TensorStrides{b, h, n};
+          x.sk = x.sv = TensorStrides{std::int64_t(p.page_size) * p.heads_kv * p.head_dim, p.head_dim,
+                                      std::int64_t(p.heads_kv) * p.head_dim};
+          x.block_table = table.as<std::int32_t>();
+          x.seqlens_kv = lens.as<std::int32_t>();
+          x.bt_stride = p.seq_kv / p.page_size;
+          x.num_pages = p.batch * x.bt_stride;
+        }
         return x;
       };
       DeviceBuffer ws(k->workspace_size(p));
@@ -332,6 +371,7 @@ int run_bench(const BenchArgs& a) {
                      {"launch", launch_text(*k, p)}});
       if (p.varlen) out.back()["varlen"] = a.varlen;
       if (p.window > 0) out.back()["window"] = p.window;
+      if (p.paged) out.back()["page_size"] = p.page_size;
       if (!a.json) {
         std::fprintf(stderr, "\r\033[K  d%d %s N=%d %s: %.0f TOPS", d, causal ? "causal" : "", n, name.c_str(), tops);
         std::fflush(stderr);
@@ -355,6 +395,8 @@ int run_bench(const BenchArgs& a) {
     else
       std::cout << "device: " << fp.key() << "  (B=" << a.batch << ", H=" << a.heads
                 << ", TOPS = 4*B*H*N^2*D / time, halved for causal; preparation included in e2e)\n\n";
+    if (a.paged > 0)
+      std::cout << "K and V in a paged cache of " << a.paged << "-slot pages in shuffled order (sage_attention_paged)\n\n";
     if (a.window > 0)
       std::cout << "causal cells with a sliding window of " << a.window
                 << " keys: TOPS count the (query, key) pairs it shows\n\n";
@@ -395,6 +437,9 @@ static Registrar reg_bench(
       sub.add_option("--window", a->window,
                      "sliding window of the causal cells: each query sees its W most recent keys (0: none; TOPS count "
                      "the pairs it shows)");
+      sub.add_option("--paged", a->paged,
+                     "K and V in a paged cache of pages of P slots (a power of two; sage_attention_paged), its pages "
+                     "in shuffled order; the keys must fill whole pages");
       sub.add_option("--batch,-b", a->batch, "batch size")->capture_default_str();
       sub.add_option("--heads", a->heads, "heads (q, and kv unless --heads-kv)")->capture_default_str();
       sub.add_option("--heads-kv", a->heads_kv, "kv heads (grouped-query attention; default: --heads)");

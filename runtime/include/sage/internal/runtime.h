@@ -154,7 +154,8 @@ AttnProblem problem_of(const DescView& d, Policy* policy);
 AttnProblem paged_problem_of(const DescView& d, int page_size, int max_pages, int num_pages, Policy* policy);
 // The paged call's tensors: q and o contiguous in p.layout, k and v the caches with their page
 // strides (zero: contiguous [num_pages, page_size, heads_kv, head_dim]; checked as positive
-// multiples of 8 where a dimension has more than one entry), the tables (null, misaligned).
+// multiples of 8 where a dimension has more than one entry), the caches' and tables' pointers
+// (null, misaligned: named as the kv fields).
 void set_paged_args(const AttnProblem& p, AttnArgs& a, const TensorStrides& ks, const TensorStrides& vs,
                     const std::int32_t* block_table, const std::int32_t* seqlens_kv, int max_pages, int num_pages);
 // A sliding window's call as the kernels run it. A dense call leaves out the keys no query
