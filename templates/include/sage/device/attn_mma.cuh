@@ -223,10 +223,35 @@ struct KvLoader {
   }
 
   // One tile of a paged cache's rows (native: the caller's K and V, `ks` and `vs` at the kv head's
-  // first page): each chunk's row looked up in the block table (PagedRows::at).
+  // first page). A tile within one page (pages of at least BN slots: powers of two, so a tile never
+  // straddles two) takes one lookup and the dense path's addresses from there; smaller pages look
+  // each chunk's row up (PagedRows::at). The next tile's entries are prefetched into L1 meanwhile,
+  // so that its lookups wait for L1 rather than L2 (each stalls the loads issued after it).
   SAGE_DEV void load_paged(const KSource& ks, const VSource& vs, const PagedRows& pg, int tile, u32 sK, u32 sV) const {
     static_assert(Cfg::NATIVE && !Cfg::V8, "paged caches are read by the native kernels");
     const int n0 = tile * Cfg::BN;
+    if (n0 + Cfg::BN + k_row0 < k_rows)
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(pg.table + ((n0 + Cfg::BN + k_row0) >> pg.shift)));
+    if ((1 << pg.shift) >= Cfg::BN) {
+      const u8* k = ks.base + pg.at(n0, pg.k_stride, ks.row_stride) + k_nsrc;
+      const u8* v = vs.base + pg.at(n0, pg.v_stride, vs.row_stride) + v_src;
+      const bool kfull = n0 + Cfg::BN <= k_rows, vfull = n0 + Cfg::BN <= v_rows;
+#pragma unroll
+      for (int i = 0; i < cdiv(K_CHUNKS, T); ++i) {
+        if (K_CHUNKS % T == 0 || threadIdx.x + i * T < K_CHUNKS) {
+          const bool ok = kfull || n0 + k_row0 + i * K_ROWS_PER_PASS < k_rows;
+          cp_async16(sK + k_dst + i * T * 16 + (K_ALT && i % 2 ? k_dx : 0), ok ? k + i * k_pass_stride : ks.base, ok ? 16 : 0);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < cdiv(V_CHUNKS, T); ++i) {
+        if (V_CHUNKS % T == 0 || threadIdx.x + i * T < V_CHUNKS) {
+          const bool ok = vfull || n0 + v_row0 + i * V_ROWS_PER_PASS < v_rows;
+          cp_async16(sV + v_dst + i * T * 16 + (V_ALT && i % 2 ? v_dx : 0), ok ? v + i * v_pass_stride : vs.base, ok ? 16 : 0);
+        }
+      }
+      return;
+    }
 #pragma unroll
     for (int i = 0; i < cdiv(K_CHUNKS, T); ++i) {
       if (K_CHUNKS % T == 0 || threadIdx.x + i * T < K_CHUNKS) {
