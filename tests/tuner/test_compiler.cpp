@@ -414,14 +414,14 @@ TEST_P(PagedDefaults, HaveTheirEntryWithoutSpills) {
     const char* arch = GetParam();
     std::set<std::string> seen;
     for (int d : {64, 128, 256})
-      for (int q : {1, 64}) {
+      for (int q : {1, 8, 64}) {
         try {
           seen.insert(default_variant(arch, d, "balanced", 4096, 0, q, false, 64, 0, false, false, true));
         } catch (const Error&) {
           EXPECT_EQ(d, 256) << arch;  // sm_89's GPUs lack the decode kernel's shared memory at 256
         }
       }
-    EXPECT_EQ(seen.size(), std::string(arch) == "sm_89" ? 4u : 5u) << arch;
+    EXPECT_EQ(seen.size(), std::string(arch) == "sm_90a" ? 7u : std::string(arch) == "sm_89" ? 4u : 5u) << arch;
     for (const std::string& name : seen) {
       const std::optional<gen::Variant> v = space.find(name);
       ASSERT_TRUE(v.has_value()) << name;

@@ -43,6 +43,7 @@ struct BenchArgs {
   std::vector<int> varlen;
   int window = 0;  // > 0: the causal cells' sliding window (keys a query sees)
   int paged = 0;   // > 0: the keys in a paged cache of pages of this many slots (sage_attention_paged)
+  std::string paged_order = "shuffled";  // the pages' order in the cache: shuffled or in-order
 };
 
 // The (query, key) pairs a causal sequence of n queries and keys shows through a sliding window
@@ -155,6 +156,8 @@ int run_bench(const BenchArgs& a) {
                                         "(or both: the causal cells take it)");
   if (a.paged < 0 || (a.paged & (a.paged - 1)) != 0)
     throw Error(Errc::invalid_argument, cat("--paged must be a page size, a power of two, got ", a.paged));
+  if (a.paged_order != "shuffled" && a.paged_order != "in-order")
+    throw Error(Errc::invalid_argument, cat("--paged-order must be shuffled or in-order, got '", a.paged_order, "'"));
   if (a.paged > 0 && (!a.varlen.empty() || a.window > 0))
     throw Error(Errc::invalid_argument, "--paged takes neither --varlen nor --window");
   // The cells, in the order they are measured. short-first: by sequence length, then head
@@ -315,7 +318,7 @@ int run_bench(const BenchArgs& a) {
         const int per_seq = p.seq_kv / p.page_size;
         std::vector<std::int32_t> t(std::size_t(p.batch) * per_seq), l(std::size_t(p.batch), p.seq_kv);
         for (std::size_t i = 0; i < t.size(); ++i) t[i] = std::int32_t(i);
-        std::shuffle(t.begin(), t.end(), std::mt19937(7));
+        if (a.paged_order == "shuffled") std::shuffle(t.begin(), t.end(), std::mt19937(7));
         table = DeviceBuffer(t.size() * sizeof(std::int32_t));
         table.upload(t.data(), t.size() * sizeof(std::int32_t));
         lens = DeviceBuffer(l.size() * sizeof(std::int32_t));
@@ -396,7 +399,8 @@ int run_bench(const BenchArgs& a) {
       std::cout << "device: " << fp.key() << "  (B=" << a.batch << ", H=" << a.heads
                 << ", TOPS = 4*B*H*N^2*D / time, halved for causal; preparation included in e2e)\n\n";
     if (a.paged > 0)
-      std::cout << "K and V in a paged cache of " << a.paged << "-slot pages in shuffled order (sage_attention_paged)\n\n";
+      std::cout << "K and V in a paged cache of " << a.paged << "-slot pages, " << a.paged_order
+                << " (sage_attention_paged)\n\n";
     if (a.window > 0)
       std::cout << "causal cells with a sliding window of " << a.window
                 << " keys: TOPS count the (query, key) pairs it shows\n\n";
@@ -439,7 +443,10 @@ static Registrar reg_bench(
                      "the pairs it shows)");
       sub.add_option("--paged", a->paged,
                      "K and V in a paged cache of pages of P slots (a power of two; sage_attention_paged), its pages "
-                     "in shuffled order; the keys must fill whole pages");
+                     "in shuffled order (--paged-order); the keys must fill whole pages");
+      sub.add_option("--paged-order", a->paged_order,
+                     "--paged: the pages' order in the cache, shuffled (each sequence's pages scattered) or in-order")
+          ->capture_default_str();
       sub.add_option("--batch,-b", a->batch, "batch size")->capture_default_str();
       sub.add_option("--heads", a->heads, "heads (q, and kv unless --heads-kv)")->capture_default_str();
       sub.add_option("--heads-kv", a->heads_kv, "kv heads (grouped-query attention; default: --heads)");

@@ -138,16 +138,11 @@ SAGE_DEV S caller_rows(const SageAttnParams& p, const SageTensor& t, int b, int 
 
 // A paged KV cache's rows (SageAttnParams::block_table; the entry sage_attn_paged): row n of this
 // CTA's sequence is slot n & (2^shift - 1) of page table[n >> shift], pages k_stride / v_stride
-// bytes apart. An entry outside [0, count) reads page 0.
+// bytes apart (KvLoader::load_paged). An entry outside [0, count) reads page 0.
 struct PagedRows {
   const sage_i32* table;
   i64 k_stride, v_stride;
   int shift, count;
-  // Bytes from the head's first page to row n (rows `row_stride` bytes apart, pages `page_stride`).
-  SAGE_DEV i64 at(int n, i64 page_stride, i64 row_stride) const {
-    const int j = __ldg(table + (n >> shift));
-    return i64(unsigned(j) < unsigned(count) ? j : 0) * page_stride + i64(n & ((1 << shift) - 1)) * row_stride;
-  }
 };
 // Sequence b's rows (PAGED), or nothing the loads read (a dense call).
 template <bool PAGED>
@@ -222,19 +217,66 @@ struct KvLoader {
     v_col = vc * 16;
   }
 
-  // One tile of a paged cache's rows (native: the caller's K and V, `ks` and `vs` at the kv head's
-  // first page). A tile within one page (pages of at least BN slots: powers of two, so a tile never
-  // straddles two) takes one lookup and the dense path's addresses from there; smaller pages look
-  // each chunk's row up (PagedRows::at). The next tile's entries are prefetched into L1 meanwhile,
-  // so that its lookups wait for L1 rather than L2 (each stalls the loads issued after it).
-  SAGE_DEV void load_paged(const KSource& ks, const VSource& vs, const PagedRows& pg, int tile, u32 sK, u32 sV) const {
-    static_assert(Cfg::NATIVE && !Cfg::V8, "paged caches are read by the native kernels");
+  // A paged cache (load_paged): the block-table entries of tile pg_tile's chunks of this thread,
+  // loaded one tile ahead at head dim 128 (each lookup issued right before its loads stalled them
+  // for a round trip to L1 or L2 on every tile: H200, one query over 8K keys, pages of 256 / 64 /
+  // 16: 0.139 / 0.153 / 0.172 ms with the lookahead, 0.150 / 0.173 / 0.185 without, 0.136 for the
+  // dense call). Not at head dim 64, whose kernels' registers then fell under two CTAs an SM
+  // (0.0883 / 0.102 / 0.115 ms with it, 0.0853 / 0.0875 / 0.0894 without), nor where a thread has
+  // more than 8 chunks a tile (head dim 256's decode kernel: its registers spilled); those look
+  // their entries up as they load, after an L1 prefetch one tile ahead. K's and V's chunks of a
+  // thread share rows.
+  static constexpr int PAGE_SLOTS = cdiv(K_CHUNKS, T);
+  static constexpr bool LOOKAHEAD = Cfg::D == 128 && PAGE_SLOTS <= 8;
+  int pg_tile = -1;
+  int pg_next[LOOKAHEAD ? PAGE_SLOTS : 1];
+
+  // Tile `tile`'s entries (its chunks' rows past the thread's keys read none), into `page`.
+  SAGE_DEV void page_entries(const PagedRows& pg, int tile, int (&page)[PAGE_SLOTS]) const {
     const int n0 = tile * Cfg::BN;
-    if (n0 + Cfg::BN + k_row0 < k_rows)
-      asm volatile("prefetch.global.L1 [%0];" ::"l"(pg.table + ((n0 + Cfg::BN + k_row0) >> pg.shift)));
+    const bool whole = (1 << pg.shift) >= Cfg::BN;  // the tile within one page: one lookup
+#pragma unroll
+    for (int i = 0; i < PAGE_SLOTS; ++i) {
+      const int n = whole ? n0 : n0 + k_row0 + i * K_ROWS_PER_PASS;
+      page[i] = (whole && i > 0) ? page[0] : n < k_rows ? __ldg(pg.table + (n >> pg.shift)) : 0;
+    }
+  }
+
+  // One tile of a paged cache's rows (native: the caller's K and V, `ks` and `vs` at the kv head's
+  // first page), with LOOKAHEAD its entries from the previous call's when it loaded the tile before
+  // (the tiles are loaded in order), then the next tile's entries looked up for the next call. A
+  // tile within one page (pages of at least BN slots: powers of two, so a tile never straddles two)
+  // takes the dense path's addresses from its page's first row; smaller pages place each chunk.
+  // An entry outside [0, count) reads page 0.
+  SAGE_DEV void load_paged(const KSource& ks, const VSource& vs, const PagedRows& pg, int tile, u32 sK, u32 sV) {
+    static_assert(Cfg::NATIVE && !Cfg::V8, "paged caches are read by the native kernels");
+    static_assert(V_ROWS_PER_PASS == K_ROWS_PER_PASS && V_CHUNKS == K_CHUNKS, "K's and V's chunks share rows");
+    const int n0 = tile * Cfg::BN;
+    // The entries of the tile after the one whose entries are looked up below, into L1.
+    const int pf = n0 + (LOOKAHEAD ? 2 : 1) * Cfg::BN + k_row0;
+    if (pf < k_rows) asm volatile("prefetch.global.L1 [%0];" ::"l"(pg.table + (pf >> pg.shift)));
+    int page[LOOKAHEAD ? PAGE_SLOTS : 1];
+    if constexpr (LOOKAHEAD) {
+      if (pg_tile == tile) {
+#pragma unroll
+        for (int i = 0; i < PAGE_SLOTS; ++i) page[i] = pg_next[i];
+      } else {
+        page_entries(pg, tile, page);
+      }
+      page_entries(pg, tile + 1, pg_next);
+      pg_tile = tile + 1;
+    }
+    // Chunk i's entry (row n): the lookahead's, or looked up now.
+    auto entry = [&](int i, int n) {
+      if constexpr (LOOKAHEAD) return page[i];
+      else return n < k_rows ? __ldg(pg.table + (n >> pg.shift)) : 0;
+    };
+    auto first = [&](int j) { return i64(unsigned(j) < unsigned(pg.count) ? j : 0); };
+    const int mask = (1 << pg.shift) - 1;
     if ((1 << pg.shift) >= Cfg::BN) {
-      const u8* k = ks.base + pg.at(n0, pg.k_stride, ks.row_stride) + k_nsrc;
-      const u8* v = vs.base + pg.at(n0, pg.v_stride, vs.row_stride) + v_src;
+      const i64 j = first(entry(0, n0)), r = n0 & mask;
+      const u8* k = ks.base + j * pg.k_stride + r * ks.row_stride + k_nsrc;
+      const u8* v = vs.base + j * pg.v_stride + r * vs.row_stride + v_src;
       const bool kfull = n0 + Cfg::BN <= k_rows, vfull = n0 + Cfg::BN <= v_rows;
 #pragma unroll
       for (int i = 0; i < cdiv(K_CHUNKS, T); ++i) {
@@ -256,25 +298,19 @@ struct KvLoader {
     for (int i = 0; i < cdiv(K_CHUNKS, T); ++i) {
       if (K_CHUNKS % T == 0 || threadIdx.x + i * T < K_CHUNKS) {
         const int n = n0 + k_row0 + i * K_ROWS_PER_PASS;
-        const bool ok = n < k_rows;
+        const i64 j = first(entry(i, n)), r = n & mask;
+        const bool kok = n < k_rows, vok = n < v_rows;
         cp_async16(sK + k_dst + i * T * 16 + (K_ALT && i % 2 ? k_dx : 0),
-                   ok ? ks.base + pg.at(n, pg.k_stride, ks.row_stride) + k_col : ks.base, ok ? 16 : 0);
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < cdiv(V_CHUNKS, T); ++i) {
-      if (V_CHUNKS % T == 0 || threadIdx.x + i * T < V_CHUNKS) {
-        const int n = n0 + v_row0 + i * V_ROWS_PER_PASS;
-        const bool ok = n < v_rows;
+                   kok ? ks.base + j * pg.k_stride + r * ks.row_stride + k_col : ks.base, kok ? 16 : 0);
         cp_async16(sV + v_dst + i * T * 16 + (V_ALT && i % 2 ? v_dx : 0),
-                   ok ? vs.base + pg.at(n, pg.v_stride, vs.row_stride) + v_col : vs.base, ok ? 16 : 0);
+                   vok ? vs.base + j * pg.v_stride + r * vs.row_stride + v_col : vs.base, vok ? 16 : 0);
       }
     }
   }
 
   // A tile of the dense or (PAGED) the paged rows.
   template <bool PAGED>
-  SAGE_DEV void fetch(const KSource& ks, const VSource& vs, const PagedRows& pg, int tile, u32 sK, u32 sV) const {
+  SAGE_DEV void fetch(const KSource& ks, const VSource& vs, const PagedRows& pg, int tile, u32 sK, u32 sV) {
     if constexpr (PAGED) load_paged(ks, vs, pg, tile, sK, sV);
     else load(ks, vs, tile, sK, sV);
   }
