@@ -5,6 +5,7 @@
     o, lse = sagetune.attention(q, k, v, return_lse=True)
     o = sagetune.sdpa(q, k, v, is_causal=True)                # F.scaled_dot_product_attention's signature
     o = sagetune.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)  # packed sequences
+    o = sagetune.attention_paged(q, k_cache, v_cache, block_table, cache_seqlens)  # over a paged KV cache
 
 The kernels run on PyTorch's current CUDA stream of the tensors' device; the workspace comes
 from PyTorch's caching allocator. The first call for a problem bucket selects the tuned kernel
@@ -25,7 +26,7 @@ except ImportError:
 if _torch_module is not None:
     from . import _op  # registers torch.ops.sagetune.attention
 
-__all__ = ["attention", "attention_varlen", "sdpa", "variant", "SageError", "LIBRARY_PATH"]
+__all__ = ["attention", "attention_varlen", "attention_paged", "sdpa", "variant", "SageError", "LIBRARY_PATH"]
 
 
 def _torch():
@@ -45,27 +46,30 @@ def _physical_layout(tensors, layout):
     return None
 
 
-def _check_tensors(q, k, v, tensor_layout, fn="sagetune.attention", shape=None):
+def _check_tensors(q, k, v, tensor_layout, fn="sagetune.attention", shape=None, names=("q", "k", "v")):
     """q, k, v as the kernels take them: CUDA tensors of one supported dtype and device, k and v
-    of one shape, no autograd; `shape` names the dims (default: the 4-D layout's)."""
+    of one shape, no autograd; `shape` names the dims (default: the 4-D layout's), one string for
+    all three or a tuple of three (all of one rank); `names` the arguments, for the messages."""
     torch = _torch()
     shape = shape or ("[B, H, N, D]" if tensor_layout == "HND" else "[B, N, H, D]")
-    ndim = shape.count(",") + 1
-    for name, t in (("q", q), ("k", k), ("v", v)):
+    shapes = shape if isinstance(shape, tuple) else (shape,) * 3
+    ndim = shapes[0].count(",") + 1
+    for name, t, shp in zip(names, (q, k, v), shapes):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
         if not t.is_cuda:
             raise ValueError(f"{fn}: {name} is on {t.device}; the kernels need CUDA tensors")
         if t.dim() != ndim:
-            raise ValueError(f"{fn}: {name} must be {ndim}-D ({shape}), got shape {tuple(t.shape)}")
+            raise ValueError(f"{fn}: {name} must be {ndim}-D ({shp}), got shape {tuple(t.shape)}")
         if t.dtype not in _op.DTYPES:
             raise TypeError(f"{fn}: {name} is {t.dtype}; supported: torch.float16, torch.bfloat16")
+    nq, nk, nv = names
     if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"{fn}: q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+        raise TypeError(f"{fn}: {nq}, {nk}, {nv} must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     if not (q.device == k.device == v.device):
-        raise ValueError(f"{fn}: q, k, v must be on one device, got {q.device}, {k.device}, {v.device}")
+        raise ValueError(f"{fn}: {nq}, {nk}, {nv} must be on one device, got {q.device}, {k.device}, {v.device}")
     if k.shape != v.shape:
-        raise ValueError(f"{fn}: k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
+        raise ValueError(f"{fn}: {nk} and {nv} must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
         raise RuntimeError(f"{fn} has no backward pass: call it under torch.no_grad() or "
                            "torch.inference_mode(), or use torch.nn.functional.scaled_dot_product_attention for training")
@@ -172,6 +176,69 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     call = torch.ops.sagetune.attention_varlen if torch.compiler.is_compiling() else _op.launch_varlen
     o, lse = call(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k), bool(is_causal),
                   0.0 if sm_scale is None else float(sm_scale), bool(return_lse), policy, window)
+    return (o, lse) if return_lse else o
+
+
+def attention_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k=None, is_causal=False,
+                    sm_scale=None, return_lse=False, policy="balanced", tensor_layout="NHD"):
+    """Attention of dense queries over a paged KV cache (decoding, speculative or chunked steps of a
+    serving engine), as flash_attn_with_kvcache takes a block table.
+
+    q: [B, Nq, Hq, D] ("NHD", the default) or [B, Hq, Nq, D] ("HND"): Nq queries a sequence (a
+    non-contiguous q is copied). k_cache, v_cache: [num_pages, page_size, Hkv, D], one shape, of
+    q's dtype (fp16 or bf16) and device; read in place through their strides (views such as
+    kv_cache[:, 0] and kv_cache[:, 1] of one [num_pages, 2, page_size, Hkv, D] pool too) where the
+    head dim is contiguous and every other stride a multiple of 8 elements; otherwise copied.
+    page_size: a power of two (checked by the library). block_table: int32 CUDA tensor
+    [B, max_pages]; sequence b's key i is slot i % page_size of page block_table[b, i // page_size]
+    (an entry outside [0, num_pages) reads page 0). cache_seqlens: int32 CUDA tensor [B], each
+    sequence's keys. max_seqlen_k: an upper bound of cache_seqlens (an int, which picks the kernel;
+    longer sequences are cut to it); None: max_pages * page_size, with no device-to-host sync. D: a
+    multiple of 8 up to 256 (above 128 only on GPUs whose decode kernel at 256 fits: sm_80, sm_90a,
+    sm_100); Hq a multiple of Hkv.
+
+    Causal masking is bottom-right aligned per sequence: query i of sequence b sees keys
+    j <= i + cache_seqlens[b] - Nq (the queries are the last Nq positions); rows that see no key
+    get O = 0 and LSE -inf. No sliding window. Every policy runs the unquantized (FP16/BF16 MMA)
+    kernels. Returns o with q's shape and dtype (and, with return_lse, the natural-log LSE, fp32
+    [B, Hq, Nq]).
+    """
+    torch = _torch()
+    fn = "sagetune.attention_paged"
+    if tensor_layout not in ("HND", "NHD"):
+        raise ValueError(f"{fn}: tensor_layout must be 'HND' or 'NHD', got {tensor_layout!r}")
+    if policy not in _capi.POLICIES:
+        raise ValueError(f"{fn}: policy must be one of {', '.join(_capi.POLICIES)}, got {policy!r}")
+    qshape = "[B, H, N, D]" if tensor_layout == "HND" else "[B, N, H, D]"
+    cache_shape = "[num_pages, page_size, Hkv, D]"
+    _check_tensors(q, k_cache, v_cache, tensor_layout, fn=fn, shape=(qshape, cache_shape, cache_shape),
+                   names=("q", "k_cache", "v_cache"))
+    if k_cache.shape[3] != q.shape[3]:
+        raise ValueError(f"{fn}: k_cache and v_cache must have q's head_dim, got q {tuple(q.shape)}, "
+                         f"k_cache {tuple(k_cache.shape)}")
+    for name, t, ndim, shape in (("block_table", block_table, 2, "[B, max_pages]"),
+                                 ("cache_seqlens", cache_seqlens, 1, "[B]")):
+        if not isinstance(t, torch.Tensor) or t.dtype != torch.int32 or t.dim() != ndim or t.device != q.device:
+            raise TypeError(f"{fn}: {name} must be a {ndim}-D torch.int32 tensor {shape} on {q.device}")
+    b = q.shape[0]
+    if block_table.shape[0] != b or cache_seqlens.shape[0] != b:
+        raise ValueError(f"{fn}: block_table and cache_seqlens must have q's batch ({b}) rows, got "
+                         f"{tuple(block_table.shape)} and {tuple(cache_seqlens.shape)}")
+    max_pages, page_size = block_table.shape[1], k_cache.shape[1]
+    if max_pages < 1:
+        raise ValueError(f"{fn}: block_table must hold at least one page a sequence, got {tuple(block_table.shape)}")
+    capacity = min(max_pages * page_size, 2**31 - 1)
+    if max_seqlen_k is None:
+        max_seqlen_k = max(1, capacity)
+    elif (isinstance(max_seqlen_k, bool) or not hasattr(type(max_seqlen_k), "__index__")
+          or not 1 <= int(max_seqlen_k) <= capacity):
+        raise ValueError(f"{fn}: max_seqlen_k must be an int in [1, max_pages * page_size = {capacity}] (None: "
+                         f"{capacity}), got {max_seqlen_k!r}")
+    if sm_scale is not None and not (sm_scale > 0):
+        raise ValueError(f"{fn}: sm_scale must be > 0 (None for 1/sqrt(head_dim)), got {sm_scale}")
+    call = torch.ops.sagetune.attention_paged if torch.compiler.is_compiling() else _op.launch_paged
+    o, lse = call(q, k_cache, v_cache, block_table, cache_seqlens, int(max_seqlen_k), bool(is_causal), tensor_layout,
+                  0.0 if sm_scale is None else float(sm_scale), bool(return_lse), policy)
     return (o, lse) if return_lse else o
 
 

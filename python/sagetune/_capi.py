@@ -155,6 +155,41 @@ _lib.sage_workspace_size_varlen.argtypes = [ctypes.POINTER(AttentionDesc), ctype
 _lib.sage_workspace_size_varlen.restype = ctypes.c_int
 _lib.sage_attention_varlen.argtypes = [ctypes.POINTER(AttentionDesc), ctypes.POINTER(Varlen)] + _CALL_ARGS
 _lib.sage_attention_varlen.restype = ctypes.c_int
+
+
+class PagedKV(ctypes.Structure):
+    """sage_paged_kv: a paged KV cache. K and V live in num_pages pages of page_size slots (a power
+    of two); sequence b's key i is slot i % page_size of page block_table[b * max_pages + i / page_size].
+    k_strides / v_strides: element strides between pages (batch), kv heads (head) and slots (seq);
+    all zero means contiguous [num_pages, page_size, heads_kv, head_dim] pages."""
+
+    _fields_ = [
+        ("k_pages", ctypes.c_void_p),
+        ("v_pages", ctypes.c_void_p),
+        ("k_strides", Strides),
+        ("v_strides", Strides),
+        ("block_table", ctypes.c_void_p),  # const int32_t*: [batch, max_pages]
+        ("seqlens_kv", ctypes.c_void_p),  # const int32_t*: [batch]
+        ("page_size", ctypes.c_int),
+        ("max_pages", ctypes.c_int),
+        ("num_pages", ctypes.c_int),
+    ]
+
+
+_lib.sage_workspace_size_paged.argtypes = [ctypes.POINTER(AttentionDesc), ctypes.POINTER(PagedKV),
+                                           ctypes.POINTER(ctypes.c_size_t)]
+_lib.sage_workspace_size_paged.restype = ctypes.c_int
+_lib.sage_attention_paged.argtypes = [
+    ctypes.POINTER(AttentionDesc),
+    ctypes.POINTER(PagedKV),
+    ctypes.c_void_p,  # q
+    ctypes.c_void_p,  # o
+    ctypes.c_void_p,  # lse (float*)
+    ctypes.c_void_p,  # workspace
+    ctypes.c_size_t,  # workspace bytes
+    ctypes.c_void_p,  # stream
+]
+_lib.sage_attention_paged.restype = ctypes.c_int
 _lib.sage_variant_name.argtypes = [ctypes.POINTER(AttentionDesc), ctypes.c_char_p, ctypes.c_size_t]
 _lib.sage_variant_name.restype = ctypes.c_int
 _lib.sage_last_error.argtypes = []
@@ -241,3 +276,28 @@ def attention_varlen(desc, varlen, q, k, v, o, lse=0, workspace=0, workspace_byt
     """sage_attention_varlen() on raw device addresses (ints); raises SageError on failure."""
     _check(_lib.sage_attention_varlen(ctypes.byref(desc), ctypes.byref(varlen), q, k, v, o, lse or None,
                                       workspace or None, workspace_bytes, stream or None))
+
+
+def make_paged(k_pages, v_pages, block_table, seqlens_kv, page_size, max_pages, num_pages, k_strides=None,
+               v_strides=None):
+    """A sage_paged_kv over raw device addresses (ints): the caches' page 0, the int32 block table
+    [batch, max_pages] and the int32 key counts [batch]. k_strides / v_strides: element-stride
+    tuples (page, head, slot), or None for contiguous [num_pages, page_size, heads_kv, head_dim]
+    pages."""
+    def st(x):
+        return Strides(*x) if x is not None else Strides(0, 0, 0)
+    return PagedKV(k_pages or None, v_pages or None, st(k_strides), st(v_strides), block_table or None,
+                   seqlens_kv or None, int(page_size), int(max_pages), int(num_pages))
+
+
+def workspace_size_paged(desc, paged):
+    """Bytes of workspace sage_attention_paged() needs (selects the kernel at the first call)."""
+    n = ctypes.c_size_t(0)
+    _check(_lib.sage_workspace_size_paged(ctypes.byref(desc), ctypes.byref(paged), ctypes.byref(n)))
+    return n.value
+
+
+def attention_paged(desc, paged, q, o, lse=0, workspace=0, workspace_bytes=0, stream=0):
+    """sage_attention_paged() on raw device addresses (ints); raises SageError on failure."""
+    _check(_lib.sage_attention_paged(ctypes.byref(desc), ctypes.byref(paged), q, o, lse or None, workspace or None,
+                                     workspace_bytes, stream or None))

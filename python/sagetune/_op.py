@@ -10,7 +10,9 @@ strides of their own that the kernels read in place (a packed QKV projection, a 
 dims that are multiples of 8), or anything else, which it copies. `sagetune.attention` checks
 the arguments and is the API.
 Outside torch.compile it calls `launch` directly: the operator's dispatch costs host time that
-a short call (decoding: about 20 us on the GPU) would show.
+a short call (decoding: about 20 us on the GPU) would show. `torch.ops.sagetune.attention_varlen`
+(packed variable-length batches) and `torch.ops.sagetune.attention_paged` (queries over a paged
+KV cache) are the other calls' operators, with `launch_varlen` and `launch_paged` behind them.
 """
 
 import torch
@@ -179,4 +181,87 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, is_caus
       window=0):
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = q.new_empty((q.shape[1], q.shape[0]) if return_lse else (0,), dtype=torch.float32)
+    return o, lse
+
+
+def cache_strides(t):
+    """(page, head, slot) element strides of a cache [num_pages, page_size, Hkv, D] when the kernels
+    can read it in place (sage_paged_kv's k_strides / v_strides): head dim contiguous, 16-byte
+    aligned, every stride of a dim longer than 1 a positive multiple of 8 elements; else None."""
+    s = t.stride()
+    if s[3] != 1 or t.data_ptr() % 16:
+        return None
+    st = (s[0], s[2], s[1])
+    sizes = (t.shape[0], t.shape[2], t.shape[1])
+    for x, size in zip(st, sizes):
+        if size > 1 and (x % 8 or x <= 0):
+            return None
+    return st
+
+
+def launch_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, is_causal, layout, sm_scale,
+                 return_lse, policy):
+    """(o, lse) of dense queries over a paged KV cache: q [B, Hq, Nq, D] in `layout`, k_cache and
+    v_cache [num_pages, page_size, Hkv, D] (read in place through their strides; a cache the
+    kernels cannot read so, one whose head dim is not contiguous, say, is copied), block_table an
+    int32 CUDA tensor [B, max_pages], cache_seqlens int32 [B], max_seqlen_k the upper bound of any
+    sequence's keys (desc->seq_kv); o contiguous in `layout` with q's shape, lse fp32 [B, Hq, Nq]
+    or None. A non-contiguous q is copied."""
+    if not (q.is_contiguous() and q.data_ptr() % 16 == 0):
+        q = q.clone(memory_format=torch.contiguous_format)
+    ks, vs = cache_strides(k_cache), cache_strides(v_cache)
+    if ks is None:
+        k_cache = k_cache.clone(memory_format=torch.contiguous_format)
+        ks = cache_strides(k_cache)
+    if vs is None:
+        v_cache = v_cache.clone(memory_format=torch.contiguous_format)
+        vs = cache_strides(v_cache)
+    block_table, cache_seqlens = block_table.contiguous(), cache_seqlens.contiguous()
+    index = q.device.index
+    if torch.cuda.current_device() != index:
+        with torch.cuda.device(index):
+            return launch_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, is_causal, layout,
+                                sm_scale, return_lse, policy)
+    b, hq, _, nq, _, d = dims(q, q, layout)
+    num_pages, page_size, hkv = k_cache.shape[0], k_cache.shape[1], k_cache.shape[2]
+    max_pages = block_table.shape[1]
+    if b == 0 or nq == 0:  # no query rows: nothing to compute (an empty tensor has no address to pass)
+        return torch.empty(q.shape, dtype=q.dtype, device=q.device), (
+            torch.empty((b, hq, nq), dtype=torch.float32, device=q.device) if return_lse else None)
+    stream = _current_stream(index)
+    # desc->seq_kv: the upper bound of any sequence's keys (each one's own count is read on the device).
+    desc = _capi.make_desc(b, hq, hkv, nq, max_seqlen_k, d, layout=layout, dtype=DTYPES[q.dtype], causal=is_causal,
+                           sm_scale=sm_scale, policy=policy)
+    kv = _capi.make_paged(k_cache.data_ptr(), v_cache.data_ptr(), block_table.data_ptr(), cache_seqlens.data_ptr(),
+                          page_size, max_pages, num_pages, ks, vs)
+    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device) if return_lse else None
+    key = ("paged", b, hq, hkv, nq, max_seqlen_k, d, layout, q.dtype, is_causal, policy, page_size, max_pages,
+           num_pages, index)
+    ws_bytes = _DESCS.get(key)
+    if ws_bytes is None:
+        ws_bytes = _capi.workspace_size_paged(desc, kv)  # selects the kernel (the bucket's first call)
+        if len(_DESCS) >= _DESCS_MAX:
+            _DESCS.clear()
+        _DESCS[key] = ws_bytes
+    ws = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
+    _capi.attention_paged(desc, kv, q.data_ptr(), o.data_ptr(), lse.data_ptr() if return_lse else 0,
+                          ws.data_ptr() if ws_bytes else 0, ws_bytes, stream)
+    return o, lse
+
+
+@torch.library.custom_op("sagetune::attention_paged", mutates_args=(), device_types="cuda")
+def attention_paged(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
+                    cache_seqlens: torch.Tensor, max_seqlen_k: int, is_causal: bool, layout: str, sm_scale: float,
+                    return_lse: bool, policy: str) -> tuple[torch.Tensor, torch.Tensor]:
+    o, lse = launch_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, is_causal, layout, sm_scale,
+                          return_lse, policy)
+    return o, lse if lse is not None else q.new_empty((0,), dtype=torch.float32)
+
+
+@attention_paged.register_fake
+def _(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, is_causal, layout, sm_scale, return_lse, policy):
+    b, hq, _, nq, _, _ = dims(q, q, layout)
+    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = q.new_empty((b, hq, nq) if return_lse else (0,), dtype=torch.float32)
     return o, lse

@@ -147,6 +147,72 @@ class CapiTest(unittest.TestCase):
             _capi.workspace_size_varlen(good(layout="NHD", head_dim=300), _capi.make_varlen(0x70000, 0x80000, 5, 7))
         self.assertEqual(cm.exception.status, _capi.ERR_UNSUPPORTED)
 
+    def test_paged_fields_reach_the_library_field_by_field(self):
+        # sage_paged_kv: two pointers, two sage_strides (3 x int64), two pointers, three ints,
+        # padded to the pointers' 8 bytes: 16 + 48 + 16 + 12 + 4 = 96.
+        self.assertEqual(_capi.ctypes.sizeof(_capi.PagedKV), 96)
+        offsets = {name: getattr(_capi.PagedKV, name).offset for name, _ in _capi.PagedKV._fields_}
+        self.assertEqual(offsets, {"k_pages": 0, "v_pages": 8, "k_strides": 16, "v_strides": 40, "block_table": 64,
+                                   "seqlens_kv": 72, "page_size": 80, "max_pages": 84, "num_pages": 88})
+        table, lens = 0x90000, 0xA0000
+
+        def paged(**over):
+            # good()'s seq_kv is 256: 16 pages of 16 slots a sequence, 40 pages in the pool.
+            args = dict(k_pages=K, v_pages=V, block_table=table, seqlens_kv=lens, page_size=16, max_pages=16,
+                        num_pages=40, k_strides=None, v_strides=None)
+            args.update(over)
+            return _capi.make_paged(**args)
+
+        def refused(status, text, kv, desc=None, q=Q, o=O, lse=0, ws=0, ws_bytes=0):
+            with self.assertRaises(SageError) as cm:
+                _capi.attention_paged(desc or good(), kv, q, o, lse, ws, ws_bytes)
+            self.assertEqual(cm.exception.status, status, str(cm.exception))
+            self.assertIn(text, str(cm.exception))
+
+        kv = paged(k_strides=(1, 2, 3), v_strides=(4, 5, 6))
+        self.assertEqual((kv.k_strides.batch, kv.k_strides.head, kv.k_strides.seq), (1, 2, 3))
+        self.assertEqual((kv.v_strides.batch, kv.v_strides.head, kv.v_strides.seq), (4, 5, 6))
+        self.assertEqual((paged().k_strides.batch, paged().v_strides.seq), (0, 0))  # None: contiguous pages
+        invalid = _capi.ERR_INVALID_ARGUMENT
+        # The problem's checks first (the descriptor's, then page size, pages, the table's rows)...
+        refused(invalid, "desc->seq_kv must be >= 1, got 0", paged(page_size=12), desc=good(seq_kv=0))
+        refused(invalid, "kv->page_size must be a power of two (up to 2^24), got 12",
+                paged(page_size=12, block_table=0))
+        refused(invalid, "kv->page_size must be a power of two", paged(page_size=0))
+        refused(invalid, "kv->num_pages must be >= 1, got 0", paged(num_pages=0))
+        refused(invalid, "kv->max_pages (15) pages of 16 slots cannot hold desc->seq_kv (256) keys",
+                paged(max_pages=15))
+        refused(invalid, "kv->max_pages (64) pages of 4 slots cannot hold desc->seq_kv (300) keys",
+                paged(page_size=4, max_pages=64), desc=good(seq_kv=300))
+        refused(_capi.ERR_UNSUPPORTED, "a paged KV cache takes no sliding window yet",
+                paged(), desc=good(causal=True, window=64))
+        refused(_capi.ERR_UNSUPPORTED, "its head dim must be a multiple of 8", paged(), desc=good(head_dim=100))
+        # ... then the caches' and tables' pointers, then the caches' strides ...
+        refused(invalid, "kv->k_pages is NULL", paged(k_pages=0), q=0)
+        refused(invalid, "kv->v_pages (0x30008) must be 16-byte aligned", paged(v_pages=V + 8))
+        refused(invalid, "kv->block_table is NULL", paged(block_table=0))
+        refused(invalid, "kv->block_table (0x90002) must be 4-byte aligned", paged(block_table=table + 2))
+        refused(invalid, "kv->seqlens_kv is NULL", paged(seqlens_kv=0))
+        refused(invalid, "kv->seqlens_kv (0xa0002) must be 4-byte aligned", paged(seqlens_kv=lens + 2))
+        refused(invalid, "kv->k_strides.batch (pages) must be a positive multiple of 8 elements (16 bytes), got 12",
+                paged(k_strides=(12, 128, 256)))
+        refused(invalid, "kv->k_strides.head must be a positive multiple of 8 elements (16 bytes), got 12",
+                paged(k_strides=(4096, 12, 256)))
+        refused(invalid, "kv->v_strides.seq (slots) must be a positive multiple of 8 elements (16 bytes), got -256",
+                paged(v_strides=(4096, 128, -256)))
+        # ... and last the dense tensors' (q, o, lse, workspace).
+        refused(invalid, "q is NULL", paged(), q=0)
+        refused(invalid, "o (0x40008) must be 16-byte aligned", paged(), o=O + 8)
+        refused(invalid, "lse (0x50002) must be 4-byte aligned", paged(), lse=0x50002)
+        refused(invalid, "workspace (0x60080) must be 256-byte aligned", paged(), ws=0x60080, ws_bytes=1 << 20)
+        with self.assertRaises(SageError) as cm:
+            _capi.workspace_size_paged(good(), paged(page_size=3))
+        self.assertEqual(cm.exception.status, invalid)
+        self.assertIn("kv->page_size must be a power of two (up to 2^24), got 3", str(cm.exception))
+        with self.assertRaises(SageError) as cm:
+            _capi.workspace_size_paged(good(head_dim=300), paged())
+        self.assertEqual(cm.exception.status, _capi.ERR_UNSUPPORTED)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -2,7 +2,8 @@
 transposed views read without a copy), views of a packed QKV projection and of a KV cache read
 through their strides, GQA, causal masks, LSE, the current stream, SDPA's
 signature, clear errors for what it does not take, calls captured with torch.cuda.graph, and
-the operator torch.compile takes (opcheck, fullgraph, reduce-overhead, dynamic shapes).
+the operator torch.compile takes (opcheck, fullgraph, reduce-overhead, dynamic shapes);
+variable-length batches, sliding windows, and queries over a paged KV cache (attention_paged).
 Skipped without PyTorch or CUDA.
 
 Run on a GPU machine: python3 -m pytest python/tests -q
@@ -739,3 +740,168 @@ def test_varlen_clear_errors_and_the_operator():
         assert torch.equal(o, eager)
     torch.library.opcheck(torch.ops.sagetune.attention_varlen.default,
                           (q, k, v, cq, ck, 100, 200, True, 0.0, True, "balanced"))
+
+
+# ---- paged KV caches (sagetune.attention_paged) --------------------------------------------
+
+def _paged(lens, nq, hq, hkv, d, page_size=16, dtype=torch.float16, spare=5, seed=7):
+    """q [B, nq, Hq, D] (NHD) and a paged cache: k_cache, v_cache [num_pages, page_size, Hkv, D]
+    holding each sequence's keys in pages shuffled through the pool (num_pages = the pages the
+    sequences need + `spare`), block_table int32 [B, max_pages] (rows past a sequence's pages
+    -1: never read), cache_seqlens int32 [B]."""
+    g = torch.Generator(device=DEV).manual_seed(seed)
+    need = [-(-n // page_size) for n in lens]
+    max_pages, num_pages = max(1, max(need)), sum(need) + spare
+    q = torch.randn(len(lens), nq, hq, d, device=DEV, dtype=dtype, generator=g)
+    k_cache = torch.randn(num_pages, page_size, hkv, d, device=DEV, dtype=dtype, generator=g)
+    v_cache = torch.randn(num_pages, page_size, hkv, d, device=DEV, dtype=dtype, generator=g)
+    perm = torch.randperm(num_pages, generator=torch.Generator().manual_seed(seed)).tolist()
+    table = torch.full((len(lens), max_pages), -1, dtype=torch.int32)
+    for b, n in enumerate(need):
+        table[b, :n] = torch.tensor(perm[:n], dtype=torch.int32)
+        perm = perm[n:]
+    seqlens = torch.tensor(lens, dtype=torch.int32, device=DEV)
+    return q, k_cache, v_cache, table.to(DEV), seqlens
+
+
+def _paged_reference(q, k_cache, v_cache, table, seqlens, causal, scale=None):
+    """FP32 reference per sequence on its gathered keys and values: (O [B, nq, Hq, D], LSE
+    [B, Hq, nq], seen [B, Hq, nq]: rows with a visible key). O through torch SDPA in float32 with
+    the bottom-right causal mask (query i sees keys j <= i + len - nq), LSE torch.logsumexp of the
+    scaled, masked scores."""
+    b_, nq, hq, d = q.shape
+    page_size, hkv = k_cache.shape[1], k_cache.shape[2]
+    scale = scale if scale is not None else 1.0 / math.sqrt(d)
+    outs, lses, seens = [], [], []
+    for b in range(b_):
+        n = int(seqlens[b])
+        pages = table[b, :-(-n // page_size)].long()
+        k = k_cache[pages].reshape(-1, hkv, d)[:n].transpose(0, 1).float().repeat_interleave(hq // hkv, dim=0)
+        v = v_cache[pages].reshape(-1, hkv, d)[:n].transpose(0, 1).float().repeat_interleave(hq // hkv, dim=0)
+        qs = q[b].transpose(0, 1).float()  # [Hq, nq, D]
+        i = torch.arange(nq, device=DEV)[:, None]
+        j = torch.arange(n, device=DEV)[None, :]
+        mask = (j <= i + n - nq) if causal else torch.ones(nq, n, dtype=torch.bool, device=DEV)
+        seen = mask.any(dim=1)  # [nq]
+        o = torch.zeros(hq, nq, d, device=DEV)
+        if seen.any():
+            o[:, seen] = torch.nn.functional.scaled_dot_product_attention(qs[:, seen], k, v, attn_mask=mask[seen],
+                                                                          scale=scale)
+        s = (qs @ k.transpose(-1, -2) * scale).masked_fill(~mask, float("-inf"))
+        outs.append(o.transpose(0, 1))
+        lses.append(torch.logsumexp(s, dim=-1))
+        seens.append(seen[None].expand(hq, nq))
+    return torch.stack(outs), torch.stack(lses), torch.stack(seens)
+
+
+@pytest.mark.parametrize("d,dtype,nq,causal", [(128, torch.float16, 1, False), (128, torch.float16, 1, True),
+                                               (128, torch.float16, 4, False), (128, torch.float16, 4, True),
+                                               (64, torch.bfloat16, 4, True)])
+def test_paged_matches_dense_reference(d, dtype, nq, causal):
+    """Three sequences of 700, 1 and 2000 keys in 16-slot pages shuffled through a pool (5 spare
+    pages), GQA 8 of 2 heads, one or four queries a sequence: O against FP32 SDPA on each
+    sequence's gathered keys and values at the unquantized kernels' thresholds (cos >= 0.99999,
+    rel-L1 <= 0.005), LSE against torch.logsumexp of the scaled scores; causal rows that see no
+    key (the one-key sequence's first three of four) are 0 with LSE -inf."""
+    q, kc, vc, table, seqlens = _paged([700, 1, 2000], nq, 8, 2, d, dtype=dtype)
+    with torch.no_grad():
+        o, lse = sagetune.attention_paged(q, kc, vc, table, seqlens, is_causal=causal, return_lse=True)
+        o_only = sagetune.attention_paged(q, kc, vc, table, seqlens, is_causal=causal)
+    assert o.shape == q.shape and o.dtype == dtype and o.is_contiguous()
+    assert lse.shape == (3, 8, nq) and lse.dtype == torch.float32
+    assert torch.equal(o_only, o)
+    ref, ref_lse, seen = _paged_reference(q, kc, vc, table, seqlens, causal)
+    o_rows = o.transpose(1, 2)  # [B, Hq, nq, D]
+    ref_rows = ref.transpose(1, 2)
+    assert (o_rows[~seen] == 0).all() and torch.isneginf(lse[~seen]).all()
+    cos, rel = metrics(o_rows[seen], ref_rows[seen])
+    assert cos >= 0.99999 and rel <= 0.005, (cos, rel)
+    torch.testing.assert_close(lse[seen], ref_lse[seen], atol=2e-3, rtol=0)
+
+
+def test_paged_views_layout_scale_and_max_seqlen():
+    """K and V as views of one [num_pages, 2, page_size, Hkv, D] pool (read in place through their
+    strides: the bits of contiguous copies), q in HND, an explicit sm_scale and max_seqlen_k
+    (tighter than max_pages * page_size), page size 64, and a sequence without keys (O 0, LSE -inf)."""
+    lens, page_size = [300, 0, 1000, 64], 64
+    q, kc, vc, table, seqlens = _paged(lens, 2, 16, 4, 128, page_size=page_size, seed=11)
+    pool = torch.stack([kc, vc], dim=1)  # [num_pages, 2, page_size, Hkv, D]
+    kv, vv = pool[:, 0], pool[:, 1]
+    assert not kv.is_contiguous()
+    with torch.no_grad():
+        o, lse = sagetune.attention_paged(q, kc, vc, table, seqlens, is_causal=True, return_lse=True)
+        o_views, lse_views = sagetune.attention_paged(q, kv, vv, table, seqlens, is_causal=True, return_lse=True)
+        assert torch.equal(o_views, o) and torch.equal(lse_views, lse)
+        q_hnd = q.transpose(1, 2).contiguous()
+        o_hnd, lse_hnd = sagetune.attention_paged(q_hnd, kv, vv, table, seqlens, max_seqlen_k=max(lens),
+                                                  is_causal=True, sm_scale=0.07, return_lse=True,
+                                                  tensor_layout="HND", policy="accurate")
+    assert o_hnd.shape == q_hnd.shape and lse_hnd.shape == (4, 16, 2)
+    ref, ref_lse, seen = _paged_reference(q, kc, vc, table, seqlens, True, scale=0.07)
+    assert seen[1].logical_not().all()
+    assert (o_hnd[1] == 0).all() and torch.isneginf(lse_hnd[1]).all()
+    cos, rel = metrics(o_hnd[seen], ref.transpose(1, 2)[seen])
+    assert cos >= 0.99999 and rel <= 0.005, (cos, rel)
+    torch.testing.assert_close(lse_hnd[seen], ref_lse[seen], atol=2e-3, rtol=0)
+
+
+def test_paged_clear_errors():
+    q, kc, vc, table, seqlens = _paged([100, 40], 1, 4, 4, 64)
+    with torch.no_grad():
+        with pytest.raises(TypeError, match="int32"):
+            sagetune.attention_paged(q, kc, vc, table.long(), seqlens)
+        with pytest.raises(TypeError, match="2-D"):
+            sagetune.attention_paged(q, kc, vc, table[0], seqlens)
+        with pytest.raises(TypeError, match="cache_seqlens must be a 1-D torch.int32"):
+            sagetune.attention_paged(q, kc, vc, table, seqlens.long())
+        with pytest.raises(ValueError, match="4-D"):
+            sagetune.attention_paged(q[0], kc, vc, table, seqlens)
+        with pytest.raises(ValueError, match="k_cache must be 4-D"):
+            sagetune.attention_paged(q, kc[0], vc[0], table, seqlens)
+        with pytest.raises(ValueError, match="k_cache and v_cache must have the same shape"):
+            sagetune.attention_paged(q, kc, vc[:-1], table, seqlens)
+        with pytest.raises(ValueError, match="head_dim"):
+            sagetune.attention_paged(q[..., :32].contiguous(), kc, vc, table, seqlens)
+        with pytest.raises(TypeError, match="share a dtype"):
+            sagetune.attention_paged(q.bfloat16(), kc, vc, table, seqlens)
+        with pytest.raises(TypeError, match="float32"):
+            sagetune.attention_paged(q.float(), kc, vc, table, seqlens)
+        with pytest.raises(ValueError, match="CUDA"):
+            sagetune.attention_paged(q.cpu(), kc, vc, table, seqlens)
+        with pytest.raises(ValueError, match="batch"):
+            sagetune.attention_paged(q, kc, vc, table, seqlens[:1])
+        with pytest.raises(ValueError, match="max_seqlen_k"):
+            sagetune.attention_paged(q, kc, vc, table, seqlens, max_seqlen_k=table.shape[1] * 16 + 1)
+        with pytest.raises(ValueError, match="tensor_layout"):
+            sagetune.attention_paged(q, kc, vc, table, seqlens, tensor_layout="BHND")
+        with pytest.raises(ValueError, match="policy"):
+            sagetune.attention_paged(q, kc, vc, table, seqlens, policy="greedy")
+        with pytest.raises(SageError, match="power of two"):  # the library's check
+            sagetune.attention_paged(q, kc[:, :12], vc[:, :12], table, seqlens)
+
+
+def test_paged_operator_and_torch_compile():
+    """torch.ops.sagetune.attention_paged gives the eager bits, torch.library.opcheck accepts it,
+    and torch.compile(fullgraph=True) of a decoding step around sagetune.attention_paged gives the
+    eager bits."""
+    torch._dynamo.reset()
+    q, kc, vc, table, seqlens = _paged([500, 33, 1200], 4, 8, 2, 128, seed=3)
+    max_k = table.shape[1] * kc.shape[1]
+    with torch.no_grad():
+        eager, eager_lse = sagetune.attention_paged(q, kc, vc, table, seqlens, is_causal=True, return_lse=True)
+        o, lse = torch.ops.sagetune.attention_paged(q, kc, vc, table, seqlens, max_k, True, "NHD", 0.0, True,
+                                                    "balanced")
+        assert torch.equal(o, eager) and torch.equal(lse, eager_lse)
+
+        def step(q, kc, vc, table, seqlens):
+            o, lse = sagetune.attention_paged(q, kc, vc, table, seqlens, is_causal=True, return_lse=True)
+            return o * 2, lse + 1
+
+        got = torch.compile(step, fullgraph=True)(q, kc, vc, table, seqlens)
+        for g, w in zip(got, step(q, kc, vc, table, seqlens)):
+            assert g.shape == w.shape and torch.equal(g, w)
+    torch.library.opcheck(torch.ops.sagetune.attention_paged.default,
+                          (q, kc, vc, table, seqlens, max_k, True, "NHD", 0.0, True, "balanced"))
+    torch.library.opcheck(torch.ops.sagetune.attention_paged.default,
+                          (q.transpose(1, 2).contiguous(), kc, vc, table, seqlens, 1200, False, "HND", 0.1, False,
+                           "accurate"))

@@ -190,10 +190,11 @@ SAGE_API sage_status sage_workspace_size_paged(const sage_attention_desc* desc, 
  * of a serving engine): q and o are [B, heads_q, seq_q, D] in desc->layout, contiguous (seq_q
  * queries a sequence, the last seq_q positions of its keys under a causal mask: bottom-right
  * aligned per sequence, a sequence of fewer keys than queries leaves its first rows without
- * keys, O 0 and LSE -inf); `lse` FP32 [B, heads_q, seq_q]. head_dim: a multiple of 8 up to 256
- * (head dim 256 only for up to 16 queries: the decode kernels). desc->window must be 0. The
- * kernels are the unquantized (FP16/BF16 MMA) mma.sync ones, every policy: the decode schedule
- * for up to 16 queries, the plain one beyond; an exported static build has none
+ * keys, O 0 and LSE -inf); `lse` FP32 [B, heads_q, seq_q]. head_dim: a multiple of 8 up to 128,
+ * and up to 256 on sm_80, sm_90a and sm_100 (the decode kernel of head dim 256, whatever the
+ * queries; SAGE_ERR_UNSUPPORTED elsewhere). desc->window must be 0. The kernels are the
+ * unquantized (FP16/BF16 MMA) mma.sync ones, every policy: the decode schedule for up to 4
+ * queries on sm_90a (one elsewhere), the plain one beyond; an exported static build has none
  * (SAGE_ERR_NOT_IN_BUILD). Workspace, stream and thread-safety as sage_attention(). */
 SAGE_API sage_status sage_attention_paged(const sage_attention_desc* desc, const sage_paged_kv* kv, const void* q,
                                           void* o, float* lse, void* workspace, size_t workspace_bytes, void* stream);
