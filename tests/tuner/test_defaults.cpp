@@ -887,7 +887,8 @@ TEST(Defaults, EveryEntryNamesKnownKeysOnly) {
   ASSERT_NE(f, nullptr);
   const YAML::Node root = YAML::Load(std::string(f->view()));
   const std::vector<std::string> known = {"head_dim", "policies", "max_seq_kv", "max_seq_q", "min_seq_q",
-                                          "causal",   "rows16",   "max_bh",     "varlen",    "window", "params"};
+                                          "causal",   "rows16",   "max_bh",     "varlen",    "window", "paged",
+                                          "params"};
   int entries = 0;
   for (const auto& arch : root["defaults"])
     for (std::size_t i = 0; i < arch.second.size(); ++i) {
