@@ -41,6 +41,18 @@ _DESCS = {}
 _DESCS_MAX = 1024
 
 
+def _workspace_bytes(key, query):
+    """The workspace bytes of a call keyed by `key`: query() (a workspace-size call of the C API,
+    which selects the kernel at the bucket's first call) once, then from _DESCS."""
+    ws_bytes = _DESCS.get(key)
+    if ws_bytes is None:
+        ws_bytes = query()
+        if len(_DESCS) >= _DESCS_MAX:
+            _DESCS.clear()
+        _DESCS[key] = ws_bytes
+    return ws_bytes
+
+
 def _current_stream(index):
     # The raw handle, without building a torch.cuda.Stream (as Triton's launcher does).
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
@@ -155,12 +167,7 @@ def launch_varlen(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((hq, tq), dtype=torch.float32, device=q.device) if return_lse else None
     key = ("varlen", batch, hq, hkv, max_seqlen_q, max_seqlen_kv, d, q.dtype, is_causal, policy, window, index)
-    ws_bytes = _DESCS.get(key)
-    if ws_bytes is None:
-        ws_bytes = _capi.workspace_size_varlen(desc, vl)  # selects the kernel (the bucket's first call)
-        if len(_DESCS) >= _DESCS_MAX:
-            _DESCS.clear()
-        _DESCS[key] = ws_bytes
+    ws_bytes = _workspace_bytes(key, lambda: _capi.workspace_size_varlen(desc, vl))
     ws = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
     _capi.attention_varlen(desc, vl, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
                            lse.data_ptr() if return_lse else 0, ws.data_ptr() if ws_bytes else 0, ws_bytes, stream)
@@ -238,12 +245,7 @@ def launch_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, 
     lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device) if return_lse else None
     key = ("paged", b, hq, hkv, nq, max_seqlen_k, d, layout, q.dtype, is_causal, policy, page_size, max_pages,
            num_pages, index)
-    ws_bytes = _DESCS.get(key)
-    if ws_bytes is None:
-        ws_bytes = _capi.workspace_size_paged(desc, kv)  # selects the kernel (the bucket's first call)
-        if len(_DESCS) >= _DESCS_MAX:
-            _DESCS.clear()
-        _DESCS[key] = ws_bytes
+    ws_bytes = _workspace_bytes(key, lambda: _capi.workspace_size_paged(desc, kv))
     ws = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
     _capi.attention_paged(desc, kv, q.data_ptr(), o.data_ptr(), lse.data_ptr() if return_lse else 0,
                           ws.data_ptr() if ws_bytes else 0, ws_bytes, stream)
