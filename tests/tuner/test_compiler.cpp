@@ -404,9 +404,9 @@ TEST(Compiler, Sm90a_VarlenAndWindowDefaultsHaveTheirEntriesWithoutSpills) {
   }
 }
 
-// Every paged default (the three lists with kernels of their own: sm_90a, sm_89's, which sm_86
-// and sm_120 share, and sm_80's, which sm_100 shares) has the entry sage_attn_paged without
-// spills, and the dense entries beside it keep theirs.
+// Every paged default (the lists with kernels of their own: sm_90a, sm_89's, which sm_86 and
+// sm_120 share, sm_80's, and sm_100's, which mixes sm_80's decode kernels and sm_89's plain ones)
+// has the entry sage_attn_paged without spills, and the dense entries beside it keep theirs.
 class PagedDefaults : public ::testing::TestWithParam<const char*> {};
 TEST_P(PagedDefaults, HaveTheirEntryWithoutSpills) {
   const gen::SearchSpace space = gen::SearchSpace::builtin();
@@ -437,7 +437,7 @@ TEST_P(PagedDefaults, HaveTheirEntryWithoutSpills) {
     }
   }
 }
-INSTANTIATE_TEST_SUITE_P(Compiler, PagedDefaults, ::testing::Values("sm_90a", "sm_89", "sm_80"));
+INSTANTIATE_TEST_SUITE_P(Compiler, PagedDefaults, ::testing::Values("sm_90a", "sm_89", "sm_80", "sm_100"));
 
 // INT8 P.V on wgmma (the search space's pv_int8 sets): P.V is u8 P x INT8 V (s32.u8.s8, P from
 // registers) with no FP8 MMA left in either attention entry; P's row sums are an m64n8 of the
