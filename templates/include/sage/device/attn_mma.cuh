@@ -275,23 +275,8 @@ struct KvLoader {
     const int mask = (1 << pg.shift) - 1;
     if ((1 << pg.shift) >= Cfg::BN) {
       const i64 j = first(entry(0, n0)), r = n0 & mask;
-      const u8* k = ks.base + j * pg.k_stride + r * ks.row_stride + k_nsrc;
-      const u8* v = vs.base + j * pg.v_stride + r * vs.row_stride + v_src;
-      const bool kfull = n0 + Cfg::BN <= k_rows, vfull = n0 + Cfg::BN <= v_rows;
-#pragma unroll
-      for (int i = 0; i < cdiv(K_CHUNKS, T); ++i) {
-        if (K_CHUNKS % T == 0 || threadIdx.x + i * T < K_CHUNKS) {
-          const bool ok = kfull || n0 + k_row0 + i * K_ROWS_PER_PASS < k_rows;
-          cp_async16(sK + k_dst + i * T * 16 + (K_ALT && i % 2 ? k_dx : 0), ok ? k + i * k_pass_stride : ks.base, ok ? 16 : 0);
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < cdiv(V_CHUNKS, T); ++i) {
-        if (V_CHUNKS % T == 0 || threadIdx.x + i * T < V_CHUNKS) {
-          const bool ok = vfull || n0 + v_row0 + i * V_ROWS_PER_PASS < v_rows;
-          cp_async16(sV + v_dst + i * T * 16 + (V_ALT && i % 2 ? v_dx : 0), ok ? v + i * v_pass_stride : vs.base, ok ? 16 : 0);
-        }
-      }
+      copy_k_rows(ks.base + j * pg.k_stride + r * ks.row_stride + k_nsrc, ks.base, n0, sK);
+      copy_v_rows(vs.base + j * pg.v_stride + r * vs.row_stride + v_src, vs.base, n0, sV);
       return;
     }
 #pragma unroll
@@ -315,18 +300,34 @@ struct KvLoader {
     else load(ks, vs, tile, sK, sV);
   }
 
+  // The caller's K rows of a tile from row n0 (the native kernels): this thread's chunks from k,
+  // its passes k_pass_stride apart, zero-filled (reading `zero`) past k_rows.
+  SAGE_DEV void copy_k_rows(const u8* k, const u8* zero, int n0, u32 sK) const {
+    const bool full = n0 + Cfg::BN <= k_rows;
+#pragma unroll
+    for (int i = 0; i < cdiv(K_CHUNKS, T); ++i) {
+      if (K_CHUNKS % T == 0 || threadIdx.x + i * T < K_CHUNKS) {
+        const bool ok = full || n0 + k_row0 + i * K_ROWS_PER_PASS < k_rows;
+        cp_async16(sK + k_dst + i * T * 16 + (K_ALT && i % 2 ? k_dx : 0), ok ? k + i * k_pass_stride : zero, ok ? 16 : 0);
+      }
+    }
+  }
+  // The same for V's rows (FP16 V: the caller's or the prepared), past v_rows.
+  SAGE_DEV void copy_v_rows(const u8* v, const u8* zero, int n0, u32 sV) const {
+    const bool full = n0 + Cfg::BN <= v_rows;
+#pragma unroll
+    for (int i = 0; i < cdiv(V_CHUNKS, T); ++i) {
+      if (V_CHUNKS % T == 0 || threadIdx.x + i * T < V_CHUNKS) {
+        const bool ok = full || n0 + v_row0 + i * V_ROWS_PER_PASS < v_rows;
+        cp_async16(sV + v_dst + i * T * 16 + (V_ALT && i % 2 ? v_dx : 0), ok ? v + i * v_pass_stride : zero, ok ? 16 : 0);
+      }
+    }
+  }
+
   SAGE_DEV void load(const KSource& ks, const VSource& vs, int tile, u32 sK, u32 sV) const {
     if constexpr (Cfg::NATIVE) {
       const int n0 = tile * Cfg::BN;
-      const u8* k = ks.base + i64(n0) * ks.row_stride + k_nsrc;
-      const bool full = n0 + Cfg::BN <= k_rows;
-#pragma unroll
-      for (int i = 0; i < cdiv(K_CHUNKS, T); ++i) {
-        if (K_CHUNKS % T == 0 || threadIdx.x + i * T < K_CHUNKS) {
-          const bool ok = full || n0 + k_row0 + i * K_ROWS_PER_PASS < k_rows;
-          cp_async16(sK + k_dst + i * T * 16 + (K_ALT && i % 2 ? k_dx : 0), ok ? k + i * k_pass_stride : ks.base, ok ? 16 : 0);
-        }
-      }
+      copy_k_rows(ks.base + i64(n0) * ks.row_stride + k_nsrc, ks.base, n0, sK);
     } else {
       const u8* k = ks.base + i64(tile) * Cfg::BN * Cfg::QROW + k_src;
 #pragma unroll
@@ -342,15 +343,7 @@ struct KvLoader {
           cp_async16(sV + v_dst + i * T * 16 + (V_ALT && i % 2 ? v_dx : 0), v + i * v_pass_stride);
     } else {
       const int n0 = tile * Cfg::BN;
-      const u8* v = vs.base + i64(n0) * vs.row_stride + v_src;
-      const bool full = n0 + Cfg::BN <= v_rows;
-#pragma unroll
-      for (int i = 0; i < cdiv(V_CHUNKS, T); ++i) {
-        if (V_CHUNKS % T == 0 || threadIdx.x + i * T < V_CHUNKS) {
-          const bool ok = full || n0 + v_row0 + i * V_ROWS_PER_PASS < v_rows;
-          cp_async16(sV + v_dst + i * T * 16 + (V_ALT && i % 2 ? v_dx : 0), ok ? v + i * v_pass_stride : vs.base, ok ? 16 : 0);
-        }
-      }
+      copy_v_rows(vs.base + i64(n0) * vs.row_stride + v_src, vs.base, n0, sV);
     }
   }
 };
