@@ -7,6 +7,7 @@
 #include "sage/common/error.h"
 #include "sage/common/strings.h"
 #include "sage/internal/runtime.h"
+#include "sage/common/paged.h"
 
 namespace sage::rt {
 
@@ -108,7 +109,7 @@ BucketKey Buckets::key_of(const AttnProblem& p, Policy policy, int call_head_dim
   k.causal = p.causal;
   k.dtype = p.dtype;
   k.layout = p.layout;
-  k.seq_q = seq_bucket(p.seq_q);
+  k.seq_q = p.paged ? paged_seq_q_bucket(p.seq_q, seq_bucket(p.seq_q)) : seq_bucket(p.seq_q);
   // A sliding window's calls are selected by the keys a query sees.
   k.seq_kv = seq_bucket(p.window > 0 ? std::min(p.seq_kv, p.window) : p.seq_kv);
   // Validated problems keep batch and heads_q below 65536 each, so the product fits an int.

@@ -2295,11 +2295,16 @@ struct PagedCase {
   DType dtype;
   Layout layout;
   bool lse;
+  // An sm_90a variant run through its launcher (its name past "attn_sm90a_"; "W" and an index in
+  // the test's name), else what sage_attention_paged selects.
+  const char* variant = nullptr;
+  int index = 0;
 };
 std::string paged_case_name(const ::testing::TestParamInfo<PagedCase>& i) {
   const PagedCase& c = i.param;
-  return cat("D", c.d, "_Q", c.seq_q, "_Page", c.page, c.causal ? "_Causal" : "", c.dtype == DType::bf16 ? "_Bf16" : "",
-             c.layout == Layout::HND ? "_Hnd" : "", c.lse ? "_Lse" : "");
+  return cat(c.variant ? cat("W", c.index, "_") : std::string(), "D", c.d, "_Q", c.seq_q, "_Page", c.page,
+             c.causal ? "_Causal" : "", c.dtype == DType::bf16 ? "_Bf16" : "", c.layout == Layout::HND ? "_Hnd" : "",
+             c.lse ? "_Lse" : "");
 }
 
 class RuntimeGpuPaged : public RuntimeGpu, public ::testing::WithParamInterface<PagedCase> {};
@@ -2309,6 +2314,7 @@ class RuntimeGpuPaged : public RuntimeGpu, public ::testing::WithParamInterface<
 // the empty sequence's rows are 0 with LSE -inf. desc->seq_kv is an upper bound above every length.
 TEST_P(RuntimeGpuPaged, MatchesEachSequencesReference) {
   const PagedCase c = GetParam();
+  if (c.variant && arch_ != "sm_90a") GTEST_SKIP() << c.variant << " is an sm_90a variant; this GPU is " << arch_;
   const int hq = 8, hkv = 2, bound = 3072;
   const std::vector<int> lens{700, 0, 3000, c.seq_q, 1500};
   const int batch = int(lens.size());
@@ -2320,13 +2326,29 @@ TEST_P(RuntimeGpuPaged, MatchesEachSequencesReference) {
   desc.dtype = c.dtype == DType::bf16 ? SAGE_BF16 : SAGE_FP16;
   desc.causal = c.causal ? 1 : 0;
   const sage_paged_kv kv = cache.kv();
-  const sage_status st = sage_attention_paged(&desc, &kv, t.q.get(), t.o.get(), c.lse ? t.lse.as<float>() : nullptr,
-                                              nullptr, 0, stream_);
-  if (c.d == 256 && arch_ != "sm_90a" && arch_ != "sm_80" && arch_ != "sm_100") {
-    EXPECT_EQ(st, SAGE_ERR_UNSUPPORTED) << sage_last_error();
-    GTEST_SKIP() << "no paged kernel at head dim 256 on " << arch_;
+  if (c.variant) {  // the named kernel through its launcher, on the call the API would make
+    const auto kernel = launcher(cat("attn_sm90a_", c.variant));
+    AttnProblem p = make(batch, hq, hkv, c.seq_q, bound, c.d, c.causal, c.layout, c.dtype, c.lse);
+    p.paged = true;
+    p.page_size = c.page;
+    AttnArgs a = t.args();
+    a.k = kv.k_pages;
+    a.v = kv.v_pages;
+    a.lse = c.lse ? t.lse.as<float>() : nullptr;
+    rt::set_paged_args(p, a, {}, {}, kv.block_table, kv.seqlens_kv, kv.max_pages, kv.num_pages);
+    ASSERT_EQ(kernel->config().cannot_implement(p), "") << c.variant;
+    DeviceBuffer ws(std::max<std::size_t>(kernel->workspace_size(p), 256));
+    t.poison();
+    kernel->run(p, a, ws.get(), stream_);
+  } else {
+    const sage_status st = sage_attention_paged(&desc, &kv, t.q.get(), t.o.get(), c.lse ? t.lse.as<float>() : nullptr,
+                                                nullptr, 0, stream_);
+    if (c.d == 256 && arch_ != "sm_90a" && arch_ != "sm_80" && arch_ != "sm_100") {
+      EXPECT_EQ(st, SAGE_ERR_UNSUPPORTED) << sage_last_error();
+      GTEST_SKIP() << "no paged kernel at head dim 256 on " << arch_;
+    }
+    ASSERT_EQ(st, SAGE_OK) << sage_last_error();
   }
-  ASSERT_EQ(st, SAGE_OK) << sage_last_error();
   sync();
   EXPECT_TRUE(t.guard_intact());
   const std::vector<std::uint16_t> out = t.out();
@@ -2394,7 +2416,31 @@ INSTANTIATE_TEST_SUITE_P(
                       PagedCase{128, 40, 16, true, DType::fp16, Layout::NHD, true},
                       PagedCase{64, 100, 128, false, DType::bf16, Layout::NHD, false},
                       PagedCase{96, 2, 16, true, DType::fp16, Layout::NHD, false},
-                      PagedCase{256, 1, 16, false, DType::fp16, Layout::NHD, true}),
+                      PagedCase{256, 1, 16, false, DType::fp16, Layout::NHD, true},
+                      // The native wgmma kernels' entry (TMA boxes of the pages): two warpgroups
+                      // (each slot's K and V refilled apart), one of one stage, one of two
+                      // (refilled together); pages of 1 slot to more than a tile; a head dim
+                      // read in place (96 in 128).
+                      PagedCase{128, 300, 16, true, DType::fp16, Layout::NHD, true,
+                                "wgmma_d128_m128_n64_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 1},
+                      PagedCase{128, 100, 1, false, DType::fp16, Layout::NHD, false,
+                                "wgmma_d128_m128_n64_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 2},
+                      PagedCase{128, 64, 4, true, DType::bf16, Layout::HND, true,
+                                "wgmma_d128_m128_n128_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 3},
+                      PagedCase{128, 200, 256, true, DType::bf16, Layout::HND, false,
+                                "wgmma_d128_m128_n128_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 4},
+                      PagedCase{64, 500, 8, true, DType::fp16, Layout::NHD, true,
+                                "wgmma_d64_m128_n128_wg2_s3_qk-native_pv-native_tma_sch-plain_occ2", 5},
+                      PagedCase{64, 129, 64, false, DType::bf16, Layout::NHD, false,
+                                "wgmma_d64_m64_n64_wg1_s2_qk-native_pv-native_tma_sch-plain_occ1", 6},
+                      PagedCase{128, 77, 32, true, DType::fp16, Layout::NHD, true,
+                                "wgmma_d128_m64_n128_wg1_s1_qk-native_pv-native_tma_sch-plain_occ1", 7},
+                      PagedCase{96, 40, 16, true, DType::fp16, Layout::NHD, true,
+                                "wgmma_d128_m128_n64_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 8},
+                      PagedCase{256, 150, 32, true, DType::bf16, Layout::NHD, true,
+                                "wgmma_d256_m128_n64_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 9},
+                      PagedCase{256, 33, 2, false, DType::fp16, Layout::HND, false,
+                                "wgmma_d256_m64_n64_wg1_s2_qk-native_pv-native_tma_sch-plain_occ1", 10}),
     paged_case_name);
 
 // A paged cache whose pages are a dense cache's rows in order, with every sequence full, gives the

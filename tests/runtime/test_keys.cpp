@@ -599,6 +599,17 @@ TEST(RuntimeKeys, PagedCachesHaveABucketOfTheirOwn) {
   EXPECT_THROW(BucketKey::parse(dense.str() + "_varlen_paged"), Error);
   EXPECT_NE(CacheKeyHash()(CacheKey{1, k, 0, 0}), CacheKeyHash()(CacheKey{1, dense, 0, 0}));
   EXPECT_NE(p.str().find(" paged 16"), std::string::npos) << p.str();
+  // Its queries' bucket is the next power of two up to 128 (the dense one's 1, 4, 8, 16, 128),
+  // where the paged defaults' edges lie; past 128 the dense buckets.
+  for (const auto& [q, want] : {std::pair{1, 1}, {2, 2}, {3, 4}, {5, 8}, {17, 32}, {24, 32}, {33, 64}, {64, 64},
+                                {65, 128}, {128, 128}, {129, 256}, {1000, 1024}}) {
+    p.seq_q = q;
+    AttnProblem d = p;
+    d.paged = false;
+    EXPECT_EQ(b.key_of(p, Policy::balanced).seq_q, want) << q;
+    if (q > 128) EXPECT_EQ(b.key_of(d, Policy::balanced).seq_q, want) << q;
+  }
+  p.seq_q = 1;
   p.page_size = 24;
   EXPECT_THROW(p.validate(), Error);
   p.page_size = 16;
@@ -608,8 +619,9 @@ TEST(RuntimeKeys, PagedCachesHaveABucketOfTheirOwn) {
 }
 
 // The kernels that read a paged cache: the native mma.sync kernels of the decode schedule (every
-// head dim) and of the plain one at head dims 64 and 128; no wgmma or quantized kernel.
-TEST(RuntimeKeys, PagedCachesRunOnTheNativeMmaKernels) {
+// head dim) and of the plain one at head dims 64 and 128, the native wgmma kernels of the plain
+// schedule (every head dim); no persistent or quantized kernel.
+TEST(RuntimeKeys, PagedCachesRunOnTheNativeKernels) {
   AttnProblem p = problem(4, 8, 2, 1, 4096, 128, false);
   p.paged = true;
   p.page_size = 64;
@@ -635,9 +647,21 @@ TEST(RuntimeKeys, PagedCachesRunOnTheNativeMmaKernels) {
   c.qk = c.pv = "native";
   c.pipeline = "wgmma";
   c.tma = true;
-  EXPECT_FALSE(has_paged_entry(c)) << "the wgmma kernels";
+  c.block_m = 128;
+  EXPECT_TRUE(has_paged_entry(c)) << "the plain wgmma kernels";
   p.head_dim = 64;
+  EXPECT_EQ(c.cannot_implement(p), "");
+  c.head_dim = 256;
+  EXPECT_TRUE(has_paged_entry(c)) << "the plain wgmma kernel of head dim 256";
+  c.head_dim = 64;
+  c.schedule = "persistent_split";
+  EXPECT_FALSE(has_paged_entry(c)) << "the persistent wgmma kernels";
   EXPECT_NE(c.cannot_implement(p).find("paged KV caches run on"), std::string::npos) << c.cannot_implement(p);
+  c.schedule = "plain";
+  c.pv = "fp8";
+  EXPECT_FALSE(has_paged_entry(c)) << "the wgmma kernels of FP8 P.V";
+  c.qk = "int8";
+  EXPECT_FALSE(has_paged_entry(c)) << "the quantized wgmma kernels";
 }
 
 TEST(RuntimeKeys, WindowsRunOnTheKernelsThatTakeVariableLengthBatches) {

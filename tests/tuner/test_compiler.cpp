@@ -414,14 +414,17 @@ TEST_P(PagedDefaults, HaveTheirEntryWithoutSpills) {
     const char* arch = GetParam();
     std::set<std::string> seen;
     for (int d : {64, 128, 256})
-      for (int q : {1, 8, 64}) {
-        try {
-          seen.insert(default_variant(arch, d, "balanced", 4096, 0, q, false, 64, 0, false, false, true));
-        } catch (const Error&) {
-          EXPECT_EQ(d, 256) << arch;  // sm_89's GPUs lack the decode kernel's shared memory at 256
+      for (int q : {1, 8, 32, 64, 1024})
+        for (int bh : {64, 512}) {
+          try {
+            seen.insert(default_variant(arch, d, "balanced", 4096, 0, q, false, bh, 0, false, false, true));
+          } catch (const Error&) {
+            EXPECT_EQ(d, 256) << arch;  // sm_89's GPUs lack the decode kernel's shared memory at 256
+          }
         }
-      }
-    EXPECT_EQ(seen.size(), std::string(arch) == "sm_90a" ? 7u : std::string(arch) == "sm_89" ? 4u : 5u) << arch;
+    // sm_90a: at D=64 and 128 the mma.sync decode, 64x64 and 128x128 kernels and wgmma (D=64:
+    // 64x64 and 128x128), at 256 the decode kernel and wgmma.
+    EXPECT_EQ(seen.size(), std::string(arch) == "sm_90a" ? 11u : std::string(arch) == "sm_89" ? 4u : 5u) << arch;
     for (const std::string& name : seen) {
       const std::optional<gen::Variant> v = space.find(name);
       ASSERT_TRUE(v.has_value()) << name;

@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "sage/common/archs.h"
 #include "sage/common/cuda_driver.h"
+#include "sage/common/paged.h"
 #include "sage/common/strings.h"
 #include "sage/tuner/compiler.h"
 #include "sage/tuner/problems.h"
@@ -79,7 +80,8 @@ int run_select(const SelectArgs& a) {
   AttnProblem kp = p;
   kp.head_dim = kd;
   if (window) kp.seq_kv = std::min(p.seq_kv, p.window);  // the runtime's BucketKey: the keys a query sees
-  const tuner::ProblemKey key = cfg.key_of(kp, a.policy);
+  tuner::ProblemKey key = cfg.key_of(kp, a.policy);
+  if (p.paged) key.seq_q_bucket = paged_seq_q_bucket(p.seq_q, key.seq_q_bucket);  // as the runtime's BucketKey
   const std::string bucket =
       key.str() + (a.varlen ? "_varlen" : "") + (window ? "_window" : "") + (p.paged ? "_paged" : "");
 

@@ -234,7 +234,7 @@ std::string KernelConfig::cannot_implement(const AttnProblem& p) const {
            "loader and the plain or turns schedule that quantize Q themselves (fuse_q)";
   if (p.paged && !has_paged_entry(*this))
     return "paged KV caches run on the native (unquantized) mma.sync kernels of the decode schedule, and of the plain "
-           "schedule at head dims 64 and 128";
+           "schedule at head dims 64 and 128, and on the native wgmma kernels of the plain schedule";
   if (tma && qk != "native" && block_m > 0 && block_n > 0) {
     // TMA coordinates are 32-bit: the rows of the tiled Q and K must stay below 2^31 (a
     // variable-length batch: K's kv_tile_pitch tiles a head, V^T's columns as many tokens).
@@ -348,8 +348,11 @@ bool has_window_entry(const KernelConfig& c) { return has_varlen_entry(c); }
 // The variants whose module has the entry sage_attn_paged (the templates' rule): the native
 // mma.sync kernels of the decode schedule (every head dim), and of the plain schedule at head
 // dims 64 and 128 (those with sage_attn_varlen), whose cp.async loads look each row up in the
-// block table (attn_mma.cuh: KvLoader::load_paged).
+// block table (attn_mma.cuh: KvLoader::load_paged); and the native wgmma kernels of the plain
+// schedule (every head dim), whose TMA loads take a tile as boxes of its pages (attn_native.cuh:
+// PagedBoxes).
 bool has_paged_entry(const KernelConfig& c) {
+  if (c.pipeline == "wgmma") return c.qk == "native" && c.pv == "native" && c.schedule == "plain";
   return c.pipeline == "mma" && c.qk == "native" && c.pv == "native" &&
          (c.schedule == "decode" || (c.schedule == "plain" && (c.head_dim == 64 || c.head_dim == 128)));
 }
@@ -1052,10 +1055,11 @@ void encode_tile_scales(void* map, const float* base, std::int64_t tiles) {
 // 256-byte promotion, 0.427 / 0.505 / 0.462-0.479 with 128; D=64 at d = 40 0.323 -> 0.302; aligned
 // pitches level (docs/kernels.md, 2026-11-27 (u)).
 void encode_user(void* map, const SageTensor& x, const AttnProblem& p, int heads, int seq, int box_rows,
-                 int box_heads = 1) {
+                 int box_heads = 1, int batch = -1) {
   const CUtensorMapDataType type =
       p.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  const cuuint64_t dims[4] = {cuuint64_t(p.head_dim), cuuint64_t(seq), cuuint64_t(heads), cuuint64_t(p.batch)};
+  const cuuint64_t dims[4] = {cuuint64_t(p.head_dim), cuuint64_t(seq), cuuint64_t(heads),
+                              cuuint64_t(batch >= 0 ? batch : p.batch)};
   const cuuint64_t strides[3] = {cuuint64_t(x.stride_n) * 2, cuuint64_t(x.stride_h) * 2, cuuint64_t(x.stride_b) * 2};
   const cuuint32_t box[4] = {64, cuuint32_t(box_rows), cuuint32_t(box_heads), 1};
   const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
@@ -1072,7 +1076,8 @@ void encode_user(void* map, const SageTensor& x, const AttnProblem& p, int heads
 std::array<std::int64_t, 20> user_shape(const AttnProblem& p, const SageAttnParams& s) {
   return {p.batch,      p.heads_q,    p.heads_kv,   p.seq_q,      p.seq_kv,     p.head_dim,   int(p.dtype),
           s.q.stride_b, s.q.stride_h, s.q.stride_n, s.k.stride_b, s.k.stride_h, s.k.stride_n, s.v.stride_b,
-          s.v.stride_h, s.v.stride_n, s.o_stride_b, s.o_stride_h, s.o_stride_n, 0};
+          s.v.stride_h, s.v.stride_n, s.o_stride_b, s.o_stride_h, s.o_stride_n,
+          p.paged ? (std::int64_t(s.num_pages) << 32) | p.page_size : 0};
 }
 
 // TMA reads the caller's tensors: each must start 16-byte aligned.
@@ -1104,8 +1109,16 @@ void AttnKernel::native_tensor_maps(const AttnProblem& p, SageAttnParams& s) con
     const int pack = pack_rows(p);
     if (pack > 0) encode_user(t.maps[0], s.q, p, p.heads_q, p.seq_q, pack, c.block_m / pack);
     else encode_user(t.maps[0], s.q, p, p.heads_q, p.seq_q, c.block_m);
-    encode_user(t.maps[1], s.k, p, p.heads_kv, p.seq_kv, c.block_n);
-    encode_user(t.maps[2], s.v, p, p.heads_kv, p.seq_kv, c.block_n);
+    if (p.paged) {
+      // The caches: (D, page_size, Hkv, num_pages), boxes of min(block_n, page_size) rows, a
+      // tile's pages' boxes (attn_native.cuh: PagedBoxes).
+      const int rows = std::min(c.block_n, p.page_size);
+      encode_user(t.maps[1], s.k, p, p.heads_kv, p.page_size, rows, 1, s.num_pages);
+      encode_user(t.maps[2], s.v, p, p.heads_kv, p.page_size, rows, 1, s.num_pages);
+    } else {
+      encode_user(t.maps[1], s.k, p, p.heads_kv, p.seq_kv, c.block_n);
+      encode_user(t.maps[2], s.v, p, p.heads_kv, p.seq_kv, c.block_n);
+    }
     if (o.ptr) encode_user(t.maps[3], o, p, p.heads_q, p.seq_q, 16);
     t.q = s.q.ptr;
     t.k = s.k.ptr;

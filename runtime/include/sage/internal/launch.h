@@ -49,7 +49,8 @@ bool has_varlen_entry(const KernelConfig& c);
 // window): those that have sage_attn_varlen.
 bool has_window_entry(const KernelConfig& c);
 // Whether a variant's module has the entry sage_attn_paged (paged KV caches, AttnProblem::paged):
-// the native mma.sync kernels of the decode schedule, and of the plain one at head dims 64 and 128.
+// the native mma.sync kernels of the decode schedule, and of the plain one at head dims 64 and 128;
+// the native wgmma kernels of the plain schedule.
 bool has_paged_entry(const KernelConfig& c);
 
 // Whether a variant's module has the entry sage_attn_q3, which computes three quarters of the

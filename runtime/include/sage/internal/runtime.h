@@ -49,8 +49,10 @@ struct BucketKey {
   // tuned winner; a static build's table has none.
   bool window = false;
   // A paged KV cache (AttnProblem::paged; seq_kv the keys' upper bound). Its kernels are
-  // configs/defaults.yaml's `paged` entries (the native mma.sync kernels with the entry
-  // sage_attn_paged), never a tuned winner; a static build's table has none.
+  // configs/defaults.yaml's `paged` entries (the native kernels with the entry sage_attn_paged),
+  // never a tuned winner; a static build's table has none. Its seq_q is finer than the
+  // buckets: the next power of two up to 128 (Buckets::key_of), where the paged defaults move
+  // from the mma.sync kernels, which split the keys over the CTAs, to the wgmma ones.
   bool paged = false;
 
   // "d128_causal_fp16_HND_q4096_kv4096_bh128_balanced": tuner::ProblemKey::str()'s form, with

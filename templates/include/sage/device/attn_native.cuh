@@ -621,6 +621,43 @@ SAGE_DEV bool fast_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2], f
   return softmax_tile<Cfg, MASK>(p, m, l, s, scale, col_base, row0, alpha, fast == 2 ? 0.f : Cfg::SLACK);
 }
 
+// A paged KV cache's key tiles as TMA boxes (the plain kernel's PAGED entry, sage_attn_paged):
+// the maps tma_k and tma_v are 4-D (D, page_size, Hkv, num_pages) over the caches (launch.cpp:
+// native_tensor_maps), boxes of 64 columns by R = min(page_size, BN) rows, so a tile is BN / R
+// boxes of consecutive keys: box j of tile t holds keys t BN + j R .. + R - 1, slots
+// (t BN + j R) % page_size .. of page table[(t BN + j R) / page_size]. Pages are powers of two,
+// so a box never straddles two. Each box lands R 128-byte rows after the last, where the 128B
+// swizzle (a function of the shared memory address) puts it as one box of BN rows would. Each
+// box is one lane's (attn_kernel_t: the warps share a tile's boxes), its entry looked up a tile
+// ahead (the caller's `ahead`: the entry of the next tile it will load, so the lookup's latency
+// passes under a tile's work). An entry past the sequence's keys or outside [0, num_pages) reads
+// page 0.
+template <int BN>
+struct PagedBoxes {
+  const sage_i32* table;  // the sequence's row of the block table
+  int shift;              // log2 page_size
+  int rshift;             // log2 R
+  int boxes;              // BN / R
+  int count;              // pages in the caches
+  int keys;               // the sequence's keys
+  static constexpr int LOG2_BN = BN == 256 ? 8 : BN == 128 ? 7 : BN == 64 ? 6 : BN == 32 ? 5 : 4;
+  static_assert((1 << LOG2_BN) == BN, "key tiles of 16 to 256 rows");
+  SAGE_DEV PagedBoxes(const SageAttnParams& p, int b)
+      : table(p.block_table + i64(b) * p.bt_stride),
+        shift(p.page_shift),
+        rshift(min_(p.page_shift, LOG2_BN)),
+        boxes(BN >> min_(p.page_shift, LOG2_BN)),
+        count(p.num_pages),
+        keys(p.seq_kv) {}
+  // Box j's table entry in tile t, as the table holds it (0 past the keys or the tile's boxes).
+  SAGE_DEV int entry(int t, int j) const {
+    const int key = t * BN + (j << rshift);
+    return j < boxes && key < keys ? __ldg(table + (key >> shift)) : 0;
+  }
+  SAGE_DEV int page(int e) const { return unsigned(e) < unsigned(count) ? e : 0; }
+  SAGE_DEV int slot(int t, int j) const { return (t * BN + (j << rshift)) & ((1 << shift) - 1); }
+};
+
 // grid (q_tiles, Hq, B) (causal: mma_attn::cta_coords), Cfg::THREADS threads,
 // Cfg::SMEM_BYTES dynamic shared memory. The tensor maps tma_q/k/v are 4-D (D, N, H, B) over
 // the caller's tensors, boxes of 64 columns by BM (Q) or BN (K, V) rows.
@@ -637,7 +674,9 @@ SAGE_DEV bool fast_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2], f
 // its lengths); `g`: the kernel's parameters, whose tensor maps TMA reads in place (a view's
 // copies of them are local memory), over the packed [1, total, heads, D] tensors with VARLEN,
 // whose sequence starts at rows p.q_row0 and p.kv_row0.
-template <class Cfg, bool BF16, int BOXES = 0, bool VARLEN = false, bool WINDOW = false>
+// PAGED: a paged KV cache (p: the sequence's mma_attn::paged_view; g's maps tma_k and tma_v
+// over the caches' pages: PagedBoxes).
+template <class Cfg, bool BF16, int BOXES = 0, bool VARLEN = false, bool WINDOW = false, bool PAGED = false>
 SAGE_DEV void attn_kernel_t(const SageAttnParams& p, const SageAttnParams& g) {
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES, CH = Cfg::CHUNKS;
   constexpr int NWARPS = Cfg::CONSUMERS / 32;
@@ -677,8 +716,33 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p, const SageAttnParams& g) {
   // 256 every box.
   static_assert(BOXES == 0 || (D == 256 && BOXES >= 1 && BOXES <= CH), "fixed boxes: head dim 256");
   const int boxes = D == 256 ? (BOXES > 0 ? BOXES : min_(CH, (p.head_dim + 63) / 64)) : CH;
+  // PAGED: every warp loads its share of a tile's boxes (PagedBoxes: box warp + NWARPS x lane,
+  // so each TMA instruction issues for one lane, or a few with pages of under 16 slots, and no
+  // warp stalls its warpgroup's wgmma for long), thread 0 arms the barriers; the next tile's
+  // entries of K and V in ek, ev.
+  static_assert(!PAGED || (!VARLEN && !WINDOW), "a paged cache's queries are dense, without a window");
+  static_assert(!PAGED || 32 * NWARPS >= BN, "a box a lane at most (pages of one slot)");
+  const bool loader = PAGED || threadIdx.x == 0;
+  const PagedBoxes<BN> pg(p, b);
+  const int pbox = warp + NWARPS * int(threadIdx.x % 32);  // this lane's box of a tile (PAGED)
+  int ek = 0, ev = 0;
+  // The paged tile's box of this lane from `ahead` (its entry), which then becomes the next
+  // tile's.
+  auto load_paged = [&](u32 dst, const void* map, u32 bar, int tile, int& ahead) {
+    if (pbox < pg.boxes) {
+      const int pe = pg.page(ahead), row = pg.slot(tile, pbox);
+#pragma unroll
+      for (int cc = 0; cc < CH; ++cc)
+        if (D < 256 || cc < boxes) tma_load_4d(dst + cc * BN * 128 + (pbox << pg.rshift) * 128, map, cc * 64, row, hkv, pe, bar);
+    }
+    ahead = pg.entry(tile + 1, pbox);
+  };
   auto load_k = [&](int tile, int slot) {
-    mbar_arrive_expect_tx(k_full(slot), D == 256 ? boxes * BN * 128 : Cfg::SMEM_K_STAGE);
+    if (!PAGED || threadIdx.x == 0) mbar_arrive_expect_tx(k_full(slot), D == 256 ? boxes * BN * 128 : Cfg::SMEM_K_STAGE);
+    if constexpr (PAGED) {
+      load_paged(sK0 + slot * Cfg::SMEM_K_STAGE, &g.tma_k, k_full(slot), tile, ek);
+      return;
+    }
 #pragma unroll
     for (int cc = 0; cc < CH; ++cc)
       if (D < 256 || cc < boxes)
@@ -686,7 +750,11 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p, const SageAttnParams& g) {
                     k_full(slot));
   };
   auto load_v = [&](int tile, int slot) {
-    mbar_arrive_expect_tx(v_full(slot), D == 256 ? boxes * BN * 128 : Cfg::SMEM_V_STAGE);
+    if (!PAGED || threadIdx.x == 0) mbar_arrive_expect_tx(v_full(slot), D == 256 ? boxes * BN * 128 : Cfg::SMEM_V_STAGE);
+    if constexpr (PAGED) {
+      load_paged(sV0 + slot * Cfg::SMEM_V_STAGE, &g.tma_v, v_full(slot), tile, ev);
+      return;
+    }
 #pragma unroll
     for (int cc = 0; cc < CH; ++cc)
       if (D < 256 || cc < boxes)
@@ -694,11 +762,14 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p, const SageAttnParams& g) {
                     v_full(slot));
   };
   wgmma_attn::tma_barriers_init(g, bar0, 1 + 2 * ST, SPLIT ? 2 * ST : 0, NWARPS);
-  if (threadIdx.x == 0) {
-    mbar_arrive_expect_tx(bar0, D == 256 ? boxes * BM * 128 : Cfg::SMEM_Q);
+  if (loader) {
+    if (!PAGED || threadIdx.x == 0) {
+      mbar_arrive_expect_tx(bar0, D == 256 ? boxes * BM * 128 : Cfg::SMEM_Q);
 #pragma unroll
-    for (int cc = 0; cc < CH; ++cc)
-      if (D < 256 || cc < boxes) tma_load_4d(sQ + cc * BM * 128, &g.tma_q, cc * 64, m0 + q_row0, h, b, bar0);
+      for (int cc = 0; cc < CH; ++cc)
+        if (D < 256 || cc < boxes) tma_load_4d(sQ + cc * BM * 128, &g.tma_q, cc * 64, m0 + q_row0, h, b, bar0);
+    }
+    if constexpr (PAGED) ek = ev = pg.entry(0, pbox);
 #pragma unroll
     for (int s = 0; s < ST; ++s)
       if (s < n_tiles) {
@@ -738,7 +809,7 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p, const SageAttnParams& g) {
     const u32 sK = sK0 + slot * Cfg::SMEM_K_STAGE, sV = sV0 + slot * Cfg::SMEM_V_STAGE;
     // SPLIT: tile t-1's V slot, once every warp's P V of it has completed (before this tile's
     // K is awaited: with one stage, V is loaded under this tile's Q K^T and softmax).
-    if (SPLIT && threadIdx.x == 0 && !again && t >= 1 && t - 1 + ST < n_tiles) {
+    if (SPLIT && loader && !again && t >= 1 && t - 1 + ST < n_tiles) {
       const int ps = (t - 1) % ST;
       const u32 pph = ((t - 1) / ST) & 1;
       if (FAST) {
@@ -802,6 +873,19 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p, const SageAttnParams& g) {
         for (int e = 0; e < 4; ++e) o[0][j][e] *= alpha[e / 2];
     }
     mbar_wait(v_full(slot), phase);
+    if constexpr (PAGED) {
+      // The sequence's last tile: V's rows past its keys are zeroed (their slots of its last
+      // page, or page 0 past it, may hold anything, and P = 0 times an infinity or a NaN is
+      // not 0), 16 bytes a thread at a time, before any warp's P V reads them.
+      const int rem = p.seq_kv - t * BN;
+      if (rem < BN) {
+        const int chunks = (BN - rem) * 8;  // a box's 16-byte chunks past the keys
+        for (int i = int(threadIdx.x); i < boxes * chunks; i += Cfg::THREADS)
+          sts_v4(sV + (i / chunks) * BN * 128 + rem * 128 + (i % chunks) * 16, 0.f, 0.f, 0.f, 0.f);
+        fence_proxy_async();
+        __syncthreads();
+      }
+    }
     if constexpr (D == 256) {
       if (boxes == 4) issue_pv_quarters<Cfg, BF16, 4>(of, pa, sV);
       else if (boxes == 3) issue_pv_quarters<Cfg, BF16, 3>(of, pa, sV);
@@ -811,7 +895,7 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p, const SageAttnParams& g) {
       issue_pv<Cfg, BF16>(of, pa, sV);
     }
     // SPLIT, under this P V: this slot's K, once every warp's Q K^T of it has completed.
-    if (SPLIT && !FAST && threadIdx.x == 0 && t + ST < n_tiles) {
+    if (SPLIT && !FAST && loader && t + ST < n_tiles) {
       mbar_wait(k_empty(slot), phase);
       load_k(t + ST, slot);
     }
@@ -831,7 +915,7 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p, const SageAttnParams& g) {
         mbar_arrive(v_empty(slot));
       }
     } else {
-      if (threadIdx.x == 0 && t + ST < n_tiles) {
+      if (loader && t + ST < n_tiles) {
         load_k(t + ST, slot);
         load_v(t + ST, slot);
       }
@@ -1902,6 +1986,17 @@ SAGE_DEV void attn_kernel_varlen(const SageAttnParams& p) {
   if (!mma_attn::varlen_view<Cfg::BM, Cfg::BN>(p, v)) return;
   if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_t<Cfg, true, 0, true, WINDOW>(v, p);
   else attn_kernel_t<Cfg, false, 0, true, WINDOW>(v, p);
+}
+
+// A paged KV cache (p.block_table; launch.cpp has_paged_entry): each CTA on its sequence's
+// mma_attn::paged_view (its keys), the tiles read as PagedBoxes through the maps over the pages.
+template <class Cfg>
+SAGE_DEV void attn_kernel_paged(const SageAttnParams& p) {
+  static_assert(!Cfg::PERSISTENT, "paged caches run on the plain kernel");
+  SageAttnParams v = p;
+  mma_attn::paged_view<Cfg::BN>(p, mma_attn::cta_coords(p).b, v);
+  if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_t<Cfg, true, 0, false, false, true>(v, p);
+  else attn_kernel_t<Cfg, false, 0, false, false, true>(v, p);
 }
 
 // A sliding window (p.window > 0; launch.cpp has_window_entry): the dense call or, with
