@@ -193,8 +193,9 @@ SAGE_API sage_status sage_workspace_size_paged(const sage_attention_desc* desc, 
  * keys, O 0 and LSE -inf); `lse` FP32 [B, heads_q, seq_q]. head_dim: a multiple of 8 up to 128,
  * and up to 256 on sm_80, sm_90a and sm_100 (the decode kernel of head dim 256, whatever the
  * queries; SAGE_ERR_UNSUPPORTED elsewhere). desc->window must be 0. The kernels are the
- * unquantized (FP16/BF16 MMA) mma.sync ones, every policy: the decode schedule for up to 4
- * queries on sm_90a (one elsewhere), the plain one beyond; an exported static build has none
+ * unquantized (FP16/BF16 MMA) ones, every policy: the mma.sync decode schedule for up to 4
+ * queries on sm_90a (one elsewhere), its plain one beyond, and on sm_90a the wgmma kernels for
+ * longer chunks (docs/runtime.md, "Paged KV caches"); an exported static build has none
  * (SAGE_ERR_NOT_IN_BUILD). Workspace, stream and thread-safety as sage_attention(). */
 SAGE_API sage_status sage_attention_paged(const sage_attention_desc* desc, const sage_paged_kv* kv, const void* q,
                                           void* o, float* lse, void* workspace, size_t workspace_bytes, void* stream);
