@@ -796,13 +796,15 @@ def _paged_reference(q, k_cache, v_cache, table, seqlens, causal, scale=None):
 
 @pytest.mark.parametrize("d,dtype,nq,causal", [(128, torch.float16, 1, False), (128, torch.float16, 1, True),
                                                (128, torch.float16, 4, False), (128, torch.float16, 4, True),
-                                               (64, torch.bfloat16, 4, True)])
+                                               (64, torch.bfloat16, 4, True), (128, torch.float16, 200, True),
+                                               (64, torch.bfloat16, 300, False)])
 def test_paged_matches_dense_reference(d, dtype, nq, causal):
     """Three sequences of 700, 1 and 2000 keys in 16-slot pages shuffled through a pool (5 spare
-    pages), GQA 8 of 2 heads, one or four queries a sequence: O against FP32 SDPA on each
-    sequence's gathered keys and values at the unquantized kernels' thresholds (cos >= 0.99999,
-    rel-L1 <= 0.005), LSE against torch.logsumexp of the scaled scores; causal rows that see no
-    key (the one-key sequence's first three of four) are 0 with LSE -inf."""
+    pages), GQA 8 of 2 heads, 1 to 300 queries a sequence (chunks past 32 queries run the wgmma
+    kernels on sm_90a): O against FP32 SDPA on each sequence's gathered keys and values at the
+    unquantized kernels' thresholds (cos >= 0.99999, rel-L1 <= 0.005), LSE against
+    torch.logsumexp of the scaled scores; causal rows that see no key (the one-key sequence's
+    first nq - 1) are 0 with LSE -inf."""
     q, kc, vc, table, seqlens = _paged([700, 1, 2000], nq, 8, 2, d, dtype=dtype)
     with torch.no_grad():
         o, lse = sagetune.attention_paged(q, kc, vc, table, seqlens, is_causal=causal, return_lse=True)

@@ -2476,6 +2476,55 @@ TEST_F(RuntimeGpu, PagedCallsOverADenseCacheGiveTheDenseCallsBits) {
   }
 }
 
+// The same for the wgmma kernels' entry (sm_90a): a chunk of queries over a dense cache's rows
+// copied, in order, into pages of 16 and of 256 slots (boxes of 16 rows and of a whole tile) gives
+// the bits of the same kernel's dense call, causal or not. Each sequence's last page is NaN past
+// its keys, and its last key tile partly so: those V rows must not reach O.
+TEST_F(RuntimeGpu, PagedWgmmaCallsOverADenseCacheGiveTheDenseCallsBits) {
+  if (arch_ != "sm_90a") GTEST_SKIP() << "the wgmma kernels are sm_90a's; this GPU is " << arch_;
+  for (const auto& [variant, d, causal] :
+       {std::tuple{"wgmma_d128_m64_n128_wg1_s1_qk-native_pv-native_tma_sch-plain_occ1", 128, true},
+        std::tuple{"wgmma_d64_m128_n128_wg2_s3_qk-native_pv-native_tma_sch-plain_occ2", 64, false}}) {
+    const int batch = 2, hq = 16, hkv = 4, n = 4096 - 40, seq_q = 300;
+    AttnProblem p = make(batch, hq, hkv, seq_q, n, d, causal, Layout::NHD, DType::fp16, true);
+    Tensors t(p, 29);
+    std::vector<float> dense_lse;
+    const std::vector<std::uint16_t> dense = launcher_out(cat("attn_sm90a_", variant), t, &dense_lse);
+    const auto kernel = launcher(cat("attn_sm90a_", variant));
+    for (int page : {16, 256}) {
+      const int per_seq = (n + page - 1) / page, pages = batch * per_seq;
+      const std::size_t row = std::size_t(hkv) * d * 2, seq_bytes = std::size_t(n) * row;
+      const std::size_t pool_bytes = std::size_t(pages) * page * row;
+      DeviceBuffer kp(pool_bytes), vp(pool_bytes);
+      std::vector<std::int32_t> table(static_cast<std::size_t>(pages)), lens(static_cast<std::size_t>(batch), n);
+      std::iota(table.begin(), table.end(), 0);
+      kp.fill_bytes(0xff);  // NaN halves
+      vp.fill_bytes(0xff);
+      for (int b = 0; b < batch; ++b) {
+        const CUdeviceptr at = CUdeviceptr(std::size_t(b) * per_seq * page * row);
+        SAGE_CU(cuMemcpyDtoD(kp.dptr() + at, t.k.dptr() + CUdeviceptr(b * seq_bytes), seq_bytes));
+        SAGE_CU(cuMemcpyDtoD(vp.dptr() + at, t.v.dptr() + CUdeviceptr(b * seq_bytes), seq_bytes));
+      }
+      DeviceBuffer bt(table.size() * 4), sl(lens.size() * 4);
+      bt.upload(table.data(), table.size() * 4);
+      sl.upload(lens.data(), lens.size() * 4);
+      AttnProblem pp = p;
+      pp.paged = true;
+      pp.page_size = page;
+      AttnArgs a = t.args();
+      a.k = kp.get();
+      a.v = vp.get();
+      rt::set_paged_args(pp, a, {}, {}, bt.as<std::int32_t>(), sl.as<std::int32_t>(), per_seq, pages);
+      DeviceBuffer ws(std::max<std::size_t>(kernel->workspace_size(pp), 256));
+      t.poison();
+      kernel->run(pp, a, ws.get(), stream_);
+      sync();
+      EXPECT_EQ(t.out(), dense) << variant << ", pages of " << page;
+      EXPECT_EQ(t.lse_out(), dense_lse) << variant << ", pages of " << page;
+    }
+  }
+}
+
 // Runs before main() in a child started by TwoProcessesOnAColdCacheCompileOnce or
 // CallsAfterAPrimaryContextResetLoadTheirKernelAgain. Last in the
 // file, after everything it uses in this translation unit is initialized.

@@ -607,7 +607,9 @@ TEST(RuntimeKeys, PagedCachesHaveABucketOfTheirOwn) {
     AttnProblem d = p;
     d.paged = false;
     EXPECT_EQ(b.key_of(p, Policy::balanced).seq_q, want) << q;
-    if (q > 128) EXPECT_EQ(b.key_of(d, Policy::balanced).seq_q, want) << q;
+    if (q > 128) {
+      EXPECT_EQ(b.key_of(d, Policy::balanced).seq_q, want) << q;
+    }
   }
   p.seq_q = 1;
   p.page_size = 24;

@@ -187,7 +187,9 @@ TEST(Defaults, PagedCachesTakeKernelsWithThePagedEntry) {
             const bool decode = q <= decode_q || (d == 256 && (arch != "sm_90a" || q <= 8));
             EXPECT_EQ(var->get_string("schedule"), decode ? "decode" : "plain") << v << " q " << q;
             // sm_90a: the wgmma kernels from 64 queries of these 64 pairs (past 128 whatever the pairs)
-            if (arch == "sm_90a") EXPECT_EQ(var->pipeline, q >= 128 || (d == 256 && q > 8) ? "wgmma" : "mma") << v << " q " << q;
+            if (arch == "sm_90a") {
+              EXPECT_EQ(var->pipeline, q >= 128 || (d == 256 && q > 8) ? "wgmma" : "mma") << v << " q " << q;
+            }
           }
     }
   for (int d : {64, 128})
