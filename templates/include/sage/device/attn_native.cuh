@@ -716,14 +716,15 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p, const SageAttnParams& g) {
   // 256 every box.
   static_assert(BOXES == 0 || (D == 256 && BOXES >= 1 && BOXES <= CH), "fixed boxes: head dim 256");
   const int boxes = D == 256 ? (BOXES > 0 ? BOXES : min_(CH, (p.head_dim + 63) / 64)) : CH;
-  // PAGED: every warp loads its share of a tile's boxes (PagedBoxes: box warp + NWARPS x lane,
+  // PAGED: the warps load their share of a tile's boxes (PagedBoxes: box warp + NWARPS x lane,
   // so each TMA instruction issues for one lane, or a few with pages of under 16 slots, and no
-  // warp stalls its warpgroup's wgmma for long), thread 0 arms the barriers; the next tile's
+  // warp stalls its warpgroup's wgmma for long; warps past the boxes, as with pages of a whole
+  // tile, neither load nor wait for the slots), thread 0 arms the barriers; the next tile's
   // entries of K and V in ek, ev.
   static_assert(!PAGED || (!VARLEN && !WINDOW), "a paged cache's queries are dense, without a window");
   static_assert(!PAGED || 32 * NWARPS >= BN, "a box a lane at most (pages of one slot)");
-  const bool loader = PAGED || threadIdx.x == 0;
   const PagedBoxes<BN> pg(p, b);
+  const bool loader = PAGED ? warp < pg.boxes : threadIdx.x == 0;
   const int pbox = warp + NWARPS * int(threadIdx.x % 32);  // this lane's box of a tile (PAGED)
   int ek = 0, ev = 0;
   // The paged tile's box of this lane from `ahead` (its entry), which then becomes the next
