@@ -2299,12 +2299,13 @@ struct PagedCase {
   // the test's name), else what sage_attention_paged selects.
   const char* variant = nullptr;
   int index = 0;
+  int hkv = 2;  // kv heads (of 8 query heads)
 };
 std::string paged_case_name(const ::testing::TestParamInfo<PagedCase>& i) {
   const PagedCase& c = i.param;
   return cat(c.variant ? cat("W", c.index, "_") : std::string(), "D", c.d, "_Q", c.seq_q, "_Page", c.page,
              c.causal ? "_Causal" : "", c.dtype == DType::bf16 ? "_Bf16" : "", c.layout == Layout::HND ? "_Hnd" : "",
-             c.lse ? "_Lse" : "");
+             c.lse ? "_Lse" : "", c.hkv == 1 ? "_Mqa" : "");
 }
 
 class RuntimeGpuPaged : public RuntimeGpu, public ::testing::WithParamInterface<PagedCase> {};
@@ -2315,7 +2316,7 @@ class RuntimeGpuPaged : public RuntimeGpu, public ::testing::WithParamInterface<
 TEST_P(RuntimeGpuPaged, MatchesEachSequencesReference) {
   const PagedCase c = GetParam();
   if (c.variant && arch_ != "sm_90a") GTEST_SKIP() << c.variant << " is an sm_90a variant; this GPU is " << arch_;
-  const int hq = 8, hkv = 2, bound = 3072;
+  const int hq = 8, hkv = c.hkv, bound = 3072;
   const std::vector<int> lens{700, 0, 3000, c.seq_q, 1500};
   const int batch = int(lens.size());
   const PagedCache cache(batch, hkv, c.d, c.page, bound, lens, c.dtype, 17);
@@ -2440,7 +2441,11 @@ INSTANTIATE_TEST_SUITE_P(
                       PagedCase{256, 150, 32, true, DType::bf16, Layout::NHD, true,
                                 "wgmma_d256_m128_n64_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 9},
                       PagedCase{256, 33, 2, false, DType::fp16, Layout::HND, false,
-                                "wgmma_d256_m64_n64_wg1_s2_qk-native_pv-native_tma_sch-plain_occ1", 10}),
+                                "wgmma_d256_m64_n64_wg1_s2_qk-native_pv-native_tma_sch-plain_occ1", 10},
+                      // One kv head (its head stride 0 in the caches' strides): wgmma and decoding.
+                      PagedCase{128, 150, 16, true, DType::fp16, Layout::NHD, true,
+                                "wgmma_d128_m128_n64_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 11, 1},
+                      PagedCase{128, 1, 16, false, DType::fp16, Layout::NHD, true, nullptr, 0, 1}),
     paged_case_name);
 
 // A paged cache whose pages are a dense cache's rows in order, with every sequence full, gives the

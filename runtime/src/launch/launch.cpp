@@ -1112,9 +1112,17 @@ void AttnKernel::native_tensor_maps(const AttnProblem& p, SageAttnParams& s) con
     if (p.paged) {
       // The caches: (D, page_size, Hkv, num_pages), boxes of min(block_n, page_size) rows, a
       // tile's pages' boxes (attn_native.cuh: PagedBoxes).
+      // (a dimension of one page, one kv head or one slot has stride 0, never stepped over:
+      // the map takes the contiguous pages' stride there instead)
       const int rows = std::min(c.block_n, p.page_size);
-      encode_user(t.maps[1], s.k, p, p.heads_kv, p.page_size, rows, 1, s.num_pages);
-      encode_user(t.maps[2], s.v, p, p.heads_kv, p.page_size, rows, 1, s.num_pages);
+      auto filled = [&](SageTensor x) {
+        if (x.stride_n == 0) x.stride_n = std::int64_t(p.heads_kv) * p.head_dim;
+        if (x.stride_h == 0) x.stride_h = p.head_dim;
+        if (x.stride_b == 0) x.stride_b = std::int64_t(p.page_size) * p.heads_kv * p.head_dim;
+        return x;
+      };
+      encode_user(t.maps[1], filled(s.k), p, p.heads_kv, p.page_size, rows, 1, s.num_pages);
+      encode_user(t.maps[2], filled(s.v), p, p.heads_kv, p.page_size, rows, 1, s.num_pages);
     } else {
       encode_user(t.maps[1], s.k, p, p.heads_kv, p.seq_kv, c.block_n);
       encode_user(t.maps[2], s.v, p, p.heads_kv, p.seq_kv, c.block_n);
