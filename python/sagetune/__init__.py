@@ -6,6 +6,8 @@
     o = sagetune.sdpa(q, k, v, is_causal=True)                # F.scaled_dot_product_attention's signature
     o = sagetune.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)  # packed sequences
     o = sagetune.attention_paged(q, k_cache, v_cache, block_table, cache_seqlens)  # over a paged KV cache
+    o = sagetune.attention_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q,
+                                        max_seqlen_q)  # packed sequences' queries over a paged KV cache
 
 The kernels run on PyTorch's current CUDA stream of the tensors' device; the workspace comes
 from PyTorch's caching allocator. The first call for a problem bucket selects the tuned kernel
@@ -26,7 +28,8 @@ except ImportError:
 if _torch_module is not None:
     from . import _op  # registers torch.ops.sagetune.attention
 
-__all__ = ["attention", "attention_varlen", "attention_paged", "sdpa", "variant", "SageError", "LIBRARY_PATH"]
+__all__ = ["attention", "attention_varlen", "attention_paged", "attention_varlen_paged", "sdpa", "variant", "SageError",
+           "LIBRARY_PATH"]
 
 
 def _torch():
@@ -49,12 +52,13 @@ def _physical_layout(tensors, layout):
 def _check_tensors(q, k, v, tensor_layout, fn="sagetune.attention", shape=None, names=("q", "k", "v")):
     """q, k, v as the kernels take them: CUDA tensors of one supported dtype and device, k and v
     of one shape, no autograd; `shape` names the dims (default: the 4-D layout's), one string for
-    all three or a tuple of three (all of one rank); `names` the arguments, for the messages."""
+    all three or a tuple of three (each tensor's rank is its string's); `names` the arguments,
+    for the messages."""
     torch = _torch()
     shape = shape or ("[B, H, N, D]" if tensor_layout == "HND" else "[B, N, H, D]")
     shapes = shape if isinstance(shape, tuple) else (shape,) * 3
-    ndim = shapes[0].count(",") + 1
     for name, t, shp in zip(names, (q, k, v), shapes):
+        ndim = shp.count(",") + 1
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
         if not t.is_cuda:
@@ -239,6 +243,74 @@ def attention_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_
     call = torch.ops.sagetune.attention_paged if torch.compiler.is_compiling() else _op.launch_paged
     o, lse = call(q, k_cache, v_cache, block_table, cache_seqlens, int(max_seqlen_k), bool(is_causal), tensor_layout,
                   0.0 if sm_scale is None else float(sm_scale), bool(return_lse), policy)
+    return (o, lse) if return_lse else o
+
+
+def attention_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q, max_seqlen_q,
+                           max_seqlen_k=None, is_causal=False, sm_scale=None, return_lse=False, policy="balanced"):
+    """Variable-length queries over a paged KV cache: a serving step's prefill chunks and decoding
+    sequences in one call, as flash_attn_varlen_func takes them with a block table (vLLM's
+    flash_attn_varlen_func(q, k_cache, v_cache, cu_seqlens_q=..., max_seqlen_q=...,
+    seqused_k=cache_seqlens, max_seqlen_k=..., block_table=block_table)).
+
+    q: [total_q, Hq, D], the sequences' queries packed one after another (a non-contiguous q is
+    copied); sequence b's queries are rows cu_seqlens_q[b]:cu_seqlens_q[b + 1], cu_seqlens_q an
+    int32 CUDA tensor of batch + 1 nondecreasing offsets from 0. k_cache, v_cache, block_table
+    ([batch, max_pages]) and cache_seqlens ([batch], each sequence's keys) as attention_paged()
+    takes them: [num_pages, page_size, Hkv, D] caches of q's dtype (fp16 or bf16) and device, read
+    in place through their strides where the kernels can, int32 CUDA tables. max_seqlen_q: the
+    longest sequence's queries (an int; rows of a longer sequence past it are not computed).
+    max_seqlen_k: an upper bound of cache_seqlens (an int, which picks the kernel; longer
+    sequences are cut to it); None: max_pages * page_size, with no device-to-host sync. D and Hq
+    as attention_paged()'s.
+
+    Causal masking is bottom-right aligned per sequence: query i of a sequence of n queries and
+    k keys sees keys j <= i + k - n (its queries are the last n positions of its keys); rows that
+    see no key get O = 0 and LSE -inf, and an empty sequence is skipped. No sliding window. Every
+    policy runs the unquantized (FP16/BF16 MMA) kernels. Returns o [total_q, Hq, D] (and, with
+    return_lse, the natural-log LSE, fp32 [Hq, total_q]).
+    """
+    torch = _torch()
+    fn = "sagetune.attention_varlen_paged"
+    if policy not in _capi.POLICIES:
+        raise ValueError(f"{fn}: policy must be one of {', '.join(_capi.POLICIES)}, got {policy!r}")
+    cache_shape = "[num_pages, page_size, Hkv, D]"
+    _check_tensors(q, k_cache, v_cache, "NHD", fn=fn, shape=("[total_q, Hq, D]", cache_shape, cache_shape),
+                   names=("q", "k_cache", "v_cache"))
+    if k_cache.shape[3] != q.shape[2]:
+        raise ValueError(f"{fn}: k_cache and v_cache must have q's head_dim, got q {tuple(q.shape)}, "
+                         f"k_cache {tuple(k_cache.shape)}")
+    for name, t, ndim, shape in (("block_table", block_table, 2, "[batch, max_pages]"),
+                                 ("cache_seqlens", cache_seqlens, 1, "[batch]"),
+                                 ("cu_seqlens_q", cu_seqlens_q, 1, "[batch + 1]")):
+        if not isinstance(t, torch.Tensor) or t.dtype != torch.int32 or t.dim() != ndim or t.device != q.device:
+            raise TypeError(f"{fn}: {name} must be a {ndim}-D torch.int32 tensor {shape} on {q.device}")
+    b = block_table.shape[0]
+    if b < 1 or cache_seqlens.shape[0] != b:
+        raise ValueError(f"{fn}: block_table and cache_seqlens must have one row a sequence (batch >= 1), got "
+                         f"{tuple(block_table.shape)} and {tuple(cache_seqlens.shape)}")
+    if cu_seqlens_q.shape[0] != b + 1:
+        raise ValueError(f"{fn}: cu_seqlens_q must hold batch + 1 = {b + 1} offsets (batch: block_table's rows), got "
+                         f"{cu_seqlens_q.shape[0]}")
+    max_pages, page_size = block_table.shape[1], k_cache.shape[1]
+    if max_pages < 1:
+        raise ValueError(f"{fn}: block_table must hold at least one page a sequence, got {tuple(block_table.shape)}")
+    if (isinstance(max_seqlen_q, bool) or not hasattr(type(max_seqlen_q), "__index__")
+            or not 0 <= int(max_seqlen_q) <= 2**31 - 1):
+        raise ValueError(f"{fn}: max_seqlen_q must be an int >= 0 (the longest sequence's queries), got "
+                         f"{max_seqlen_q!r}")
+    capacity = min(max_pages * page_size, 2**31 - 1)
+    if max_seqlen_k is None:
+        max_seqlen_k = max(1, capacity)
+    elif (isinstance(max_seqlen_k, bool) or not hasattr(type(max_seqlen_k), "__index__")
+          or not 1 <= int(max_seqlen_k) <= capacity):
+        raise ValueError(f"{fn}: max_seqlen_k must be an int in [1, max_pages * page_size = {capacity}] (None: "
+                         f"{capacity}), got {max_seqlen_k!r}")
+    if sm_scale is not None and not (sm_scale > 0):
+        raise ValueError(f"{fn}: sm_scale must be > 0 (None for 1/sqrt(head_dim)), got {sm_scale}")
+    call = torch.ops.sagetune.attention_varlen_paged if torch.compiler.is_compiling() else _op.launch_varlen_paged
+    o, lse = call(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q, int(max_seqlen_q), int(max_seqlen_k),
+                  bool(is_causal), 0.0 if sm_scale is None else float(sm_scale), bool(return_lse), policy)
     return (o, lse) if return_lse else o
 
 

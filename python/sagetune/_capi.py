@@ -190,6 +190,22 @@ _lib.sage_attention_paged.argtypes = [
     ctypes.c_void_p,  # stream
 ]
 _lib.sage_attention_paged.restype = ctypes.c_int
+_lib.sage_workspace_size_varlen_paged.argtypes = [ctypes.POINTER(AttentionDesc), ctypes.c_int, ctypes.POINTER(PagedKV),
+                                                  ctypes.POINTER(ctypes.c_size_t)]
+_lib.sage_workspace_size_varlen_paged.restype = ctypes.c_int
+_lib.sage_attention_varlen_paged.argtypes = [
+    ctypes.POINTER(AttentionDesc),
+    ctypes.c_void_p,  # cu_seqlens_q (const int32_t*: batch + 1 offsets)
+    ctypes.c_int,  # total_q
+    ctypes.POINTER(PagedKV),
+    ctypes.c_void_p,  # q
+    ctypes.c_void_p,  # o
+    ctypes.c_void_p,  # lse (float*)
+    ctypes.c_void_p,  # workspace
+    ctypes.c_size_t,  # workspace bytes
+    ctypes.c_void_p,  # stream
+]
+_lib.sage_attention_varlen_paged.restype = ctypes.c_int
 _lib.sage_variant_name.argtypes = [ctypes.POINTER(AttentionDesc), ctypes.c_char_p, ctypes.c_size_t]
 _lib.sage_variant_name.restype = ctypes.c_int
 _lib.sage_last_error.argtypes = []
@@ -301,3 +317,20 @@ def attention_paged(desc, paged, q, o, lse=0, workspace=0, workspace_bytes=0, st
     """sage_attention_paged() on raw device addresses (ints); raises SageError on failure."""
     _check(_lib.sage_attention_paged(ctypes.byref(desc), ctypes.byref(paged), q, o, lse or None, workspace or None,
                                      workspace_bytes, stream or None))
+
+
+def workspace_size_varlen_paged(desc, total_q, paged):
+    """Bytes of workspace sage_attention_varlen_paged() needs for `total_q` packed query rows
+    (selects the kernel at the first call)."""
+    n = ctypes.c_size_t(0)
+    _check(_lib.sage_workspace_size_varlen_paged(ctypes.byref(desc), int(total_q), ctypes.byref(paged),
+                                                 ctypes.byref(n)))
+    return n.value
+
+
+def attention_varlen_paged(desc, cu_seqlens_q, total_q, paged, q, o, lse=0, workspace=0, workspace_bytes=0, stream=0):
+    """sage_attention_varlen_paged() on raw device addresses (ints): packed queries q and o
+    [total_q, heads_q, head_dim] (desc.layout NHD), cu_seqlens_q a device int32 array of batch + 1
+    offsets, `paged` a PagedKV; raises SageError on failure."""
+    _check(_lib.sage_attention_varlen_paged(ctypes.byref(desc), cu_seqlens_q or None, int(total_q), ctypes.byref(paged),
+                                            q, o, lse or None, workspace or None, workspace_bytes, stream or None))

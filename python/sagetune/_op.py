@@ -11,8 +11,10 @@ dims that are multiples of 8), or anything else, which it copies. `sagetune.atte
 the arguments and is the API.
 Outside torch.compile it calls `launch` directly: the operator's dispatch costs host time that
 a short call (decoding: about 20 us on the GPU) would show. `torch.ops.sagetune.attention_varlen`
-(packed variable-length batches) and `torch.ops.sagetune.attention_paged` (queries over a paged
-KV cache) are the other calls' operators, with `launch_varlen` and `launch_paged` behind them.
+(packed variable-length batches), `torch.ops.sagetune.attention_paged` (queries over a paged
+KV cache) and `torch.ops.sagetune.attention_varlen_paged` (packed variable-length queries over a
+paged KV cache) are the other calls' operators, with `launch_varlen`, `launch_paged` and
+`launch_varlen_paged` behind them.
 """
 
 import torch
@@ -166,7 +168,9 @@ def launch_varlen(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen
     vl = _capi.make_varlen(cu_seqlens_q.data_ptr(), cu_seqlens_kv.data_ptr(), tq, tkv)
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((hq, tq), dtype=torch.float32, device=q.device) if return_lse else None
-    key = ("varlen", batch, hq, hkv, max_seqlen_q, max_seqlen_kv, d, q.dtype, is_causal, policy, window, index)
+    # The totals too: the quantized kernels' workspace holds the packed rows' tiles and statistics.
+    key = ("varlen", batch, hq, hkv, max_seqlen_q, max_seqlen_kv, d, q.dtype, is_causal, policy, window, tq, tkv,
+           index)
     ws_bytes = _workspace_bytes(key, lambda: _capi.workspace_size_varlen(desc, vl))
     ws = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
     _capi.attention_varlen(desc, vl, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
@@ -266,4 +270,72 @@ def _(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, is_causal, 
     b, hq, _, nq, _, _ = dims(q, q, layout)
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = q.new_empty((b, hq, nq) if return_lse else (0,), dtype=torch.float32)
+    return o, lse
+
+
+def launch_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q, max_seqlen_q, max_seqlen_k,
+                        is_causal, sm_scale, return_lse, policy):
+    """(o, lse) of variable-length queries over a paged KV cache: q packed [total_q, Hq, D] (a
+    non-contiguous q is copied), cu_seqlens_q an int32 CUDA tensor of batch + 1 offsets, k_cache
+    and v_cache [num_pages, page_size, Hkv, D] (read in place through their strides, copied where
+    the kernels cannot read them so, as launch_paged's), block_table int32 [batch, max_pages],
+    cache_seqlens int32 [batch], max_seqlen_q the longest sequence's queries (desc->seq_q),
+    max_seqlen_k the upper bound of any sequence's keys (desc->seq_kv); o contiguous like q, lse
+    fp32 [Hq, total_q] or None."""
+    if not (q.is_contiguous() and q.data_ptr() % 16 == 0):
+        q = q.clone(memory_format=torch.contiguous_format)
+    ks, vs = cache_strides(k_cache), cache_strides(v_cache)
+    if ks is None:
+        k_cache = k_cache.clone(memory_format=torch.contiguous_format)
+        ks = cache_strides(k_cache)
+    if vs is None:
+        v_cache = v_cache.clone(memory_format=torch.contiguous_format)
+        vs = cache_strides(v_cache)
+    block_table, cache_seqlens = block_table.contiguous(), cache_seqlens.contiguous()
+    cu_seqlens_q = cu_seqlens_q.contiguous()
+    index = q.device.index
+    if torch.cuda.current_device() != index:
+        with torch.cuda.device(index):
+            return launch_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q, max_seqlen_q,
+                                       max_seqlen_k, is_causal, sm_scale, return_lse, policy)
+    tq, hq, d = q.shape
+    num_pages, page_size, hkv = k_cache.shape[0], k_cache.shape[1], k_cache.shape[2]
+    batch, max_pages = block_table.shape[0], block_table.shape[1]
+    if tq == 0 or batch == 0:  # no query rows: nothing to compute (an empty tensor has no address to pass)
+        return torch.empty(q.shape, dtype=q.dtype, device=q.device), (
+            torch.empty((hq, tq), dtype=torch.float32, device=q.device) if return_lse else None)
+    stream = _current_stream(index)
+    # desc->seq_q: the longest sequence's queries; desc->seq_kv: the upper bound of any sequence's
+    # keys (each one's own counts, cu_seqlens_q and cache_seqlens, are read on the device).
+    desc = _capi.make_desc(batch, hq, hkv, max(1, max_seqlen_q), max_seqlen_k, d, layout="NHD", dtype=DTYPES[q.dtype],
+                           causal=is_causal, sm_scale=sm_scale, policy=policy)
+    kv = _capi.make_paged(k_cache.data_ptr(), v_cache.data_ptr(), block_table.data_ptr(), cache_seqlens.data_ptr(),
+                          page_size, max_pages, num_pages, ks, vs)
+    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = torch.empty((hq, tq), dtype=torch.float32, device=q.device) if return_lse else None
+    key = ("varlen_paged", batch, hq, hkv, max_seqlen_q, max_seqlen_k, d, q.dtype, is_causal, policy, page_size,
+           max_pages, num_pages, tq, index)
+    ws_bytes = _workspace_bytes(key, lambda: _capi.workspace_size_varlen_paged(desc, tq, kv))
+    ws = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
+    _capi.attention_varlen_paged(desc, cu_seqlens_q.data_ptr(), tq, kv, q.data_ptr(), o.data_ptr(),
+                                 lse.data_ptr() if return_lse else 0, ws.data_ptr() if ws_bytes else 0, ws_bytes,
+                                 stream)
+    return o, lse
+
+
+@torch.library.custom_op("sagetune::attention_varlen_paged", mutates_args=(), device_types="cuda")
+def attention_varlen_paged(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
+                           cache_seqlens: torch.Tensor, cu_seqlens_q: torch.Tensor, max_seqlen_q: int,
+                           max_seqlen_k: int, is_causal: bool, sm_scale: float, return_lse: bool,
+                           policy: str) -> tuple[torch.Tensor, torch.Tensor]:
+    o, lse = launch_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q, max_seqlen_q,
+                                 max_seqlen_k, is_causal, sm_scale, return_lse, policy)
+    return o, lse if lse is not None else q.new_empty((0,), dtype=torch.float32)
+
+
+@attention_varlen_paged.register_fake
+def _(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q, max_seqlen_q, max_seqlen_k, is_causal, sm_scale,
+      return_lse, policy):
+    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = q.new_empty((q.shape[1], q.shape[0]) if return_lse else (0,), dtype=torch.float32)
     return o, lse

@@ -213,6 +213,54 @@ class CapiTest(unittest.TestCase):
             _capi.workspace_size_paged(good(head_dim=300), paged())
         self.assertEqual(cm.exception.status, _capi.ERR_UNSUPPORTED)
 
+    def test_varlen_paged_arguments_reach_the_library(self):
+        """sage_attention_varlen_paged / sage_workspace_size_varlen_paged: the descriptor, total_q,
+        cu_seqlens_q and the PagedKV struct each reach the library in their own argument slots (each
+        refusal names the one it checks); all are refused before any device work."""
+        nhd = good(layout="NHD")
+        cu, table, lens = 0x70000, 0x90000, 0xA0000
+        invalid = _capi.ERR_INVALID_ARGUMENT
+
+        def paged(**over):
+            args = dict(k_pages=K, v_pages=V, block_table=table, seqlens_kv=lens, page_size=16, max_pages=16,
+                        num_pages=40)
+            args.update(over)
+            return _capi.make_paged(**args)
+
+        def refused(status, text, desc=nhd, cu_q=cu, total_q=300, kv=None, q=Q, o=O, lse=0, ws=0, ws_bytes=0):
+            with self.assertRaises(SageError) as cm:
+                _capi.attention_varlen_paged(desc, cu_q, total_q, kv or paged(), q, o, lse, ws, ws_bytes)
+            self.assertEqual(cm.exception.status, status, str(cm.exception))
+            self.assertIn(text, str(cm.exception))
+
+        refused(invalid, "desc->layout must be SAGE_LAYOUT_NHD", desc=good())
+        refused(invalid, "total_q must be >= 0, got -3", total_q=-3)
+        refused(invalid, "kv->page_size must be a power of two (up to 2^24), got 12", kv=paged(page_size=12))
+        refused(invalid, "kv->max_pages (15) pages of 16 slots cannot hold desc->seq_kv (256) keys",
+                kv=paged(max_pages=15))
+        with self.assertRaises(SageError) as cm:  # a window is refused (its status and words: the C side's)
+            _capi.attention_varlen_paged(good(layout="NHD", causal=True, window=64), cu, 300, paged(), Q, O)
+        self.assertIn("window", str(cm.exception))
+        refused(invalid, "cu_seqlens_q is NULL", cu_q=0)
+        refused(invalid, "kv->block_table is NULL", kv=paged(block_table=0))
+        refused(invalid, "kv->seqlens_kv (0xa0002) must be 4-byte aligned", kv=paged(seqlens_kv=lens + 2))
+        refused(invalid, "q is NULL", q=0)
+        refused(invalid, "o (0x40008) must be 16-byte aligned", o=O + 8)
+        refused(invalid, "lse (0x50002) must be 4-byte aligned", lse=0x50002)
+        refused(invalid, "cu_seqlens_q (0x70002) must be 4-byte aligned", cu_q=cu + 2)
+        refused(invalid, "workspace (0x60080) must be 256-byte aligned", ws=0x60080, ws_bytes=1 << 20)
+
+        def ws_refused(status, text, desc=nhd, total_q=300, kv=None):
+            with self.assertRaises(SageError) as cm:
+                _capi.workspace_size_varlen_paged(desc, total_q, kv or paged())
+            self.assertEqual(cm.exception.status, status, str(cm.exception))
+            self.assertIn(text, str(cm.exception))
+
+        ws_refused(invalid, "total_q must be >= 0, got -1", total_q=-1)
+        ws_refused(invalid, "desc->layout must be SAGE_LAYOUT_NHD", desc=good())
+        ws_refused(invalid, "kv->page_size must be a power of two (up to 2^24), got 3", kv=paged(page_size=3))
+        ws_refused(_capi.ERR_UNSUPPORTED, "head_dim 300", desc=good(layout="NHD", head_dim=300))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -3,7 +3,8 @@ transposed views read without a copy), views of a packed QKV projection and of a
 through their strides, GQA, causal masks, LSE, the current stream, SDPA's
 signature, clear errors for what it does not take, calls captured with torch.cuda.graph, and
 the operator torch.compile takes (opcheck, fullgraph, reduce-overhead, dynamic shapes);
-variable-length batches, sliding windows, and queries over a paged KV cache (attention_paged).
+variable-length batches, sliding windows, queries over a paged KV cache (attention_paged), and
+variable-length queries over a paged KV cache (attention_varlen_paged).
 Skipped without PyTorch or CUDA.
 
 Run on a GPU machine: python3 -m pytest python/tests -q
@@ -907,3 +908,194 @@ def test_paged_operator_and_torch_compile():
     torch.library.opcheck(torch.ops.sagetune.attention_paged.default,
                           (q.transpose(1, 2).contiguous(), kc, vc, table, seqlens, 1200, False, "HND", 0.1, False,
                            "accurate"))
+
+
+# ---- variable-length queries over a paged KV cache (sagetune.attention_varlen_paged) -------
+
+def _varlen_paged(seq_q, lens, hq, hkv, d, page_size=16, dtype=torch.float16, seed=13):
+    """Packed queries q [sum(seq_q), Hq, D] with cu_seqlens_q (int32 [B + 1]) over _paged's cache
+    of sequences of `lens` keys (pages shuffled through the pool, 5 spare): (q, k_cache, v_cache,
+    block_table, cache_seqlens, cu_seqlens_q)."""
+    _, kc, vc, table, seqlens = _paged(lens, 1, hq, hkv, d, page_size=page_size, dtype=dtype, seed=seed)
+    g = torch.Generator(device=DEV).manual_seed(seed + 1000)
+    q = torch.randn(sum(seq_q), hq, d, device=DEV, dtype=dtype, generator=g)
+    cu = torch.tensor([0] + torch.tensor(seq_q).cumsum(0).tolist(), dtype=torch.int32, device=DEV)
+    return q, kc, vc, table, seqlens, cu
+
+
+def _varlen_paged_reference(q, k_cache, v_cache, table, seqlens, cu, causal, scale=None):
+    """FP32 reference per sequence: (O [total_q, Hq, D], LSE [Hq, total_q], seen [Hq, total_q]:
+    rows with a visible key), each sequence's rows from _paged_reference on its own queries (the
+    last n positions of its keys, bottom-right causal) over its keys gathered through its row of
+    the block table."""
+    hq = q.shape[1]
+    o = torch.zeros(q.shape, device=DEV)
+    lse = torch.full((hq, q.shape[0]), float("-inf"), device=DEV)
+    seen = torch.zeros(hq, q.shape[0], dtype=torch.bool, device=DEV)
+    for b in range(table.shape[0]):
+        rows = slice(int(cu[b]), int(cu[b + 1]))
+        if rows.stop == rows.start:
+            continue
+        ref, ref_lse, ref_seen = _paged_reference(q[rows][None], k_cache, v_cache, table[b:b + 1],
+                                                  seqlens[b:b + 1], causal, scale=scale)
+        o[rows], lse[:, rows], seen[:, rows] = ref[0], ref_lse[0], ref_seen[0]
+    return o, lse, seen
+
+
+# (queries a sequence, keys a sequence), the step's own queries' keys included.
+_VARLEN_PAGED_MIXES = {
+    # Pure decoding: every sequence one query (the longest has 1), one of them over a single key.
+    "decode": ([1, 1, 1, 1, 1], [700, 1, 2000, 33, 129]),
+    # A serving step: a 200-query prefill chunk after 300 cached keys, decoding tokens, a whole
+    # 37-token prompt, an empty sequence (skipped), and 5 queries over 3 keys (causal: its first
+    # 2 rows see no key).
+    "chunk": ([1, 200, 1, 37, 0, 5], [900, 500, 1, 37, 64, 3]),
+}
+
+
+@pytest.mark.parametrize("mix", ["decode", "chunk"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d,dtype,page_size", [(128, torch.float16, 16), (64, torch.bfloat16, 64),
+                                               (128, torch.bfloat16, 64), (64, torch.float16, 16)])
+def test_varlen_paged_matches_each_sequences_fp32_reference(d, dtype, page_size, causal, mix):
+    """Packed queries of sequences of different lengths (pure decoding, and a mixed step with a
+    200-query chunk) over keys in pages shuffled through a pool, GQA 8 of 2 heads: each
+    sequence's rows of O against FP32 SDPA on its gathered keys and values at the unquantized
+    kernels' thresholds (cos >= 0.99999, rel-L1 <= 0.005, as attention_paged's), LSE ([Hq, total_q])
+    against torch.logsumexp of the scaled scores; causal rows that see no key are 0 with LSE -inf."""
+    seq_q, lens = _VARLEN_PAGED_MIXES[mix]
+    q, kc, vc, table, seqlens, cu = _varlen_paged(seq_q, lens, 8, 2, d, page_size=page_size, dtype=dtype)
+    with torch.no_grad():
+        o, lse = sagetune.attention_varlen_paged(q, kc, vc, table, seqlens, cu, max(seq_q), is_causal=causal,
+                                                 return_lse=True)
+        o_only = sagetune.attention_varlen_paged(q, kc, vc, table, seqlens, cu, max(seq_q), is_causal=causal)
+    assert o.shape == q.shape and o.dtype == dtype and o.is_contiguous()
+    assert lse.shape == (8, q.shape[0]) and lse.dtype == torch.float32
+    assert torch.equal(o_only, o)
+    ref, ref_lse, seen = _varlen_paged_reference(q, kc, vc, table, seqlens, cu, causal)
+    assert bool((~seen).any()) == (causal and mix == "chunk")  # the causal 5-over-3 sequence's first rows
+    o_rows, ref_rows = o.transpose(0, 1), ref.transpose(0, 1)  # [Hq, total_q, D]
+    assert (o_rows[~seen] == 0).all() and torch.isneginf(lse[~seen]).all()
+    cos, rel = metrics(o_rows[seen], ref_rows[seen])
+    assert cos >= 0.99999 and rel <= 0.005, (cos, rel)
+    torch.testing.assert_close(lse[seen], ref_lse[seen], atol=2e-3, rtol=0)
+
+
+def test_varlen_paged_views_scale_and_max_seqlen():
+    """K and V as views of one [num_pages, 2, page_size, Hkv, D] pool (read in place: the bits of
+    contiguous caches) and a non-contiguous q (copied: the same bits), with an explicit sm_scale
+    and max_seqlen_k (tighter than max_pages * page_size), page size 64, GQA 16 of 4 heads, the
+    accurate policy: against the FP32 reference with that scale."""
+    seq_q, lens = [150, 1, 3, 1], [1000, 64, 300, 2]
+    q, kc, vc, table, seqlens, cu = _varlen_paged(seq_q, lens, 16, 4, 128, page_size=64, seed=11)
+    pool = torch.stack([kc, vc], dim=1)  # [num_pages, 2, page_size, Hkv, D]
+    kv, vv = pool[:, 0], pool[:, 1]
+    q_wide = torch.cat([q, q], dim=-1)[..., :q.shape[-1]]
+    assert not kv.is_contiguous() and not q_wide.is_contiguous()
+    kw = dict(max_seqlen_k=max(lens), is_causal=True, sm_scale=0.07, return_lse=True, policy="accurate")
+    with torch.no_grad():
+        o, lse = sagetune.attention_varlen_paged(q, kc, vc, table, seqlens, cu, max(seq_q), **kw)
+        o_views, lse_views = sagetune.attention_varlen_paged(q_wide, kv, vv, table, seqlens, cu, max(seq_q), **kw)
+    assert torch.equal(o_views, o) and torch.equal(lse_views, lse)
+    ref, ref_lse, seen = _varlen_paged_reference(q, kc, vc, table, seqlens, cu, True, scale=0.07)
+    o_rows, ref_rows = o.transpose(0, 1), ref.transpose(0, 1)
+    assert (o_rows[~seen] == 0).all() and torch.isneginf(lse[~seen]).all()
+    cos, rel = metrics(o_rows[seen], ref_rows[seen])
+    assert cos >= 0.99999 and rel <= 0.005, (cos, rel)
+    torch.testing.assert_close(lse[seen], ref_lse[seen], atol=2e-3, rtol=0)
+
+
+def test_varlen_paged_clear_errors():
+    q, kc, vc, table, seqlens, cu = _varlen_paged([3, 1], [100, 40], 4, 4, 64)
+    f = sagetune.attention_varlen_paged
+    with torch.no_grad():
+        with pytest.raises(ValueError, match="q must be 3-D"):
+            f(q[None], kc, vc, table, seqlens, cu, 3)
+        with pytest.raises(ValueError, match="k_cache must be 4-D"):
+            f(q, kc[0], vc[0], table, seqlens, cu, 3)
+        with pytest.raises(ValueError, match="k_cache and v_cache must have the same shape"):
+            f(q, kc, vc[:-1], table, seqlens, cu, 3)
+        with pytest.raises(ValueError, match="head_dim"):
+            f(q[..., :32].contiguous(), kc, vc, table, seqlens, cu, 3)
+        with pytest.raises(ValueError, match="CUDA"):
+            f(q.cpu(), kc, vc, table, seqlens, cu, 3)
+        with pytest.raises(TypeError, match="share a dtype"):
+            f(q.bfloat16(), kc, vc, table, seqlens, cu, 3)
+        with pytest.raises(TypeError, match="float32"):
+            f(q.float(), kc, vc, table, seqlens, cu, 3)
+        with pytest.raises(TypeError, match="cu_seqlens_q must be a 1-D torch.int32"):
+            f(q, kc, vc, table, seqlens, cu.long(), 3)
+        with pytest.raises(TypeError, match="cu_seqlens_q must be a 1-D torch.int32"):
+            f(q, kc, vc, table, seqlens, cu.cpu(), 3)
+        with pytest.raises(TypeError, match="block_table must be a 2-D torch.int32"):
+            f(q, kc, vc, table.long(), seqlens, cu, 3)
+        with pytest.raises(TypeError, match="block_table must be a 2-D torch.int32"):
+            f(q, kc, vc, table[0], seqlens, cu, 3)
+        with pytest.raises(TypeError, match="cache_seqlens must be a 1-D torch.int32"):
+            f(q, kc, vc, table, seqlens.long(), cu, 3)
+        with pytest.raises(ValueError, match="batch \\+ 1 = 3 offsets"):
+            f(q, kc, vc, table, seqlens, cu[:2], 3)
+        with pytest.raises(ValueError, match="one row a sequence"):
+            f(q, kc, vc, table, seqlens[:1], cu, 3)
+        with pytest.raises(ValueError, match="max_seqlen_q"):
+            f(q, kc, vc, table, seqlens, cu, -1)
+        with pytest.raises(ValueError, match="max_seqlen_q"):
+            f(q, kc, vc, table, seqlens, cu, 2.5)
+        with pytest.raises(ValueError, match="max_seqlen_k"):
+            f(q, kc, vc, table, seqlens, cu, 3, max_seqlen_k=table.shape[1] * 16 + 1)
+        with pytest.raises(ValueError, match="max_seqlen_k"):
+            f(q, kc, vc, table, seqlens, cu, 3, max_seqlen_k=0)
+        with pytest.raises(ValueError, match="sm_scale"):
+            f(q, kc, vc, table, seqlens, cu, 3, sm_scale=-1.0)
+        with pytest.raises(ValueError, match="policy"):
+            f(q, kc, vc, table, seqlens, cu, 3, policy="greedy")
+        with pytest.raises(SageError, match="power of two"):  # the library's check
+            f(q, kc[:, :12], vc[:, :12], table, seqlens, cu, 3)
+    with pytest.raises(RuntimeError, match="no backward"):
+        f(q.clone().requires_grad_(), kc, vc, table, seqlens, cu, 3)
+
+
+def test_varlen_paged_operator_and_torch_compile():
+    """torch.ops.sagetune.attention_varlen_paged gives the eager bits, torch.library.opcheck
+    accepts it, and torch.compile(fullgraph=True) of a serving step around
+    sagetune.attention_varlen_paged gives the eager bits."""
+    torch._dynamo.reset()
+    seq_q, lens = [1, 120, 1, 7], [400, 300, 1, 50]
+    q, kc, vc, table, seqlens, cu = _varlen_paged(seq_q, lens, 8, 2, 128, seed=3)
+    max_k = table.shape[1] * kc.shape[1]
+    with torch.no_grad():
+        eager, eager_lse = sagetune.attention_varlen_paged(q, kc, vc, table, seqlens, cu, 120, is_causal=True,
+                                                           return_lse=True)
+        o, lse = torch.ops.sagetune.attention_varlen_paged(q, kc, vc, table, seqlens, cu, 120, max_k, True, 0.0, True,
+                                                           "balanced")
+        assert torch.equal(o, eager) and torch.equal(lse, eager_lse)
+
+        def step(q, kc, vc, table, seqlens, cu):
+            o, lse = sagetune.attention_varlen_paged(q, kc, vc, table, seqlens, cu, 120, is_causal=True,
+                                                     return_lse=True)
+            return o * 2, lse + 1
+
+        got = torch.compile(step, fullgraph=True)(q, kc, vc, table, seqlens, cu)
+        for g, w in zip(got, step(q, kc, vc, table, seqlens, cu)):
+            assert g.shape == w.shape and torch.equal(g, w)
+    torch.library.opcheck(torch.ops.sagetune.attention_varlen_paged.default,
+                          (q, kc, vc, table, seqlens, cu, 120, max_k, True, 0.0, True, "balanced"))
+    torch.library.opcheck(torch.ops.sagetune.attention_varlen_paged.default,
+                          (q, kc, vc, table, seqlens, cu, 120, 400, False, 0.1, False, "accurate"))
+
+
+@pytest.mark.parametrize("seq_q", [[1, 1, 1, 1], [1, 64, 1, 1]])
+def test_varlen_paged_cuda_graph_replays_give_the_eager_bits(seq_q):
+    """A serving step (pure decoding, and decoding with a 64-query chunk) captured with
+    torch.cuda.graph after a warm-up, replayed on new queries, caches and block tables copied into
+    the captured tensors: each replay gives the eager call's O and LSE bit for bit."""
+    lens = [900, 200, 33, 1]
+
+    def make_inputs(seed):
+        return _varlen_paged(seq_q, lens, 8, 2, 128, seed=seed)
+
+    def call(q, kc, vc, table, seqlens, cu):
+        return sagetune.attention_varlen_paged(q, kc, vc, table, seqlens, cu, max(seq_q), is_causal=True,
+                                               return_lse=True)
+
+    _replays_match_eager(make_inputs, call, _capture(make_inputs, call, warm_up=True))

@@ -102,6 +102,15 @@ AttnProblem checked_paged_problem(const sage_attention_desc* d, const sage_paged
   return paged_problem_of(v, kv->page_size, kv->max_pages, kv->num_pages, policy);
 }
 
+AttnProblem checked_varlen_paged_problem(const sage_attention_desc* d, int total_q, const sage_paged_kv* kv,
+                                         Policy* policy) {
+  if (!d) throw Error(Errc::invalid_argument, "desc is NULL");
+  if (!kv) throw Error(Errc::invalid_argument, "kv is NULL");
+  DescView v{d->batch, d->heads_q, d->heads_kv, d->seq_q, d->seq_kv, d->head_dim, int(d->layout), int(d->dtype),
+             d->causal, d->sm_scale, int(d->policy), d->window};
+  return varlen_paged_problem_of(v, total_q, kv->page_size, kv->max_pages, kv->num_pages, policy);
+}
+
 }  // namespace
 }  // namespace sage::rt
 
@@ -232,6 +241,34 @@ SAGE_API sage_status sage_attention_paged(const sage_attention_desc* desc, const
     const TensorStrides ks{kv->k_strides.batch, kv->k_strides.head, kv->k_strides.seq};
     const TensorStrides vs{kv->v_strides.batch, kv->v_strides.head, kv->v_strides.seq};
     rt::set_paged_args(p, a, ks, vs, kv->block_table, kv->seqlens_kv, kv->max_pages, kv->num_pages);
+    rt::check_pointers(a, workspace);
+    p.return_lse = lse != nullptr;
+    rt::run(p, policy, a, workspace, workspace_bytes, static_cast<CUstream>(stream));
+  });
+}
+
+SAGE_API sage_status sage_workspace_size_varlen_paged(const sage_attention_desc* desc, int total_q,
+                                                      const sage_paged_kv* kv, size_t* bytes) {
+  return rt::guarded([&] {
+    rt::Policy policy;
+    const AttnProblem p = rt::checked_varlen_paged_problem(desc, total_q, kv, &policy);
+    if (!bytes) throw Error(Errc::invalid_argument, "bytes is NULL");
+    *bytes = rt::workspace_size(p, policy);
+  });
+}
+
+SAGE_API sage_status sage_attention_varlen_paged(const sage_attention_desc* desc, const int32_t* cu_seqlens_q,
+                                                 int total_q, const sage_paged_kv* kv, const void* q, void* o,
+                                                 float* lse, void* workspace, size_t workspace_bytes, void* stream) {
+  return rt::guarded([&] {
+    rt::Policy policy;
+    AttnProblem p = rt::checked_varlen_paged_problem(desc, total_q, kv, &policy);
+    if (!cu_seqlens_q) throw Error(Errc::invalid_argument, "cu_seqlens_q is NULL");
+    AttnArgs a = rt::args_of(q, kv->k_pages, kv->v_pages, o, lse);
+    const TensorStrides ks{kv->k_strides.batch, kv->k_strides.head, kv->k_strides.seq};
+    const TensorStrides vs{kv->v_strides.batch, kv->v_strides.head, kv->v_strides.seq};
+    rt::set_paged_args(p, a, ks, vs, kv->block_table, kv->seqlens_kv, kv->max_pages, kv->num_pages);
+    a.cu_seqlens_q = cu_seqlens_q;
     rt::check_pointers(a, workspace);
     p.return_lse = lse != nullptr;
     rt::run(p, policy, a, workspace, workspace_bytes, static_cast<CUstream>(stream));

@@ -5,6 +5,7 @@
 // integers), read the current context, look the key up under a shared lock released before
 // anything else happens, plan the workspace, take it from the caller or the stream-ordered
 // pool, launch. No heap allocation and no lock held across the launch.
+#include <cstdlib>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -198,6 +199,20 @@ void check_memory(const void* ptr, std::size_t bytes, const char* name) {
 
 void check_call_memory(const AttnProblem& p, const AttnArgs& a, const void* ws, std::size_t ws_need) {
   const std::size_t elem = 2;  // FP16 and BF16
+  if (p.varlen && p.paged) {  // packed queries [total_q, heads_q, D] and LSE [heads_q, total_q]; the caches; the tables
+    if (p.total_q > 0) {
+      check_memory(a.q, std::size_t(p.total_q) * p.heads_q * p.head_dim * elem, "q");
+      check_memory(a.o, std::size_t(p.total_q) * p.heads_q * p.head_dim * elem, "o");
+      if (a.lse) check_memory(a.lse, std::size_t(p.heads_q) * p.total_q * sizeof(float), "lse");
+    }
+    check_memory(a.k, std::size_t(extent_elems(a.sk, a.num_pages, p.heads_kv, p.page_size, p.head_dim)) * elem, "kv->k_pages");
+    check_memory(a.v, std::size_t(extent_elems(a.sv, a.num_pages, p.heads_kv, p.page_size, p.head_dim)) * elem, "kv->v_pages");
+    check_memory(a.cu_seqlens_q, std::size_t(p.batch + 1) * sizeof(std::int32_t), "cu_seqlens_q");
+    check_memory(a.block_table, std::size_t(p.batch) * a.bt_stride * sizeof(std::int32_t), "kv->block_table");
+    check_memory(a.seqlens_kv, std::size_t(p.batch) * sizeof(std::int32_t), "kv->seqlens_kv");
+    if (ws) check_memory(ws, ws_need, "workspace");
+    return;
+  }
   if (p.varlen) {  // packed [total, heads, D] tensors, [heads_q, total_q] LSE, batch + 1 offsets each
     const std::size_t q = std::size_t(p.total_q) * p.heads_q * p.head_dim * elem;
     const std::size_t kv = std::size_t(p.total_kv) * p.heads_kv * p.head_dim * elem;
@@ -351,6 +366,62 @@ class StreamContextScope {
   bool pushed_ = false;
 };
 
+// Variable-length queries over a paged cache (sage_attention_varlen_paged) whose kernel, selected
+// for the longest sequence's queries, is not the decode schedule's: the sequences of up to t
+// queries run on the decode schedule's kernel instead (a serving step's decoding sequences: that
+// kernel packs their GQA heads and splits their keys, where a longer chunk's kernel would give
+// each query head a tile of 64-128 rows), the longer ones on the selected kernel; two launches,
+// each CTA of a sequence that is not its launch's returning at once (AttnArgs::vq_min). t: the
+// most queries, 4, 2 or 1, that the paged selection gives the decode schedule (the defaults'
+// edges, configs/defaults.yaml). `decode` is null where one launch takes them all.
+struct DecodePart {
+  const Entry* decode = nullptr;
+  int t = 0;
+  AttnProblem part(const AttnProblem& p) const {  // the decode launch's problem
+    AttnProblem d = p;
+    d.seq_q = t;
+    return d;
+  }
+};
+DecodePart decode_part(const AttnProblem& kp, Policy policy, int call_head_dim, const AttnKernel& k) {
+  DecodePart dp;
+  if (!kp.varlen || !kp.paged || k.decode()) return dp;
+  static const bool off = [] {  // SAGE_DECODE_PART=0: one launch on the selected kernel
+    const char* v = std::getenv("SAGE_DECODE_PART");
+    return v && std::string(v) == "0";
+  }();
+  if (off) return dp;
+  for (int t : {4, 2, 1}) {
+    if (t >= kp.seq_q) continue;
+    AttnProblem d = kp;
+    d.seq_q = t;
+    bool built = false;
+    const Entry& e = entry_for(d, policy, &built, call_head_dim);
+    if (built && log_enabled()) log_selection(e.selection, d, policy, -1, launch_text(*e.kernel, d));
+    if (e.kernel->decode()) {
+      dp.decode = &e;
+      dp.t = t;
+      return dp;
+    }
+  }
+  return dp;
+}
+
+// The call's launches: the decode part's first, where there is one (both share the workspace,
+// one after the other on the stream).
+void run_parts(const AttnKernel& k, const Padding& pad, const DecodePart& dp, const AttnProblem& p, const AttnArgs& a,
+               void* workspace, CUstream stream) {
+  if (!dp.decode) {
+    run_padded(k, pad, p, a, workspace, stream);
+    return;
+  }
+  AttnArgs short_seqs = a, long_seqs = a;
+  short_seqs.vq_max = dp.t;
+  long_seqs.vq_min = dp.t + 1;
+  dp.decode->kernel->run(dp.part(p), short_seqs, workspace, stream);
+  run_padded(k, pad, p, long_seqs, workspace, stream);
+}
+
 }  // namespace
 
 void run(const AttnProblem& call, Policy policy, const AttnArgs& a, void* workspace, std::size_t workspace_bytes,
@@ -369,13 +440,14 @@ void run(const AttnProblem& call, Policy policy, const AttnArgs& a, void* worksp
   const Entry& e = entry_for(kp, policy, &built, p.head_dim);
   const AttnKernel& k = *e.kernel;
   const Padding pad = padding_for(p, kp, k);
-  const std::size_t need = pad.bytes();
+  const DecodePart dp = decode_part(kp, policy, p.head_dim, k);
+  const std::size_t need = std::max(pad.bytes(), dp.decode ? dp.decode->kernel->workspace_size(dp.part(p)) : 0);
   if (workspace && workspace_bytes < need)
     throw WorkspaceTooSmall(Errc::invalid_argument, cat("the workspace has ", workspace_bytes, " bytes; this call needs ",
                                                         need, " (sage_workspace_size)"));
   if (check_pointers_enabled()) check_call_memory(p, a, workspace, need);
   if (workspace) {
-    run_padded(k, pad, p, a, workspace, stream);
+    run_parts(k, pad, dp, p, a, workspace, stream);
   } else {
     // While another thread captures a stream in global mode the driver refuses this thread a
     // pool allocation, even on a stream that is not being captured; on a stream of this thread
@@ -387,7 +459,7 @@ void run(const AttnProblem& call, Policy policy, const AttnArgs& a, void* worksp
     if (e.pool) SAGE_CU(cuMemAllocFromPoolAsync(&ws, need, e.pool, stream));
     else SAGE_CU(cuMemAllocAsync(&ws, need, stream));
     try {
-      run_padded(k, pad, p, a, reinterpret_cast<void*>(ws), stream);
+      run_parts(k, pad, dp, p, a, reinterpret_cast<void*>(ws), stream);
     } catch (...) {
       api.cuMemFreeAsync(ws, stream);
       throw;
@@ -413,7 +485,9 @@ std::size_t workspace_size(const AttnProblem& p, Policy policy, CUstream stream)
   const AttnProblem kp = kernel_problem(with_lse);
   const Entry& e = entry_for(kp, policy, &built, p.head_dim);
   if (built && log_enabled()) log_selection(e.selection, with_lse, policy, -1, launch_text(*e.kernel, kp));
-  return padding_for(with_lse, kp, *e.kernel).bytes();
+  const DecodePart dp = decode_part(kp, policy, p.head_dim, *e.kernel);
+  return std::max(padding_for(with_lse, kp, *e.kernel).bytes(),
+                  dp.decode ? dp.decode->kernel->workspace_size(dp.part(with_lse)) : 0);
 }
 
 const Selection& selection_for(const AttnProblem& call, Policy policy) {

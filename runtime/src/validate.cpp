@@ -134,6 +134,29 @@ AttnProblem paged_problem_of(const DescView& d, int page_size, int max_pages, in
   return p;
 }
 
+AttnProblem varlen_paged_problem_of(const DescView& d, int total_q, int page_size, int max_pages, int num_pages,
+                                    Policy* policy) {
+  if (d.layout != 1)
+    throw Error(Errc::invalid_argument, cat("desc->layout must be SAGE_LAYOUT_NHD (1) for variable-length queries, whose "
+                                            "q and o are packed [total_q, heads, head_dim]; got ", d.layout));
+  // Causal sequences of more queries than keys are allowed (their first rows see no key), as in
+  // a variable-length batch: the longest sequences' lengths say nothing of any one sequence.
+  DescView dense = d;
+  dense.causal = 0;
+  dense.window = 0;
+  AttnProblem p = paged_problem_of(dense, page_size, max_pages, num_pages, policy);
+  if (d.causal != 0 && d.causal != 1) throw Error(Errc::invalid_argument, cat("desc->causal must be 0 or 1, got ", d.causal));
+  check_window(d);
+  if (d.window != 0)
+    throw Error(Errc::unsupported, "a paged KV cache takes no sliding window yet (desc->window must be 0)");
+  p.causal = d.causal == 1;
+  if (total_q < 0) throw Error(Errc::invalid_argument, cat("total_q must be >= 0, got ", total_q));
+  p.varlen = true;
+  p.total_q = total_q;
+  p.total_kv = 0;
+  return p;
+}
+
 void set_paged_args(const AttnProblem& p, AttnArgs& a, const TensorStrides& ks, const TensorStrides& vs,
                     const std::int32_t* block_table, const std::int32_t* seqlens_kv, int max_pages, int num_pages) {
   if (!a.k) throw Error(Errc::invalid_argument, "kv->k_pages is NULL");
@@ -149,7 +172,7 @@ void set_paged_args(const AttnProblem& p, AttnArgs& a, const TensorStrides& ks, 
   a.bt_stride = max_pages;
   a.num_pages = num_pages;
   std::int64_t b, h, n;
-  p.strides(p.heads_q, p.seq_q, &b, &h, &n);
+  p.strides(p.heads_q, p.seq_q, &b, &h, &n);  // varlen: NHD, the packed rows (no batch stride read)
   a.sq = a.so = TensorStrides{b, h, n};
   const TensorStrides dense{std::int64_t(p.page_size) * p.heads_kv * p.head_dim, p.head_dim,
                             std::int64_t(p.heads_kv) * p.head_dim};
@@ -202,7 +225,9 @@ void check_pointers(const AttnArgs& a, const void* workspace) {
   aligned(a.v, 16, "v");
   aligned(a.o, 16, "o");
   if (a.lse) aligned(a.lse, 4, "lse");
-  if (a.cu_seqlens_q || a.cu_seqlens_kv) {  // a variable-length batch: both, as int32 arrays
+  if (a.cu_seqlens_q && a.block_table) {  // variable-length queries over a paged cache: no key offsets
+    aligned(a.cu_seqlens_q, 4, "cu_seqlens_q");
+  } else if (a.cu_seqlens_q || a.cu_seqlens_kv) {  // a variable-length batch: both, as int32 arrays
     if (!a.cu_seqlens_q) throw Error(Errc::invalid_argument, "varlen->cu_seqlens_q is NULL");
     if (!a.cu_seqlens_kv) throw Error(Errc::invalid_argument, "varlen->cu_seqlens_kv is NULL");
     aligned(a.cu_seqlens_q, 4, "varlen->cu_seqlens_q");

@@ -15,6 +15,9 @@
 //   - variable-length batches (sage_attention_varlen): each sequence's rows against the FP32
 //     reference of that sequence alone, empty sequences and sequences without keys, offsets past
 //     the totals clamped on the device;
+//   - variable-length queries over paged KV caches (sage_attention_varlen_paged): each sequence's
+//     rows against the FP32 reference of its gathered keys, decoding and mixed batches, named
+//     wgmma variants; sequences of equal queries give the dense paged call's bits;
 //   - a call captured into a CUDA graph gives the direct call's bits on every replay, also when
 //     the capture holds the bucket's first call, and a first call works while another thread
 //     captures in global mode.
@@ -2527,6 +2530,322 @@ TEST_F(RuntimeGpu, PagedWgmmaCallsOverADenseCacheGiveTheDenseCallsBits) {
       EXPECT_EQ(t.out(), dense) << variant << ", pages of " << page;
       EXPECT_EQ(t.lse_out(), dense_lse) << variant << ", pages of " << page;
     }
+  }
+}
+
+// ---- Variable-length queries over paged KV caches (sage_attention_varlen_paged) ---------------
+
+// The keys of the sequences every case below runs over, in a PagedCache (shuffled pages, table
+// entries past each sequence outside the pool, one inside the longest sequence's read as page 0),
+// desc->seq_kv kVarlenPagedBound an upper bound: one sequence without keys nor queries, one of a
+// single key (a causal sequence of more queries leaves its first rows without keys), one without
+// keys but with queries (O 0, LSE -inf) and, in most cases, one of keys but no queries.
+const std::vector<int> kVarlenPagedKeys{700, 0, 3000, 1, 1500, 0, 900};
+constexpr int kVarlenPagedBound = 3072;
+
+struct VarlenPagedCase {
+  int d;
+  std::vector<int> seq_q;  // each sequence's queries, one per kVarlenPagedKeys entry
+  int page;
+  bool causal;
+  DType dtype;
+  bool lse;
+  int hkv = 2;  // kv heads (of 8 query heads)
+  // An sm_90a variant run through its launcher (its name past "attn_sm90a_"; "W" and an index in
+  // the test's name), else what sage_attention_varlen_paged selects.
+  const char* variant = nullptr;
+  int index = 0;
+};
+// "" where two arrays hold the same bits, else how many elements differ and the first of them
+// (gtest would print every element of such long arrays).
+template <class T>
+std::string bit_diff(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return cat("sizes ", a.size(), " and ", b.size());
+  std::size_t n = 0, first = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0 && n++ == 0) first = i;
+  return n == 0 ? std::string() : cat(n, " of ", a.size(), " elements differ, the first at ", first);
+}
+int varlen_paged_max_q(const VarlenPagedCase& c) { return *std::max_element(c.seq_q.begin(), c.seq_q.end()); }
+std::string varlen_paged_case_name(const ::testing::TestParamInfo<VarlenPagedCase>& i) {
+  const VarlenPagedCase& c = i.param;
+  return cat(c.variant ? cat("W", c.index, "_") : std::string(), "D", c.d, "_MaxQ", varlen_paged_max_q(c), "_Page",
+             c.page, c.causal ? "_Causal" : "", c.dtype == DType::bf16 ? "_Bf16" : "", c.lse ? "_Lse" : "",
+             c.hkv == 1 ? "_Mqa" : "");
+}
+
+class RuntimeGpuVarlenPaged : public RuntimeGpu, public ::testing::WithParamInterface<VarlenPagedCase> {};
+
+// Packed queries [total_q, 8, D] of sequences of their own query counts over a paged cache,
+// against each sequence's FP32 reference: its query rows as a batch-1 NHD problem over its keys
+// gathered from the pages (causal: bottom-right aligned per sequence), at the paged test's
+// thresholds; the rows of a sequence without keys, and a causal sequence's rows before its first
+// key, are 0 with LSE -inf; nothing is written past O; the caller's workspace
+// (sage_workspace_size_varlen_paged) and the pooled one give the same bits.
+TEST_P(RuntimeGpuVarlenPaged, MatchesEachSequencesReference) {
+  const VarlenPagedCase c = GetParam();
+  if (c.variant && arch_ != "sm_90a") GTEST_SKIP() << c.variant << " is an sm_90a variant; this GPU is " << arch_;
+  const int hq = 8, hkv = c.hkv, d = c.d, bound = kVarlenPagedBound;
+  const std::vector<int>& lens = kVarlenPagedKeys;
+  const int batch = int(lens.size());
+  ASSERT_EQ(c.seq_q.size(), lens.size());
+  std::vector<std::int32_t> cu_q{0};
+  for (int n : c.seq_q) cu_q.push_back(cu_q.back() + n);
+  const int tq = cu_q.back(), max_q = varlen_paged_max_q(c);
+  const PagedCache cache(batch, hkv, d, c.page, bound, lens, c.dtype, 31);
+  std::mt19937_64 rng(41);
+  std::normal_distribution<float> normal;
+  std::vector<std::uint16_t> hq_rows(std::size_t(tq) * hq * d);
+  for (auto& x : hq_rows) x = c.dtype == DType::bf16 ? tuner::float_to_bf16(normal(rng)) : tuner::float_to_half(normal(rng));
+  DeviceBuffer q(std::max<std::size_t>(hq_rows.size() * 2, 16));
+  q.upload(hq_rows.data(), hq_rows.size() * 2);
+  constexpr std::size_t kGuard = 4096;
+  const std::size_t o_bytes = std::size_t(tq) * hq * d * 2;
+  DeviceBuffer o(o_bytes + kGuard), lse(sizeof(float) * std::size_t(std::max(1, tq * hq))), cq(4 * std::size_t(batch + 1));
+  cq.upload(cu_q.data(), 4 * std::size_t(batch + 1));
+  sage_attention_desc desc = sage_attention_desc_init(batch, hq, hkv, max_q, bound, d);
+  desc.layout = SAGE_LAYOUT_NHD;
+  desc.dtype = c.dtype == DType::bf16 ? SAGE_BF16 : SAGE_FP16;
+  desc.causal = c.causal ? 1 : 0;
+  const sage_paged_kv kv = cache.kv();
+  float* const lse_ptr = c.lse ? lse.as<float>() : nullptr;
+  std::vector<std::uint8_t> out;
+  std::vector<float> lse_out;
+  if (c.variant) {  // the named kernel through its launcher, on the problem the API would make of the call
+    const auto kernel = launcher(cat("attn_sm90a_", c.variant));
+    AttnProblem p = make(batch, hq, hkv, max_q, bound, d, c.causal, Layout::NHD, c.dtype, c.lse);
+    p.paged = true;
+    p.page_size = c.page;
+    p.varlen = true;
+    p.total_q = tq;
+    p.total_kv = 0;
+    AttnArgs a;
+    a.q = q.get();
+    a.k = kv.k_pages;
+    a.v = kv.v_pages;
+    a.o = o.get();
+    a.lse = lse_ptr;
+    a.cu_seqlens_q = cq.as<std::int32_t>();
+    rt::set_paged_args(p, a, {}, {}, kv.block_table, kv.seqlens_kv, kv.max_pages, kv.num_pages);
+    ASSERT_EQ(kernel->config().cannot_implement(p), "") << c.variant;
+    DeviceBuffer ws(std::max<std::size_t>(kernel->workspace_size(p), 256));
+    o.fill_bytes(0xff);
+    lse.fill_bytes(0xff);
+    kernel->run(p, a, ws.get(), stream_);
+    sync();
+    out = o.to_host<std::uint8_t>(o_bytes + kGuard);
+    lse_out = lse.to_host<float>(std::size_t(tq) * hq);
+  } else {
+    std::size_t bytes = 0;
+    const sage_status ws_st = sage_workspace_size_varlen_paged(&desc, tq, &kv, &bytes);
+    if (d == 256 && arch_ != "sm_90a" && arch_ != "sm_80" && arch_ != "sm_100") {
+      EXPECT_EQ(ws_st, SAGE_ERR_UNSUPPORTED) << sage_last_error();
+      EXPECT_EQ(sage_attention_varlen_paged(&desc, cq.as<std::int32_t>(), tq, &kv, q.get(), o.get(), lse_ptr, nullptr, 0,
+                                            stream_),
+                SAGE_ERR_UNSUPPORTED)
+          << sage_last_error();
+      GTEST_SKIP() << "no paged kernel at head dim 256 on " << arch_;
+    }
+    ASSERT_EQ(ws_st, SAGE_OK) << sage_last_error();
+    auto run = [&](void* ws, std::size_t ws_bytes) {
+      o.fill_bytes(0xff);
+      lse.fill_bytes(0xff);
+      const sage_status st = sage_attention_varlen_paged(&desc, cq.as<std::int32_t>(), tq, &kv, q.get(), o.get(),
+                                                         lse_ptr, ws, ws_bytes, stream_);
+      EXPECT_EQ(st, SAGE_OK) << sage_last_error();
+      sync();
+      return o.to_host<std::uint8_t>(o_bytes + kGuard);
+    };
+    {
+      DeviceBuffer ws(std::max<std::size_t>(bytes, 256));
+      out = run(ws.get(), bytes);
+    }
+    lse_out = lse.to_host<float>(std::size_t(tq) * hq);
+    EXPECT_EQ(bit_diff(run(nullptr, 0), out), "") << "the pooled workspace gave other bits than the caller's";
+    if (c.lse) {
+      EXPECT_EQ(bit_diff(lse.to_host<float>(std::size_t(tq) * hq), lse_out), "")
+          << "the pooled workspace gave another LSE than the caller's";
+    }
+  }
+  EXPECT_TRUE(std::all_of(out.end() - kGuard, out.end(), [](std::uint8_t x) { return x == 0xff; }))
+      << "a byte past O was written";
+  auto value = [&](std::int64_t i) {
+    std::uint16_t h;
+    std::memcpy(&h, out.data() + 2 * i, 2);
+    return c.dtype == DType::bf16 ? tuner::bf16_to_float(h) : tuner::half_to_float(h);
+  };
+  const auto refmod = tuner::reference_module(arch_);
+  const ReferenceKernel ref(refmod);
+  std::vector<float> got, want;
+  double lse_err = 0;
+  long keyless_rows = 0, keyless_bad = 0, keyless_lse_bad = 0;
+  for (int b = 0; b < batch; ++b) {
+    const int lq = c.seq_q[std::size_t(b)], lk = lens[std::size_t(b)];
+    if (lq == 0) continue;
+    std::vector<float> ro, rl;
+    if (lk > 0) {
+      const std::vector<std::uint16_t> hk = cache.gather(cache.hk, b, Layout::NHD), hv = cache.gather(cache.hv, b, Layout::NHD);
+      DeviceBuffer dk(hk.size() * 2), dv(hv.size() * 2);
+      dk.upload(hk.data(), hk.size() * 2);
+      dv.upload(hv.data(), hv.size() * 2);
+      const AttnProblem p = make(1, hq, hkv, lq, lk, d, c.causal, Layout::NHD, c.dtype, true);
+      AttnArgs a;
+      a.q = q.as<char>() + std::size_t(cu_q[std::size_t(b)]) * hq * d * 2;
+      a.k = dk.get();
+      a.v = dv.get();
+      DeviceBuffer fo(sizeof(float) * std::size_t(hq) * lq * d), fl(sizeof(float) * std::size_t(hq) * lq);
+      ref.run(p, a, fo.as<float>(), fl.as<float>(), stream_);
+      sync();
+      ro = fo.to_host<float>(std::size_t(hq) * lq * d);
+      rl = fl.to_host<float>(std::size_t(hq) * lq);
+    }
+    for (int h = 0; h < hq; ++h)
+      for (int r = 0; r < lq; ++r) {
+        const std::int64_t row = std::int64_t(cu_q[std::size_t(b)] + r) * hq + h;  // O's row in [total_q, Hq, D]
+        const float l = lse_out.empty() ? 0.f : lse_out[std::size_t(h) * tq + cu_q[std::size_t(b)] + r];  // [Hq, total_q]
+        const bool none = lk == 0 || (c.causal && r + lk - lq < 0);  // no key visible: O 0, LSE -inf
+        if (none) {
+          ++keyless_rows;
+          for (int x = 0; x < d; ++x) keyless_bad += value(row * d + x) != 0.f;
+          if (c.lse) keyless_lse_bad += !(std::isinf(l) && l < 0);
+          continue;
+        }
+        for (int x = 0; x < d; ++x) {
+          got.push_back(value(row * d + x));
+          want.push_back(ro[(std::size_t(h) * lq + r) * d + x]);
+        }
+        if (c.lse) lse_err = std::max(lse_err, double(std::fabs(l - rl[std::size_t(h) * lq + r])));
+      }
+  }
+  EXPECT_GT(keyless_rows, 0);
+  EXPECT_EQ(keyless_bad, 0) << "elements of rows without keys that are not 0";
+  EXPECT_EQ(keyless_lse_bad, 0) << "rows without keys whose LSE is not -inf";
+  ASSERT_FALSE(got.empty());
+  const tuner::Metrics m = tuner::compare(got.data(), want.data(), got.size());
+  EXPECT_EQ(m.nonfinite, 0);
+  EXPECT_GE(m.cos, 0.99999) << m.str();
+  EXPECT_LE(m.rel_l1, c.dtype == DType::bf16 ? 0.01 : 0.005) << m.str();
+  if (c.lse) {
+    EXPECT_LE(lse_err, 0.01);
+  }
+  std::printf("[ vl-paged ] %s: %d query rows, %s, LSE within %.2e\n", varlen_paged_case_name({c, 0}).c_str(), tq,
+              m.str().c_str(), lse_err);
+}
+
+// Sequences (keys 700, 0, 3000, 1, 1500, 0, 900): decoding batches (at most 4 queries a sequence:
+// the decode schedule), mixed ones of a longest of 40-60 queries (mma.sync) and of 200-500 (on
+// sm_90a the wgmma kernels), pages of 1 to 256 slots, GQA 8:2 and MQA 8:1, head dim 96 (read in
+// place by the kernels of 128).
+INSTANTIATE_TEST_SUITE_P(
+    Cases, RuntimeGpuVarlenPaged,
+    ::testing::Values(
+        // decoding
+        VarlenPagedCase{128, {1, 0, 4, 1, 3, 3, 0}, 16, true, DType::fp16, true},
+        VarlenPagedCase{128, {1, 0, 1, 1, 1, 1, 1}, 64, false, DType::fp16, true, 1},
+        VarlenPagedCase{64, {2, 0, 4, 3, 1, 3, 0}, 1, true, DType::bf16, false},
+        VarlenPagedCase{64, {1, 0, 1, 4, 3, 2, 1}, 256, true, DType::fp16, true, 1},
+        VarlenPagedCase{256, {1, 0, 2, 1, 4, 3, 0}, 16, false, DType::fp16, true},
+        VarlenPagedCase{256, {3, 0, 1, 4, 1, 1, 1}, 64, true, DType::bf16, false, 1},
+        // mixed: a longest of 40-60 queries
+        VarlenPagedCase{128, {1, 0, 37, 5, 50, 3, 0}, 16, true, DType::fp16, true},
+        VarlenPagedCase{64, {5, 0, 60, 1, 33, 3, 2}, 64, false, DType::bf16, false},
+        VarlenPagedCase{128, {1, 0, 40, 9, 17, 3, 0}, 1, true, DType::bf16, true},
+        VarlenPagedCase{64, {1, 0, 45, 2, 1, 3, 0}, 256, true, DType::fp16, true, 1},
+        // mixed: a longest of 200-500 queries
+        VarlenPagedCase{128, {1, 0, 200, 1, 480, 3, 0}, 256, true, DType::fp16, true},
+        VarlenPagedCase{64, {3, 0, 500, 7, 250, 3, 0}, 16, false, DType::fp16, true, 1},
+        VarlenPagedCase{128, {4, 0, 300, 1, 129, 3, 64}, 64, false, DType::bf16, false},
+        // head dim 96 (the kernels' 128)
+        VarlenPagedCase{96, {1, 0, 45, 3, 20, 3, 0}, 16, true, DType::fp16, true},
+        // Named wgmma variants (sm_90a) through their launchers, as RuntimeGpuPaged's W cases.
+        VarlenPagedCase{128, {1, 0, 200, 5, 300, 3, 0}, 16, true, DType::fp16, true, 2,
+                        "wgmma_d128_m64_n128_wg1_s1_qk-native_pv-native_tma_sch-plain_occ1", 1},
+        VarlenPagedCase{64, {5, 0, 130, 1, 480, 3, 0}, 64, false, DType::bf16, false, 2,
+                        "wgmma_d64_m128_n128_wg2_s3_qk-native_pv-native_tma_sch-plain_occ2", 2},
+        VarlenPagedCase{128, {1, 0, 77, 2, 40, 3, 0}, 1, true, DType::fp16, true, 1,
+                        "wgmma_d128_m128_n64_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 3},
+        VarlenPagedCase{128, {2, 0, 150, 1, 64, 3, 9}, 256, true, DType::bf16, true, 2,
+                        "wgmma_d128_m128_n128_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 4},
+        VarlenPagedCase{96, {1, 0, 40, 3, 129, 3, 0}, 16, true, DType::fp16, true, 2,
+                        "wgmma_d128_m128_n64_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 5},
+        VarlenPagedCase{256, {1, 0, 150, 1, 65, 3, 0}, 32, true, DType::bf16, true, 2,
+                        "wgmma_d256_m128_n64_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 6}),
+    varlen_paged_case_name);
+
+// Every sequence of the same n queries: a varlen-paged call on the dense call's Q packed as
+// [B*n, Hq, D] (offsets 0, n, 2n, ...) gives sage_attention_paged's bits, O and LSE (its [Hq, B*n]
+// against the dense [B, Hq, n]), where both calls select the same variant: the same kernel code
+// on the same rows (decoding: on the dense call's grid, its keys split the same way). A
+// varlen-paged call never splits the keys of the plain mma.sync kernels, which the dense call does
+// past 1K keys with few query tiles, so the chunks run over fewer keys than that. D=128, causal,
+// GQA 16:4, sequences of the bound's keys, fewer, exactly n, and n/2 (its first rows without keys).
+TEST_F(RuntimeGpu, VarlenPagedCallsOfEqualQueriesGiveTheDensePagedCallsBits) {
+  const int batch = 4, hq = 16, hkv = 4, d = 128, page = 16;
+  for (int n : {1, 16, 128}) {
+    SCOPED_TRACE(cat("queries ", n));
+    const int bound = n == 1 ? 4096 : 1000;
+    const std::vector<int> lens{bound, bound - 300, n, n / 2};
+    const PagedCache cache(batch, hkv, d, page, bound, lens, DType::fp16, 43 + std::uint64_t(n));
+    const AttnProblem qp = make(batch, hq, hkv, n, n, d, true, Layout::NHD, DType::fp16, true);
+    Tensors t(qp, 47 + std::uint64_t(n));  // Q and O [B, n, Hq, D] = [B*n, Hq, D]; the LSE's B*Hq*n floats
+    sage_attention_desc desc = sage_attention_desc_init(batch, hq, hkv, n, bound, d);
+    desc.layout = SAGE_LAYOUT_NHD;
+    desc.causal = 1;
+    const sage_paged_kv kv = cache.kv();
+    t.poison();
+    ASSERT_EQ(sage_attention_paged(&desc, &kv, t.q.get(), t.o.get(), t.lse.as<float>(), nullptr, 0, stream_), SAGE_OK)
+        << sage_last_error();
+    sync();
+    const std::vector<std::uint16_t> dense = t.out();
+    const std::vector<float> dense_lse = t.lse_out();
+    std::vector<std::int32_t> cu(std::size_t(batch) + 1);
+    for (int b = 0; b <= batch; ++b) cu[std::size_t(b)] = b * n;
+    DeviceBuffer cq(cu.size() * 4);
+    cq.upload(cu.data(), cu.size() * 4);
+    t.poison();
+    ASSERT_EQ(sage_attention_varlen_paged(&desc, cq.as<std::int32_t>(), batch * n, &kv, t.q.get(), t.o.get(),
+                                          t.lse.as<float>(), nullptr, 0, stream_),
+              SAGE_OK)
+        << sage_last_error();
+    sync();
+    EXPECT_TRUE(t.guard_intact());
+    const std::vector<std::uint16_t> packed = t.out();
+    const std::vector<float> packed_lse = t.lse_out();
+    std::vector<float> packed_as_dense(dense_lse.size());
+    for (int b = 0; b < batch; ++b)
+      for (int h = 0; h < hq; ++h)
+        for (int r = 0; r < n; ++r)
+          packed_as_dense[(std::size_t(b) * hq + h) * n + r] = packed_lse[std::size_t(h) * batch * n + std::size_t(b) * n + r];
+    // The variants the two calls select (the runtime's selection of the problems the API makes).
+    rt::Policy policy;
+    const rt::DescView dv{batch, hq, hkv, n, bound, d, 1, 0, 1, 0.f, 0, 0};
+    AttnProblem dp = rt::paged_problem_of(dv, page, kv.max_pages, kv.num_pages, &policy);
+    AttnProblem vp = rt::varlen_paged_problem_of(dv, batch * n, page, kv.max_pages, kv.num_pages, &policy);
+    dp.return_lse = vp.return_lse = true;
+    const std::string dense_variant = rt::selection_for(dp, policy).variant;
+    const std::string packed_variant = rt::selection_for(vp, policy).variant;
+    std::printf("[ vl-paged ] %d queries a sequence: dense %s, varlen %s\n", n, dense_variant.c_str(),
+                packed_variant.c_str());
+    if (dense_variant == packed_variant) {
+      EXPECT_EQ(bit_diff(packed, dense), "") << dense_variant << ": O";
+      EXPECT_EQ(bit_diff(packed_as_dense, dense_lse), "") << dense_variant << ": the LSE ([B, Hq, n] order)";
+      continue;
+    }
+    // Other kernels: the same answer within the native kernels' thresholds.
+    std::vector<float> g(packed.size()), w(dense.size());
+    for (std::size_t i = 0; i < packed.size(); ++i) {
+      g[i] = tuner::half_to_float(packed[i]);
+      w[i] = tuner::half_to_float(dense[i]);
+    }
+    const tuner::Metrics m = tuner::compare(g.data(), w.data(), g.size());
+    EXPECT_EQ(m.nonfinite, 0);
+    EXPECT_GE(m.cos, 0.99999) << m.str();
+    EXPECT_LE(m.rel_l1, 0.005) << m.str();
+    std::size_t lse_bad = 0;
+    for (std::size_t i = 0; i < dense_lse.size(); ++i)
+      lse_bad += std::isinf(dense_lse[i]) ? packed_as_dense[i] != dense_lse[i]
+                                          : !(std::fabs(packed_as_dense[i] - dense_lse[i]) <= 2e-3f);
+    EXPECT_EQ(lse_bad, 0u) << "LSE rows off by more than 2e-3 (or not -inf where the dense call's are)";
   }
 }
 

@@ -413,6 +413,158 @@ TEST(RuntimeApiValidation, PagedKvArguments) {
   }
 }
 
+// sage_attention_varlen_paged: desc and kv, the packed layout, the paged call's checks, then the
+// packed queries' own (total_q, cu_seqlens_q), the caches' pointers and q and o. A causal call
+// may have desc->seq_q above desc->seq_kv (causal masks are per sequence).
+sage_attention_desc good_varlen_paged() {
+  sage_attention_desc d = sage_attention_desc_init(3, 8, 2, 300, 256, 128);  // longest sequence's queries, key bound
+  d.layout = SAGE_LAYOUT_NHD;
+  return d;
+}
+Outcome call_varlen_paged(const sage_attention_desc& d, const sage_paged_kv& kv, const int32_t* cu = kCuQ,
+                          int total_q = 600, const void* q = kQ, void* o = kO, float* lse = nullptr,
+                          void* ws = nullptr, size_t ws_bytes = 0) {
+  const sage_status s = sage_attention_varlen_paged(&d, cu, total_q, &kv, q, o, lse, ws, ws_bytes, nullptr);
+  return {s, sage_last_error()};
+}
+
+TEST(RuntimeApiValidation, VarlenPagedArguments) {
+  const sage_attention_desc d = good_varlen_paged();
+  const sage_paged_kv ok = good_paged();  // 16 pages of 16 slots: d's 256 keys
+  auto with = [](auto change) {
+    sage_paged_kv kv = good_paged();
+    change(kv);
+    return kv;
+  };
+  auto desc_with = [&](auto change) {
+    sage_attention_desc x = d;
+    change(x);
+    return x;
+  };
+  // desc, then kv.
+  EXPECT_EQ(sage_attention_varlen_paged(nullptr, kCuQ, 600, nullptr, kQ, kO, nullptr, nullptr, 0, nullptr),
+            SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("desc is NULL"), std::string::npos) << sage_last_error();
+  EXPECT_EQ(sage_attention_varlen_paged(&d, kCuQ, 600, nullptr, kQ, kO, nullptr, nullptr, 0, nullptr),
+            SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("kv is NULL"), std::string::npos) << sage_last_error();
+  const sage_attention_desc hnd = desc_with([](sage_attention_desc& x) { x.layout = SAGE_LAYOUT_HND; });
+  EXPECT_EQ(sage_attention_varlen_paged(&hnd, kCuQ, 600, nullptr, kQ, kO, nullptr, nullptr, 0, nullptr),
+            SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("kv is NULL"), std::string::npos) << sage_last_error();
+  // The packed tensors are [total_q, heads, head_dim]: HND is refused, naming the layout.
+  EXPECT_REJECTED(call_varlen_paged(hnd, ok), SAGE_ERR_INVALID_ARGUMENT,
+                  "desc->layout must be SAGE_LAYOUT_NHD (1) for variable-length queries");
+  // The paged call's checks: a window, the head dim, the descriptor's sizes, the cache's geometry.
+  EXPECT_REJECTED(call_varlen_paged(desc_with([](sage_attention_desc& x) { x.causal = 1; x.window = 64; }), ok),
+                  SAGE_ERR_UNSUPPORTED, "a paged KV cache takes no sliding window yet");
+  EXPECT_REJECTED(call_varlen_paged(desc_with([](sage_attention_desc& x) { x.window = -1; }), ok),
+                  SAGE_ERR_INVALID_ARGUMENT, "desc->window must be >= 0");
+  EXPECT_REJECTED(call_varlen_paged(desc_with([](sage_attention_desc& x) { x.head_dim = 100; }), ok),
+                  SAGE_ERR_UNSUPPORTED, "its head dim must be a multiple of 8");
+  EXPECT_REJECTED(call_varlen_paged(desc_with([](sage_attention_desc& x) { x.head_dim = 512; }), ok),
+                  SAGE_ERR_UNSUPPORTED, "head_dim 512 is not supported");
+  EXPECT_REJECTED(call_varlen_paged(desc_with([](sage_attention_desc& x) { x.seq_kv = 0; }), ok),
+                  SAGE_ERR_INVALID_ARGUMENT, "desc->seq_kv must be >= 1, got 0");
+  EXPECT_REJECTED(call_varlen_paged(desc_with([](sage_attention_desc& x) { x.seq_q = 0; }), ok),
+                  SAGE_ERR_INVALID_ARGUMENT, "desc->seq_q must be >= 1, got 0");
+  EXPECT_REJECTED(call_varlen_paged(desc_with([](sage_attention_desc& x) { x.heads_q = 6; x.heads_kv = 4; }), ok),
+                  SAGE_ERR_INVALID_ARGUMENT, "heads_q (6) must be a multiple of desc->heads_kv (4)");
+  EXPECT_REJECTED(call_varlen_paged(desc_with([](sage_attention_desc& x) { x.causal = 2; }), ok),
+                  SAGE_ERR_INVALID_ARGUMENT, "desc->causal must be 0 or 1, got 2");
+  EXPECT_REJECTED(call_varlen_paged(desc_with([](sage_attention_desc& x) { x.dtype = static_cast<sage_dtype>(3); }), ok),
+                  SAGE_ERR_INVALID_ARGUMENT, "desc->dtype 3");
+  EXPECT_REJECTED(call_varlen_paged(d, with([](sage_paged_kv& k) { k.page_size = 12; })), SAGE_ERR_INVALID_ARGUMENT,
+                  "kv->page_size must be a power of two (up to 2^24), got 12");
+  EXPECT_REJECTED(call_varlen_paged(d, with([](sage_paged_kv& k) { k.page_size = 0; })), SAGE_ERR_INVALID_ARGUMENT,
+                  "kv->page_size must be a power of two");
+  EXPECT_REJECTED(call_varlen_paged(d, with([](sage_paged_kv& k) { k.num_pages = 0; })), SAGE_ERR_INVALID_ARGUMENT,
+                  "kv->num_pages must be >= 1, got 0");
+  EXPECT_REJECTED(call_varlen_paged(d, with([](sage_paged_kv& k) { k.max_pages = 15; })), SAGE_ERR_INVALID_ARGUMENT,
+                  "kv->max_pages (15) pages of 16 slots cannot hold desc->seq_kv (256) keys");
+  // Then the packed queries: the cache's geometry comes first, then total_q, then the offsets.
+  EXPECT_REJECTED(call_varlen_paged(d, ok, kCuQ, -1), SAGE_ERR_INVALID_ARGUMENT, "total_q must be >= 0, got -1");
+  EXPECT_REJECTED(call_varlen_paged(d, with([](sage_paged_kv& k) { k.page_size = 12; }), kCuQ, -1),
+                  SAGE_ERR_INVALID_ARGUMENT, "kv->page_size must be a power of two");
+  EXPECT_REJECTED(call_varlen_paged(d, ok, nullptr), SAGE_ERR_INVALID_ARGUMENT, "cu_seqlens_q is NULL");
+  EXPECT_REJECTED(call_varlen_paged(d, ok, nullptr, -1), SAGE_ERR_INVALID_ARGUMENT, "total_q must be >= 0, got -1");
+  EXPECT_REJECTED(call_varlen_paged(d, ok, reinterpret_cast<const int32_t*>(0x70002)), SAGE_ERR_INVALID_ARGUMENT,
+                  "cu_seqlens_q (0x70002) must be 4-byte aligned");
+  // The caches' and tables' pointers and strides, as the paged call's.
+  EXPECT_REJECTED(call_varlen_paged(d, with([](sage_paged_kv& k) { k.block_table = nullptr; })),
+                  SAGE_ERR_INVALID_ARGUMENT, "kv->block_table is NULL");
+  EXPECT_REJECTED(call_varlen_paged(d, with([](sage_paged_kv& k) { k.seqlens_kv = nullptr; })),
+                  SAGE_ERR_INVALID_ARGUMENT, "kv->seqlens_kv is NULL");
+  EXPECT_REJECTED(
+      call_varlen_paged(d, with([](sage_paged_kv& k) { k.seqlens_kv = reinterpret_cast<const int32_t*>(0xa0002); })),
+      SAGE_ERR_INVALID_ARGUMENT, "kv->seqlens_kv (0xa0002) must be 4-byte aligned");
+  EXPECT_REJECTED(
+      call_varlen_paged(d, with([](sage_paged_kv& k) { k.block_table = reinterpret_cast<const int32_t*>(0x90001); })),
+      SAGE_ERR_INVALID_ARGUMENT, "kv->block_table (0x90001) must be 4-byte aligned");
+  EXPECT_REJECTED(call_varlen_paged(d, with([](sage_paged_kv& k) { k.k_pages = nullptr; })), SAGE_ERR_INVALID_ARGUMENT,
+                  "kv->k_pages is NULL");
+  EXPECT_REJECTED(call_varlen_paged(d, with([](sage_paged_kv& k) { k.v_pages = nullptr; })), SAGE_ERR_INVALID_ARGUMENT,
+                  "kv->v_pages is NULL");
+  EXPECT_REJECTED(call_varlen_paged(d, with([](sage_paged_kv& k) { k.v_pages = reinterpret_cast<const void*>(0x30008); })),
+                  SAGE_ERR_INVALID_ARGUMENT, "kv->v_pages (0x30008) must be 16-byte aligned");
+  EXPECT_REJECTED(call_varlen_paged(d, with([](sage_paged_kv& k) { k.k_strides = {12, 128, 256}; })),
+                  SAGE_ERR_INVALID_ARGUMENT,
+                  "kv->k_strides.batch (pages) must be a positive multiple of 8 elements (16 bytes), got 12");
+  EXPECT_REJECTED(call_varlen_paged(d, with([](sage_paged_kv& k) { k.v_strides = {4096, 128, -256}; })),
+                  SAGE_ERR_INVALID_ARGUMENT, "kv->v_strides.seq (slots) must be a positive multiple of 8");
+  // Then q, o, the LSE and the workspace.
+  EXPECT_REJECTED(call_varlen_paged(d, ok, kCuQ, 600, nullptr), SAGE_ERR_INVALID_ARGUMENT, "q is NULL");
+  EXPECT_REJECTED(call_varlen_paged(d, ok, kCuQ, 600, kQ, nullptr), SAGE_ERR_INVALID_ARGUMENT, "o is NULL");
+  EXPECT_REJECTED(call_varlen_paged(d, ok, kCuQ, 600, reinterpret_cast<const void*>(0x10008)), SAGE_ERR_INVALID_ARGUMENT,
+                  "q (0x10008) must be 16-byte aligned");
+  EXPECT_REJECTED(call_varlen_paged(d, ok, kCuQ, 600, kQ, reinterpret_cast<void*>(0x40001)), SAGE_ERR_INVALID_ARGUMENT,
+                  "o (0x40001) must be 16-byte aligned");
+  EXPECT_REJECTED(call_varlen_paged(d, ok, kCuQ, 600, kQ, kO, reinterpret_cast<float*>(0x50002)),
+                  SAGE_ERR_INVALID_ARGUMENT, "lse (0x50002) must be 4-byte aligned");
+  EXPECT_REJECTED(call_varlen_paged(d, ok, kCuQ, 600, kQ, kO, nullptr, reinterpret_cast<void*>(0x60080), 1 << 20),
+                  SAGE_ERR_INVALID_ARGUMENT, "workspace (0x60080) must be 256-byte aligned");
+  // sage_workspace_size_varlen_paged: the same descriptor and cache checks, total_q, then bytes.
+  size_t n = 0;
+  EXPECT_EQ(sage_workspace_size_varlen_paged(nullptr, 600, &ok, &n), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("desc is NULL"), std::string::npos) << sage_last_error();
+  EXPECT_EQ(sage_workspace_size_varlen_paged(&d, 600, nullptr, &n), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("kv is NULL"), std::string::npos) << sage_last_error();
+  EXPECT_EQ(sage_workspace_size_varlen_paged(&d, 600, &ok, nullptr), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("bytes is NULL"), std::string::npos) << sage_last_error();
+  const sage_paged_kv bad = with([](sage_paged_kv& k) { k.page_size = 3; });
+  EXPECT_EQ(sage_workspace_size_varlen_paged(&d, 600, &bad, &n), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("kv->page_size must be a power of two"), std::string::npos)
+      << sage_last_error();
+  EXPECT_EQ(sage_workspace_size_varlen_paged(&d, -1, &ok, &n), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("total_q must be >= 0, got -1"), std::string::npos) << sage_last_error();
+  EXPECT_EQ(sage_workspace_size_varlen_paged(&hnd, 600, &ok, &n), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("desc->layout must be SAGE_LAYOUT_NHD"), std::string::npos)
+      << sage_last_error();
+  // Valid calls get as far as needing a device (the fake pointers must not reach a kernel: only
+  // where there is none; the GPU tests run valid calls).
+  std::string why;
+  if (!cu::have_device(&why)) {
+    EXPECT_EQ(call_varlen_paged(d, ok).status, SAGE_ERR_NO_DEVICE) << sage_last_error();
+    // Causal with more queries than the key bound: each sequence's mask is its own, not refused.
+    sage_attention_desc causal = d;
+    causal.causal = 1;
+    causal.seq_q = 900;
+    EXPECT_EQ(call_varlen_paged(causal, ok).status, SAGE_ERR_NO_DEVICE) << sage_last_error();
+    EXPECT_EQ(call_varlen_paged(d, ok, kCuQ, 0).status, SAGE_ERR_NO_DEVICE) << sage_last_error();  // no query rows
+    EXPECT_EQ(call_varlen_paged(d, ok, kCuQ, 600, kQ, kO, reinterpret_cast<float*>(0x50000)).status, SAGE_ERR_NO_DEVICE);
+    EXPECT_EQ(call_varlen_paged(d, with([](sage_paged_kv& k) { k.page_size = 1; k.max_pages = 256; })).status,
+              SAGE_ERR_NO_DEVICE);
+    EXPECT_EQ(call_varlen_paged(d, with([](sage_paged_kv& k) { k.k_strides = {16 * 2 * 128 + 64, 128, 256}; })).status,
+              SAGE_ERR_NO_DEVICE);
+    for (int hd : {64, 128, 72, 96, 256}) {
+      const sage_attention_desc x = desc_with([&](sage_attention_desc& y) { y.head_dim = hd; });
+      EXPECT_EQ(call_varlen_paged(x, ok).status, SAGE_ERR_NO_DEVICE) << hd;
+    }
+    EXPECT_EQ(sage_workspace_size_varlen_paged(&d, 600, &ok, &n), SAGE_ERR_NO_DEVICE);
+    EXPECT_EQ(sage_workspace_size_varlen_paged(&causal, 0, &ok, &n), SAGE_ERR_NO_DEVICE);
+  }
+}
+
 TEST(RuntimeApiValidation, StatusStringsAreDistinct) {
   std::set<std::string> seen;
   for (int s = SAGE_OK; s <= SAGE_ERR_INTERNAL; ++s) {

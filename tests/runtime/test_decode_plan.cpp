@@ -197,6 +197,22 @@ TEST(PackRows, GroupsThatDoNotFillTheTilePackWhereTheKernelIdlesTheWarpsPastThem
   EXPECT_EQ(pack_rows_for(native_config("mma", "decode", 16, 8), qwen), 4);
 }
 
+// Variable-length queries: the plain kernels run each sequence's tiles whole (no packing); over a
+// paged cache the decode schedule keeps the paged call's grid, and packs the group as it would.
+TEST(PackRows, VariableLengthQueriesPackOnlyInTheDecodeScheduleOverAPagedCache) {
+  AttnProblem qwen = gqa_call(28, 4, 4, 5000);
+  qwen.varlen = true;
+  qwen.layout = Layout::NHD;
+  qwen.total_q = 40;
+  EXPECT_EQ(pack_rows_for(native_config("mma", "plain", 128, 8), qwen), 0);
+  EXPECT_EQ(pack_rows_for(native_config("mma", "decode", 16, 8), qwen), 0);
+  qwen.paged = true;
+  qwen.page_size = 16;
+  EXPECT_EQ(pack_rows_for(native_config("mma", "plain", 128, 8), qwen), 0);
+  EXPECT_EQ(pack_rows_for(native_config("mma", "decode", 16, 8), qwen), 4);
+  EXPECT_EQ(pack_rows_for(native_config("wgmma", "persistent_split", 128, 0), qwen), 0);
+}
+
 TEST(PackRows, NothingPacksForMhaQuantizedKernelsOrWhenTurnedOff) {
   const AttnProblem qwen = gqa_call(28, 4, 4, 5000);
   EXPECT_EQ(pack_rows_for(native_config("mma", "plain", 128, 8), gqa_call(32, 32, 4, 5000)), 0);  // MHA

@@ -596,7 +596,7 @@ TEST(RuntimeKeys, PagedCachesHaveABucketOfTheirOwn) {
   EXPECT_EQ(k.seq_kv, dense.seq_kv);
   EXPECT_TRUE(k.str().ends_with("_balanced_paged")) << k.str();
   EXPECT_EQ(BucketKey::parse(k.str()), k);
-  EXPECT_THROW(BucketKey::parse(dense.str() + "_varlen_paged"), Error);
+  EXPECT_THROW(BucketKey::parse(dense.str() + "_window_paged"), Error);
   EXPECT_NE(CacheKeyHash()(CacheKey{1, k, 0, 0}), CacheKeyHash()(CacheKey{1, dense, 0, 0}));
   EXPECT_NE(p.str().find(" paged 16"), std::string::npos) << p.str();
   // Its queries' bucket is the next power of two up to 128 (the dense one's 1, 4, 8, 16, 128),
@@ -618,6 +618,51 @@ TEST(RuntimeKeys, PagedCachesHaveABucketOfTheirOwn) {
   p.causal = true;
   p.window = 64;
   EXPECT_THROW(p.validate(), Error);
+}
+
+// Variable-length queries over a paged cache (sage_attention_varlen_paged) have a bucket apart from
+// the dense-query paged calls' ("_varlen_paged"), by the longest sequence's queries on the paged
+// buckets, and every kernel with the paged entry takes them (its sage_attn_varlen_paged), the
+// decode schedule's too, which has no entry for variable-length batches of their own keys.
+TEST(RuntimeKeys, VariableLengthQueriesOverAPagedCacheHaveABucketOfTheirOwn) {
+  const Buckets b = builtin_buckets();
+  AttnProblem p = problem(9, 32, 8, 37, 8192, 128, true);
+  p.layout = Layout::NHD;
+  p.paged = true;
+  p.page_size = 16;
+  const BucketKey paged = b.key_of(p, Policy::balanced);
+  p.varlen = true;
+  p.total_q = 45;
+  EXPECT_NO_THROW(p.validate());
+  const BucketKey k = b.key_of(p, Policy::balanced);
+  EXPECT_TRUE(k.varlen && k.paged);
+  EXPECT_NE(k, paged);
+  EXPECT_EQ(k.seq_q, 64);  // the paged buckets: the next power of two up to 128
+  EXPECT_TRUE(k.str().ends_with("_balanced_varlen_paged")) << k.str();
+  EXPECT_EQ(BucketKey::parse(k.str()), k);
+  EXPECT_NE(CacheKeyHash()(CacheKey{1, k, 0, 0}), CacheKeyHash()(CacheKey{1, paged, 0, 0}));
+  EXPECT_NE(p.str().find(" varlen Tq45"), std::string::npos) << p.str();
+  EXPECT_NE(p.str().find(" paged 16"), std::string::npos) << p.str();
+  KernelConfig c;
+  c.head_dim = 128;
+  c.block_m = 16;
+  c.block_n = 128;
+  c.pipeline = "mma";
+  c.qk = c.pv = "native";
+  c.schedule = "decode";
+  EXPECT_FALSE(has_varlen_entry(c));
+  EXPECT_EQ(c.cannot_implement(p), "");
+  c.schedule = "plain";
+  c.block_m = 64;
+  c.block_n = 64;
+  EXPECT_EQ(c.cannot_implement(p), "");
+  c.pipeline = "wgmma";
+  c.tma = true;
+  EXPECT_EQ(c.cannot_implement(p), "");
+  c.schedule = "persistent";
+  EXPECT_NE(c.cannot_implement(p).find("paged KV caches (with dense or variable-length queries) run on"),
+            std::string::npos)
+      << c.cannot_implement(p);
 }
 
 // The kernels that read a paged cache: the native mma.sync kernels of the decode schedule (every
@@ -658,7 +703,9 @@ TEST(RuntimeKeys, PagedCachesRunOnTheNativeKernels) {
   c.head_dim = 64;
   c.schedule = "persistent_split";
   EXPECT_FALSE(has_paged_entry(c)) << "the persistent wgmma kernels";
-  EXPECT_NE(c.cannot_implement(p).find("paged KV caches run on"), std::string::npos) << c.cannot_implement(p);
+  EXPECT_NE(c.cannot_implement(p).find("paged KV caches (with dense or variable-length queries) run on"),
+            std::string::npos)
+      << c.cannot_implement(p);
   c.schedule = "plain";
   c.pv = "fp8";
   EXPECT_FALSE(has_paged_entry(c)) << "the wgmma kernels of FP8 P.V";

@@ -406,7 +406,8 @@ TEST(Compiler, Sm90a_VarlenAndWindowDefaultsHaveTheirEntriesWithoutSpills) {
 
 // Every paged default (the lists with kernels of their own: sm_90a, sm_89's, which sm_86 and
 // sm_120 share, sm_80's, and sm_100's, which mixes sm_80's decode kernels and sm_89's plain ones)
-// has the entry sage_attn_paged without spills, and the dense entries beside it keep theirs.
+// has the entries sage_attn_paged and sage_attn_varlen_paged (variable-length queries over a
+// paged cache) without spills, and the dense entries beside it keep theirs.
 class PagedDefaults : public ::testing::TestWithParam<const char*> {};
 TEST_P(PagedDefaults, HaveTheirEntryWithoutSpills) {
   const gen::SearchSpace space = gen::SearchSpace::builtin();
@@ -431,12 +432,14 @@ TEST_P(PagedDefaults, HaveTheirEntryWithoutSpills) {
       ASSERT_TRUE(has_paged_entry(kernel_config(*v))) << name;
       const CompileResult r = compile_with_ptx(*v, arch);
       ASSERT_TRUE(r.ok) << r.log;
-      expect_kernels_without_spills(r, {"sage_attn", "sage_attn_paged"}, false, name);
+      expect_kernels_without_spills(r, {"sage_attn", "sage_attn_paged", "sage_attn_varlen_paged"}, false, name);
       // The block table's entries are read through the read-only path.
-      const std::size_t at = r.ptx.find(".entry sage_attn_paged(");
-      ASSERT_NE(at, std::string::npos) << name;
-      const std::string body = r.ptx.substr(at, r.ptx.find(".entry ", at + 1) - at);
-      EXPECT_NE(body.find("ld.global.nc"), std::string::npos) << name;
+      for (const char* entry : {"sage_attn_paged", "sage_attn_varlen_paged"}) {
+        const std::size_t at = r.ptx.find(std::string(".entry ") + entry + "(");
+        ASSERT_NE(at, std::string::npos) << name << " " << entry;
+        const std::string body = r.ptx.substr(at, r.ptx.find(".entry ", at + 1) - at);
+        EXPECT_NE(body.find("ld.global.nc"), std::string::npos) << name << " " << entry;
+      }
     }
   }
 }

@@ -158,8 +158,11 @@ int run_bench(const BenchArgs& a) {
     throw Error(Errc::invalid_argument, cat("--paged must be a page size, a power of two, got ", a.paged));
   if (a.paged_order != "shuffled" && a.paged_order != "in-order")
     throw Error(Errc::invalid_argument, cat("--paged-order must be shuffled or in-order, got '", a.paged_order, "'"));
-  if (a.paged > 0 && (!a.varlen.empty() || a.window > 0))
-    throw Error(Errc::invalid_argument, "--paged takes neither --varlen nor --window");
+  if (a.paged > 0 && a.window > 0) throw Error(Errc::invalid_argument, "--paged takes no --window");
+  // --varlen with --paged: the sequences' queries over a paged cache of --seq-kv keys each
+  // (sage_attention_varlen_paged: a serving step's decodes and prefill chunks).
+  if (a.paged > 0 && !a.varlen.empty() && a.seq_kv <= 0)
+    throw Error(Errc::invalid_argument, "--varlen with --paged needs --seq-kv: every sequence's keys");
   // The cells, in the order they are measured. short-first: by sequence length, then head
   // dim, then mask, so that no short cell runs right after a long one (a GPU that has just
   // run at its power cap runs the next short kernels slower for a while; measured on the
@@ -176,6 +179,7 @@ int run_bench(const BenchArgs& a) {
   std::int64_t varlen_total = 0;
   double varlen_pairs = 0;  // the sequences' (query, key) pairs a head, without a mask
   double varlen_window_pairs = 0;  // ... visible through --window (causal)
+  double varlen_causal_pairs = 0;  // ... under a causal mask (bottom-right: halved without --paged)
   DeviceBuffer cu_seqlens;
   if (!a.varlen.empty()) {
     std::vector<std::int32_t> cu{0};
@@ -183,7 +187,13 @@ int run_bench(const BenchArgs& a) {
       varlen_total += l;
       if (varlen_total > 0x7fffffff) throw Error(Errc::invalid_argument, "--varlen: more than 2^31 tokens");
       cu.push_back(std::int32_t(varlen_total));
-      varlen_pairs += double(l) * l;
+      if (a.paged > 0) {  // l queries over seq_kv keys; causal, query i sees seq_kv - l + i + 1
+        varlen_pairs += double(l) * a.seq_kv;
+        varlen_causal_pairs += double(l) * a.seq_kv - double(l) * (l - 1) / 2;
+      } else {
+        varlen_pairs += double(l) * l;
+        varlen_causal_pairs += double(l) * l / 2;
+      }
       if (a.window > 0) varlen_window_pairs += window_pairs(l, a.window);
     }
     cu_seqlens = DeviceBuffer(cu.size() * sizeof(std::int32_t));
@@ -204,6 +214,15 @@ int run_bench(const BenchArgs& a) {
         p.varlen = true;
         p.window = causal ? a.window : 0;
         p.total_q = p.total_kv = int(varlen_total);
+        if (a.paged > 0) {
+          p.paged = true;
+          p.page_size = a.paged;
+          p.seq_kv = a.seq_kv;
+          p.total_kv = 0;
+          if (p.seq_kv % p.page_size != 0)
+            throw Error(Errc::invalid_argument, cat("--paged ", p.page_size, ": the keys (", p.seq_kv,
+                                                    ") must fill whole pages"));
+        }
         p.validate();
         cells.push_back({d, causal, int(varlen_total), p});
       }
@@ -292,7 +311,7 @@ int run_bench(const BenchArgs& a) {
         std::this_thread::sleep_for(std::chrono::duration<double>(a.cooldown_s));
       }
       first = false;
-      if (p.varlen && !has_varlen_entry(k->config()))
+      if (p.varlen && !p.paged && !has_varlen_entry(k->config()))
         throw Error(Errc::invalid_argument, cat(name, " has no entry for variable-length batches (", k->config().cannot_implement(p), ")"));
       if (p.paged && !has_paged_entry(k->config()))
         throw Error(Errc::invalid_argument, cat(name, " reads no paged KV cache (", k->config().cannot_implement(p), ")"));
@@ -304,6 +323,8 @@ int run_bench(const BenchArgs& a) {
         buffers.varlen = false;
         buffers.batch = 1;
         buffers.seq_q = buffers.seq_kv = std::max(1, p.total_q);
+        if (p.paged) buffers.seq_kv = p.batch * p.seq_kv;  // the pages, as a dense call's rows
+        buffers.paged = false;
       }
       std::vector<tuner::AttnBuffers> in;
       for (int s = 0; s < 2; ++s) {
@@ -326,7 +347,8 @@ int run_bench(const BenchArgs& a) {
       }
       auto args = [&](int i) {
         AttnArgs x = in[i % 2].args();
-        if (p.varlen) x.cu_seqlens_q = x.cu_seqlens_kv = cu_seqlens.as<std::int32_t>();
+        if (p.varlen) x.cu_seqlens_q = cu_seqlens.as<std::int32_t>();
+        if (p.varlen && !p.paged) x.cu_seqlens_kv = x.cu_seqlens_q;
         if (p.paged) {
           std::int64_t b, h, n;
           p.strides(p.heads_q, p.seq_q, &b, &h, &n);
@@ -341,8 +363,35 @@ int run_bench(const BenchArgs& a) {
         }
         return x;
       };
-      DeviceBuffer ws(k->workspace_size(p));
-      auto e2e = timer.time([&](int i) { k->run(p, args(i), ws.get(), stream); }, to);
+      // Variable-length queries over a paged cache on a kernel other than the decode schedule's, as
+      // the runtime runs them (rt::run, DecodePart): the sequences of up to t queries on the paged
+      // default of t queries where that is the decode schedule's (t = 4, 2 or 1), then the rest.
+      std::shared_ptr<AttnKernel> dk;
+      AttnProblem dp = p;
+      if (p.varlen && p.paged && !k->decode() && a.variants.empty())
+        for (int t : {4, 2, 1}) {
+          if (t >= p.seq_q) continue;
+          dp.seq_q = t;
+          auto c = kernel_for(tuner::default_variant(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, t, false, bh, sms,
+                                                     false, false, true));
+          if (c->decode()) {
+            dk = c;
+            break;
+          }
+        }
+      DeviceBuffer ws(std::max(k->workspace_size(p), dk ? dk->workspace_size(dp) : 0));
+      auto run_call = [&](int i) {
+        if (!dk) {
+          k->run(p, args(i), ws.get(), stream);
+          return;
+        }
+        AttnArgs x = args(i), y = args(i);
+        x.vq_max = dp.seq_q;
+        y.vq_min = dp.seq_q + 1;
+        dk->run(dp, x, ws.get(), stream);
+        k->run(p, y, ws.get(), stream);
+      };
+      auto e2e = timer.time(run_call, to);
       // Native (unquantized) variants have no preparation: its columns read "-" (and 0 in JSON),
       // and their call is the attention kernel alone, so its columns are the e2e measurement (a
       // second measurement of the same launch, taken after the first under the H100's power
@@ -357,17 +406,18 @@ int run_bench(const BenchArgs& a) {
       // With a window, the pairs it shows.
       const double flops =
           p.varlen ? 4.0 * p.heads_q * p.head_dim *
-                         (p.window > 0 ? varlen_window_pairs : causal ? varlen_pairs / 2 : varlen_pairs)
+                         (p.window > 0 ? varlen_window_pairs : causal ? varlen_causal_pairs : varlen_pairs)
                    : p.flops();
       const double tops = flops / (e2e.median_ms * 1e-3) / 1e12;
       const double prep_tbs = k->has_prep() ? k->prep_bytes(p) / (prep.median_ms * 1e-3) / 1e12 : 0.0;
       const double attn_tops = flops / (attn.median_ms * 1e-3) / 1e12;
-      rows.push_back({cat(d), causal ? "yes" : "no", p.varlen ? cat(p.batch, " seqs, ", n) : cat(n), name, ms(e2e.median_ms), f(tops, "%.0f"),
+      const std::string shown = dk ? cat(dk->config().name, " (<= ", dp.seq_q, " queries) + ", name) : name;
+      rows.push_back({cat(d), causal ? "yes" : "no", p.varlen ? cat(p.batch, " seqs, ", n) : cat(n), shown, ms(e2e.median_ms), f(tops, "%.0f"),
                       k->has_prep() ? ms(prep.median_ms) : "-", k->has_prep() ? f(prep_tbs, "%.2f") : "-",
                       ms(attn.median_ms), f(attn_tops, "%.0f"),
                       f(e2e.spread() * 100, "%.1f%%")});
       out.push_back({{"head_dim", d}, {"causal", causal}, {"seq", n}, {"batch", a.batch}, {"heads", a.heads},
-                     {"variant", name}, {"e2e_ms", e2e.median_ms}, {"tops", tops}, {"prep_ms", prep.median_ms},
+                     {"variant", shown}, {"e2e_ms", e2e.median_ms}, {"tops", tops}, {"prep_ms", prep.median_ms},
                      {"prep_tbps", prep_tbs}, {"attn_ms", attn.median_ms}, {"attn_tops", attn_tops},
                      {"spread", e2e.spread()}, {"seq_kv", p.seq_kv}, {"heads_kv", p.heads_kv},
                      {"layout", to_string(p.layout)}, {"dtype", to_string(p.dtype)}, {"sms", sms},
@@ -443,7 +493,8 @@ static Registrar reg_bench(
                      "the pairs it shows)");
       sub.add_option("--paged", a->paged,
                      "K and V in a paged cache of pages of P slots (a power of two; sage_attention_paged), its pages "
-                     "in shuffled order (--paged-order); the keys must fill whole pages");
+                     "in shuffled order (--paged-order); the keys must fill whole pages. With --varlen: those "
+                     "sequences' queries, each over --seq-kv keys (sage_attention_varlen_paged)");
       sub.add_option("--paged-order", a->paged_order,
                      "--paged: the pages' order in the cache, shuffled (each sequence's pages scattered) or in-order")
           ->capture_default_str();
@@ -476,7 +527,8 @@ static Registrar reg_bench(
       sub.add_option("--varlen", *varlen,
                      "time one variable-length batch (sage_attention_varlen) of these sequence lengths instead of "
                      "the grid, keys = queries each, comma-separated, 'LxC' for C sequences of L: 2048x8,64,1500 "
-                     "(--batch and --seq do not apply; the layout is NHD)");
+                     "(--batch and --seq do not apply; the layout is NHD); with --paged, the queries of each "
+                     "sequence over --seq-kv keys: 1x63,512 is 63 decoding sequences and a chunk of 512");
       return [=]() {
         BenchArgs x = *a;
         x.dims = ints(*dims, "--head-dim");

@@ -288,8 +288,9 @@ Registrar reg_select(
                    "a variable-length batch (sage_attention_varlen): -b sequences packed [total, heads, D], -n and "
                    "--seq-kv the longest; shows its varlen default");
       sub.add_option("--paged", a->paged,
-                     "a paged KV cache of pages of P slots (sage_attention_paged; --seq-kv the keys' upper bound); "
-                     "shows its paged default");
+                     "a paged KV cache of pages of P slots (sage_attention_paged; --seq-kv the keys' upper bound; "
+                     "with --varlen, variable-length queries over it: sage_attention_varlen_paged); shows its paged "
+                     "default");
       sub.add_option("--window", a->window,
                      "a causal sliding window: each query sees its W most recent keys (0: none); shows the kernel "
                      "that serves it (a varlen default, at the keys a query sees)");

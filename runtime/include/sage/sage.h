@@ -200,6 +200,27 @@ SAGE_API sage_status sage_workspace_size_paged(const sage_attention_desc* desc, 
 SAGE_API sage_status sage_attention_paged(const sage_attention_desc* desc, const sage_paged_kv* kv, const void* q,
                                           void* o, float* lse, void* workspace, size_t workspace_bytes, void* stream);
 
+/* Variable-length queries over a paged KV cache (vLLM's flash_attn_varlen_func with a block
+ * table: a serving step's prefill chunks and decoding sequences in one call). q and o are packed
+ * [total_q, heads_q, head_dim] as sage_attention_varlen()'s (desc->layout must be
+ * SAGE_LAYOUT_NHD): sequence b's queries are rows cu_seqlens_q[b] to cu_seqlens_q[b + 1] - 1, a
+ * device array of batch + 1 nondecreasing int32 offsets from 0 (clamped to [0, total_q] on the
+ * device). Its keys are kv's: seqlens_kv[b] of them through its row of the block table, as
+ * sage_attention_paged()'s. desc->seq_q is the longest sequence's queries (rows past it are not
+ * computed), desc->seq_kv the upper bound of its keys; both pick the kernel. Causal masks are
+ * bottom-right aligned per sequence: query i of a sequence of n queries and k keys sees keys
+ * j <= i + k - n (a sequence of more queries than keys leaves its first rows without keys: O 0,
+ * LSE -inf); an empty sequence is skipped. `lse`, when not NULL, receives FP32
+ * [heads_q, total_q]. head_dim and kernels as sage_attention_paged()'s (the decode schedule when
+ * the longest sequence has few queries, its GQA heads packed; the plain mma.sync or wgmma kernels
+ * beyond, a CTA per query tile of each sequence); desc->window must be 0. Workspace, stream and
+ * thread-safety as sage_attention(). */
+SAGE_API sage_status sage_workspace_size_varlen_paged(const sage_attention_desc* desc, int total_q,
+                                                      const sage_paged_kv* kv, size_t* bytes);
+SAGE_API sage_status sage_attention_varlen_paged(const sage_attention_desc* desc, const int32_t* cu_seqlens_q,
+                                                 int total_q, const sage_paged_kv* kv, const void* q, void* o,
+                                                 float* lse, void* workspace, size_t workspace_bytes, void* stream);
+
 /* Writes the name of the variant that serves `desc` on the current device into `name`
  * (NUL-terminated, truncated to `capacity` bytes), selecting it first if needed. */
 SAGE_API sage_status sage_variant_name(const sage_attention_desc* desc, char* name, size_t capacity);

@@ -9,6 +9,7 @@
 // the library (JIT or exported static) and across compilers.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -99,6 +100,20 @@ class Attention {
   std::size_t workspace_size_paged(const sage_paged_kv& kv) const {
     std::size_t n = 0;
     check(sage_workspace_size_paged(&desc_, &kv, &n));
+    return n;
+  }
+  // Variable-length queries over a paged KV cache (sage_attention_varlen_paged): this
+  // descriptor's batch is the sequence count, seq_q the longest sequence's queries, seq_kv the
+  // upper bound of its keys, its layout NHD; q and o packed [total_q, heads_q, head_dim],
+  // cu_seqlens_q batch + 1 device offsets; RunOptions::lse then FP32 [heads_q, total_q].
+  void run_varlen_paged(const std::int32_t* cu_seqlens_q, int total_q, const sage_paged_kv& kv, const void* q, void* o,
+                        void* stream = nullptr, const RunOptions& opt = {}) const {
+    check(sage_attention_varlen_paged(&desc_, cu_seqlens_q, total_q, &kv, q, o, opt.lse, opt.workspace,
+                                      opt.workspace_bytes, stream));
+  }
+  std::size_t workspace_size_varlen_paged(int total_q, const sage_paged_kv& kv) const {
+    std::size_t n = 0;
+    check(sage_workspace_size_varlen_paged(&desc_, total_q, &kv, &n));
     return n;
   }
   // The same on tensors with strides of their own (sage_attention_strided; nullptr: contiguous).

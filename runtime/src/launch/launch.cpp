@@ -224,7 +224,7 @@ std::string KernelConfig::cannot_implement(const AttnProblem& p) const {
     return cat("head_dim ", p.head_dim, ": the variant's is ", head_dim,
                " (below it, a multiple of 8 runs as zero-padded to it)");
   if (p.heads_q % p.heads_kv != 0) return "heads_q must be a multiple of heads_kv";
-  if (p.varlen && !has_varlen_entry(*this))
+  if (p.varlen && !p.paged && !has_varlen_entry(*this))
     return "variable-length batches run on the native (unquantized) kernels of the plain schedule, head dims 64 and "
            "128 (wgmma: and 256), and on the quantized wgmma kernels of FP8 P.V, the TMA loader and the plain or turns "
            "schedule that quantize Q themselves (fuse_q)";
@@ -233,8 +233,9 @@ std::string KernelConfig::cannot_implement(const AttnProblem& p) const {
            "the plain schedule (mma.sync at head dims 64 and 128), and the quantized wgmma kernels of FP8 P.V, the TMA "
            "loader and the plain or turns schedule that quantize Q themselves (fuse_q)";
   if (p.paged && !has_paged_entry(*this))
-    return "paged KV caches run on the native (unquantized) mma.sync kernels of the decode schedule, and of the plain "
-           "schedule at head dims 64 and 128, and on the native wgmma kernels of the plain schedule";
+    return "paged KV caches (with dense or variable-length queries) run on the native (unquantized) mma.sync kernels "
+           "of the decode schedule, and of the plain schedule at head dims 64 and 128, and on the native wgmma kernels "
+           "of the plain schedule";
   if (tma && qk != "native" && block_m > 0 && block_n > 0) {
     // TMA coordinates are 32-bit: the rows of the tiled Q and K must stay below 2^31 (a
     // variable-length batch: K's kv_tile_pitch tiles a head, V^T's columns as many tokens).
@@ -350,7 +351,8 @@ bool has_window_entry(const KernelConfig& c) { return has_varlen_entry(c); }
 // dims 64 and 128 (those with sage_attn_varlen), whose cp.async loads look each row up in the
 // block table (attn_mma.cuh: KvLoader::load_paged); and the native wgmma kernels of the plain
 // schedule (every head dim), whose TMA loads take a tile as boxes of its pages (attn_native.cuh:
-// PagedBoxes).
+// PagedBoxes). Each of them also has sage_attn_varlen_paged (variable-length queries over a
+// paged cache).
 bool has_paged_entry(const KernelConfig& c) {
   if (c.pipeline == "wgmma") return c.qk == "native" && c.pv == "native" && c.schedule == "plain";
   return c.pipeline == "mma" && c.qk == "native" && c.pv == "native" &&
@@ -389,7 +391,10 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   if (cfg_.pv == "int8") attn_lse_ = module_->function("sage_attn_lse");
   if (has_q3_entry(cfg_)) attn_q3_ = module_->function("sage_attn_q3");
   if (has_window_entry(cfg_)) attn_window_ = module_->function("sage_attn_window");
-  if (has_paged_entry(cfg_)) attn_paged_ = module_->function("sage_attn_paged");
+  if (has_paged_entry(cfg_)) {
+    attn_paged_ = module_->function("sage_attn_paged");
+    attn_varlen_paged_ = module_->function("sage_attn_varlen_paged");
+  }
   if (has_varlen_entry(cfg_)) {
     attn_varlen_ = module_->function("sage_attn_varlen");
     if (!native()) {
@@ -399,7 +404,7 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   }
   const cu::Api& a = cu::api();
   if (cfg_.smem_bytes > 48 * 1024)
-    for (CUfunction f : {attn_, attn_lse_, attn_q3_, attn_varlen_, attn_window_, attn_paged_})
+    for (CUfunction f : {attn_, attn_lse_, attn_q3_, attn_varlen_, attn_window_, attn_paged_, attn_varlen_paged_})
       if (f) SAGE_CU(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, cfg_.smem_bytes));
   CUdevice dev;
   SAGE_CU(cuCtxGetDevice(&dev));
@@ -503,8 +508,9 @@ int AttnKernel::pack_rows(const AttnProblem& p) const { return pack_rows_for(cfg
 int pack_rows_for(const KernelConfig& cfg_, const AttnProblem& p, int pack_heads) {
   const bool native = cfg_.qk == "native", mma_native = native && cfg_.pipeline == "mma";
   const bool persistent = cfg_.schedule.rfind("persistent", 0) == 0;
+  // (variable-length queries: only the decode schedule's paged entry keeps the paged call's grid)
   if (pack_heads == 0 || !native || !(persistent || mma_native) || p.heads_kv <= 0 || p.heads_q <= p.heads_kv ||
-      p.varlen)
+      (p.varlen && !(p.paged && mma_native && cfg_.schedule == "decode")))
     return 0;
   const int g = p.heads_q / p.heads_kv;
   if (mma_native && cfg_.schedule == "decode") return decode_pack_rows(cfg_.block_m, g, p.seq_q);
@@ -577,7 +583,9 @@ int decode_split_ranges(std::int64_t units, std::int64_t slots, int seq_kv, std:
   return ranges >= 2 ? int(ranges) : 0;
 }
 int AttnKernel::mma_split_ranges(const AttnProblem& p) const {
-  if (p.varlen) return 0;  // each CTA runs its sequence's query tile whole (attn_mma.cuh: varlen_view)
+  // Each CTA runs its sequence's query tile whole (attn_mma.cuh: varlen_view), but in the decode
+  // schedule's entry for variable-length queries over a paged cache (the paged call's grid).
+  if (p.varlen && !(p.paged && decode())) return 0;
   const std::int64_t units = mma_units(p), slots = std::max<std::int64_t>(1, this->slots(p));
   const int pack = pack_rows(p);
   const std::int64_t rows = pack > 0 ? std::int64_t(std::min(pack, p.seq_q)) *
@@ -928,7 +936,16 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
   s.q_tiles = w.q_tiles;
   s.k_tiles = w.k_tiles;
   s.num_sms = sms(p);
-  if (p.varlen) {
+  if (p.varlen && p.paged) {
+    // Variable-length queries over a paged cache: the kernel's view of each sequence
+    // (attn_mma.cuh: varlen_paged_view) clamps its query offsets to the packed rows; its keys are
+    // the paged call's (below).
+    if (!a.cu_seqlens_q) throw Error(Errc::invalid_argument, "variable-length queries need cu_seqlens_q");
+    s.cu_seqlens_q = a.cu_seqlens_q;
+    s.seq_q = p.total_q;
+    s.vq_min = a.vq_min;
+    s.vq_max = a.vq_max;
+  } else if (p.varlen) {
     // The kernel's view of each sequence (attn_mma.cuh: varlen_view) clamps every offset to the
     // packed rows, so cu_seqlens can send no access out of q, k, v, o or lse.
     if (!a.cu_seqlens_q || !a.cu_seqlens_kv)
@@ -984,7 +1001,8 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
     }
     if (p.varlen) {
       // The maps cover the packed tensors (packed_problem); each CTA reads its sequence's rows
-      // from there (attn_native.cuh: attn_kernel_varlen).
+      // from there (attn_native.cuh: attn_kernel_varlen; paged: Q's rows, K's and V's maps over
+      // the caches).
       native_tensor_maps(packed_problem(p), s);
       return;
     }
@@ -1242,23 +1260,29 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
   // A paged KV cache: the entry that reads it (dense queries, its whole head dim).
   const bool paged = s.block_table != nullptr;
   if (paged && !attn_paged_) throw Error(Errc::unsupported, cat(cfg_.name, ": no entry for paged KV caches"));
-  if (p.varlen) {
+  // (variable-length queries over it: their entry, on the paged call's grid on the mma.sync
+  // pipeline, else on a variable-length batch's)
+  CUfunction paged_f = p.varlen ? attn_varlen_paged_ : attn_paged_;
+  if (p.varlen && paged && mma_native()) {
+    if (p.total_q == 0) return;  // no query rows: nothing to compute nor write
+  } else if (p.varlen) {
     // (query tiles of the longest sequence, heads, sequences): a CTA past its sequence's tiles
     // returns at once
     if (p.total_q == 0) return;  // no query rows: nothing to compute nor write
-    if (!attn_varlen_) throw Error(Errc::unsupported, cat(cfg_.name, ": no entry for variable-length batches"));
+    if (!(paged ? attn_varlen_paged_ : attn_varlen_))
+      throw Error(Errc::unsupported, cat(cfg_.name, ": no entry for variable-length batches"));
     if (s.q_tiles > 0x7fffffff || p.batch > kGridYZLimit)
       throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles or sequences for one launch"));
     // (the quantized kernels' entry waits for the preparation: a programmatic dependent)
-    launch(window ? attn_window_ : attn_varlen_, unsigned(s.q_tiles), unsigned(p.heads_q), unsigned(p.batch),
-           unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s, dependent_);
+    launch(paged ? attn_varlen_paged_ : window ? attn_window_ : attn_varlen_, unsigned(s.q_tiles), unsigned(p.heads_q),
+           unsigned(p.batch), unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s, dependent_);
     return;
   }
   if (mma_native() && (s.split_ranges > 0 || s.pack_rows > 0)) {
     // (query tiles x ranges, heads, batch): heads are kv heads where packed (attn_mma.cuh: cta_coords)
     const std::int64_t x = std::int64_t(s.q_tiles) * std::max(1, s.split_ranges);
     if (x > 0x7fffffff) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for one launch"));
-    launch(paged ? attn_paged_ : window ? attn_window_ : q3 ? attn_q3_ : attn_, unsigned(x),
+    launch(paged ? paged_f : window ? attn_window_ : q3 ? attn_q3_ : attn_, unsigned(x),
            unsigned(s.pack_rows > 0 ? p.heads_kv : p.heads_q),
            unsigned(p.batch), unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s);
     return;
@@ -1272,7 +1296,7 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
   CUfunction f = s.lse && attn_lse_ ? attn_lse_ : attn_;
   if (q3) f = attn_q3_;
   if (window) f = attn_window_;
-  if (paged) f = attn_paged_;
+  if (paged) f = paged_f;
   if (p.causal) {
     if (s.q_tiles > kGridYZLimit) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for a causal launch"));
     const int g = causal_group(p, cfg_);

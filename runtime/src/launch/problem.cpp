@@ -92,7 +92,6 @@ void AttnProblem::validate() const {
   if (paged) {
     if (page_size < 1 || (page_size & (page_size - 1)) != 0)
       throw Error(Errc::invalid_argument, cat("a paged KV cache's page size must be a power of two, got ", page_size));
-    if (varlen) throw Error(Errc::invalid_argument, "a paged KV cache takes a dense batch of queries, not a varlen one");
     if (window > 0) throw Error(Errc::invalid_argument, "a paged KV cache takes no sliding window (yet)");
   }
 }

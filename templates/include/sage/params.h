@@ -30,8 +30,9 @@ typedef std::int64_t sage_i64;
 // lse_stride_h, q_row0, kv_row0; the native kernels' sage_attn_varlen entry). 15: the
 // quantized kernels' variable-length batches (kv_tile_pitch, kv_tile0; varlen = 2). 16: window
 // (sliding-window causal masks). 17: paged KV caches (block_table, seqlens_kv, bt_stride,
-// page_shift, num_pages; the native mma.sync kernels' sage_attn_paged entry).
-#define SAGE_KERNEL_ABI_VERSION 17
+// page_shift, num_pages; the native mma.sync kernels' sage_attn_paged entry). 18: vq_min,
+// vq_max (variable-length queries over a paged cache: the sequences one launch takes).
+#define SAGE_KERNEL_ABI_VERSION 18
 
 // Element types of the user's tensors.
 enum SageDType { SAGE_DTYPE_FP16 = 0, SAGE_DTYPE_BF16 = 1 };
@@ -172,6 +173,11 @@ struct SageAttnParams {
   const sage_i32* block_table;
   const sage_i32* seqlens_kv;
   sage_i32 bt_stride, page_shift, num_pages;
+  // Variable-length queries over a paged cache (the entry sage_attn_varlen_paged, cu_seqlens_q
+  // and block_table set): the sequences of vq_min to vq_max queries (vq_max 0: no bound) are this
+  // launch's, the others' CTAs return at once (a mixed batch's decoding sequences on the decode
+  // schedule, its longer ones on another kernel: launch.h, AttnArgs::vq_min).
+  sage_i32 vq_min, vq_max;
 };
 
 // The FP32 reference attention's arguments: O and LSE in FP32, [B, Hq, Nq, D] / [B, Hq, Nq].

@@ -103,6 +103,10 @@ struct AttnArgs {
   const std::int32_t* block_table = nullptr;
   const std::int32_t* seqlens_kv = nullptr;
   int bt_stride = 0, num_pages = 0;
+  // Variable-length queries over a paged cache: this launch takes the sequences of vq_min to
+  // vq_max queries (vq_max 0: no bound; SageAttnParams::vq_min), the others' rows are another
+  // launch's (rt::run: a mixed batch's decoding sequences on the decode schedule).
+  int vq_min = 0, vq_max = 0;
 };
 
 // Where each part of the workspace starts (bytes from its base). Sizes depend on the
@@ -353,6 +357,8 @@ class AttnKernel {
   CUfunction attn_varlen_ = nullptr;  // variable-length batches (sage_attn_varlen; has_varlen_entry)
   CUfunction attn_window_ = nullptr;  // sliding windows, dense or packed (sage_attn_window; has_window_entry)
   CUfunction attn_paged_ = nullptr;   // paged KV caches (sage_attn_paged; has_paged_entry)
+  // variable-length queries over paged KV caches (sage_attn_varlen_paged; has_paged_entry)
+  CUfunction attn_varlen_paged_ = nullptr;
   // ... and their preparation and exact pass over FP8 V (the quantized kernels)
   CUfunction prep_varlen_ = nullptr, prep_v_varlen_ = nullptr;
   int num_sms_ = 0;  // the device's

@@ -36,7 +36,8 @@ struct AttnProblem {
   // A paged KV cache (sage_attention_paged): K and V are pages of page_size slots (a power of
   // two) that a block table gives each sequence (AttnArgs::block_table); sequence b has
   // min(seqlens_kv[b], seq_kv) keys, so seq_kv is their upper bound (the grid, the key splits,
-  // the bucket). Q, O and the LSE are dense in `layout`.
+  // the bucket). Q, O and the LSE are dense in `layout`, or with varlen packed [total_q, heads, D]
+  // (sage_attention_varlen_paged: total_kv 0, the keys the caches').
   bool paged = false;
   int page_size = 0;
 
@@ -56,7 +57,8 @@ struct AttnProblem {
   double flops() const;
   // Throws Error(invalid_argument) for sizes < 1, heads_q % heads_kv != 0, sms < 0, a window
   // < 0 or without causal; varlen: totals < 0, or a layout other than NHD; paged: a page size
-  // that is no power of two, or paged with varlen or a window.
+  // that is no power of two, or paged with a window (paged with varlen: variable-length queries
+  // over the cache, total_kv unused).
   void validate() const;
   // "B4 Hq32 Hkv32 Nq4096 Nkv4096 D128 HND fp16 causal" (" window 4096" with a window, " on 64
   // SMs" with sms; varlen: " varlen Tq9000 Tkv9000", the packed totals, with Nq/Nkv the longest

@@ -154,6 +154,12 @@ AttnProblem problem_of(const DescView& d, Policy* policy);
 // Error(invalid_argument) for a page size that is no power of two, max_pages * page_size below
 // seq_kv or num_pages < 1, Error(unsupported) for a window or a head dim that is no multiple of 8.
 AttnProblem paged_problem_of(const DescView& d, int page_size, int max_pages, int num_pages, Policy* policy);
+// Variable-length queries over a paged KV cache (sage_attention_varlen_paged): the paged call's
+// checks on the longest sequence (causal taken per sequence, so desc->seq_q may pass seq_kv),
+// then varlen with total_q packed query rows (total_kv 0: the keys are the caches'); throws
+// Error(invalid_argument) for a layout other than NHD or total_q < 0.
+AttnProblem varlen_paged_problem_of(const DescView& d, int total_q, int page_size, int max_pages, int num_pages,
+                                    Policy* policy);
 // The paged call's tensors: q and o contiguous in p.layout, k and v the caches with their page
 // strides (zero: contiguous [num_pages, page_size, heads_kv, head_dim]; checked as positive
 // multiples of 8 where a dimension has more than one entry), the caches' and tables' pointers

@@ -43,8 +43,9 @@ SAGE_DEV DecodeRow decode_row(const SageAttnParams& p, int r, int h, int t) {
 
 // Grid as the native mma.sync kernel's (cta_coords<true>), Cfg::THREADS threads,
 // Cfg::SMEM_BYTES dynamic shared memory. QN: the quarters of the head dim computed. PAGED: a
-// paged KV cache (p is the sequence's paged_view).
-template <class Cfg, bool BF16, int QN = 4, bool PAGED = false>
+// paged KV cache (p is the sequence's paged_view). VARLEN: variable-length queries over it (p is
+// the sequence's varlen_paged_view<.., KEEP_B, OUT = false>: packed Q and O, LSE [heads_q, total]).
+template <class Cfg, bool BF16, int QN = 4, bool PAGED = false, bool VARLEN = false>
 SAGE_DEV void decode_kernel(const SageAttnParams& p) {
   static_assert(Cfg::DECODE, "the decoding schedule's kernel");
   using L = Layout<Cfg>;
@@ -252,13 +253,24 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
   const i64 units = i64(p.batch) * (packed ? p.heads_kv : p.heads_q) * p.q_tiles;
   const i64 u = (i64(ce.b) * (packed ? p.heads_kv : p.heads_q) + ce.h) * p.q_tiles + ce.q_tile;
   float* ml = split ? p.split_o + i64(p.split_ranges) * units * BM * D : nullptr;
+  // VARLEN: O and the LSE from the sequence's first query row, its offset read again here (the
+  // view leaves them the call's: varlen_paged_view<.., OUT = false>, nothing kept in registers
+  // through the main loop, where it cost D=64 its second CTA an SM).
+  u8* vo = nullptr;
+  float* vl = nullptr;
+  if constexpr (VARLEN) {
+    const int q0 = min_(max_(__ldg(p.cu_seqlens_q + ce.b), 0), p.lse_stride_h);
+    vo = static_cast<u8*>(p.o) + i64(q0) * p.o_stride_n * 2;
+    vl = p.lse ? p.lse + q0 : nullptr;
+  }
   auto store = [&](int r, int c4, float4 acc, float mx, float sum) {
     const int qh = rqh[r], qr = rqr[r];
     const float inv = sum > 0.f ? 1.0f / sum : 0.f;
-    u8* dst = static_cast<u8*>(p.o) + (ce.b * p.o_stride_b + qh * p.o_stride_h + i64(qr) * p.o_stride_n + c4) * 2;
+    u8* dst = static_cast<u8*>(VARLEN ? vo : p.o) + (ce.b * p.o_stride_b + qh * p.o_stride_h + i64(qr) * p.o_stride_n + c4) * 2;
     *reinterpret_cast<u32x2*>(dst) = u32x2{pack_x2(acc.x * inv, acc.y * inv, p.dtype), pack_x2(acc.z * inv, acc.w * inv, p.dtype)};
     if (p.lse && c4 == 0)
-      p.lse[(i64(ce.b) * p.heads_q + qh) * p.seq_q + qr] = sum > 0.f ? (mx + lg2(sum)) * kLn2 : neg_inf();
+      (VARLEN ? vl : p.lse)[VARLEN ? i64(qh) * p.lse_stride_h + qr : (i64(ce.b) * p.heads_q + qh) * p.seq_q + qr] =
+          sum > 0.f ? (mx + lg2(sum)) * kLn2 : neg_inf();
   };
   for (int it = threadIdx.x; it < NI; it += Cfg::THREADS) {
     const int r = rrow[it / C4], c4 = (it % C4) * 4;

@@ -160,6 +160,55 @@ SAGE_DEV void paged_view(const SageAttnParams& p, int b, SageAttnParams& v) {
   v.k_tiles = (v.seq_kv + BN - 1) / BN;
 }
 
+// Variable-length queries over a paged KV cache (p.cu_seqlens_q and p.block_table; the entry
+// sage_attn_varlen_paged): sequence b's view, its queries rows [cu_seqlens_q[b], cu_seqlens_q[b + 1])
+// of the packed Q and O (clamped to p.seq_q, the packed total), LSE [heads_q, total]
+// (lse_stride_h: the packed total), its keys paged_view's. KEEP_B (the mma.sync kernels, whose
+// grid and key splits are the paged call's): the view keeps the sequence's index b, Q and O with
+// batch stride 0 and the call's query tiles (a tile past the sequence's queries holds no row).
+// Else (the wgmma kernel; grid (query tiles of the longest sequence, Hq, sequences)) a call of its
+// own as varlen_view's: batch 1, varlen = 1 (cta_coords: b = 0), its row of the block table; false:
+// this CTA's query tile lies past its sequence. False also (either way): the sequence's queries
+// are not this launch's (p.vq_min, p.vq_max). OUT = false: O and the LSE stay the call's, for
+// the kernel to move to the sequence's rows at its end (varlen_paged_out: nothing of them is kept
+// in registers through the main loop).
+template <int BM, int BN, bool KEEP_B, bool OUT = true>
+SAGE_DEV bool varlen_paged_view(const SageAttnParams& p, int b, SageAttnParams& v) {
+  const int q0 = min_(max_(p.cu_seqlens_q[b], 0), p.seq_q);
+  const int q1 = min_(max_(p.cu_seqlens_q[b + 1], q0), p.seq_q);
+  paged_view<BN>(p, b, v);
+  v.seq_q = q1 - q0;
+  v.lse_stride_h = p.seq_q;
+  v.q_row0 = q0;
+  v.q.ptr = static_cast<const u8*>(p.q.ptr) + i64(q0) * p.q.stride_n * 2;
+  if constexpr (OUT) {
+    v.o = static_cast<u8*>(p.o) + i64(q0) * p.o_stride_n * 2;
+    if (p.lse) v.lse = p.lse + q0;
+  }
+  const bool mine = q1 - q0 >= p.vq_min && (p.vq_max == 0 || q1 - q0 <= p.vq_max);
+  if constexpr (KEEP_B) {
+    v.q.stride_b = 0;
+    v.o_stride_b = 0;
+    return mine;
+  } else {
+    if (!mine) return false;
+    v.q_tiles = (q1 - q0 + BM - 1) / BM;
+    if (int(blockIdx.x) >= v.q_tiles) return false;
+    v.batch = 1;
+    v.varlen = 1;
+    v.block_table = p.block_table + i64(b) * p.bt_stride;
+    return true;
+  }
+}
+
+// A varlen_paged_view<.., OUT = false>'s O and LSE moved to sequence b's rows (in `e`, a copy of
+// the view), from its first query row again.
+SAGE_DEV void varlen_paged_out(const SageAttnParams& v, int b, SageAttnParams& e) {
+  const int q0 = min_(max_(__ldg(v.cu_seqlens_q + b), 0), v.lse_stride_h);
+  e.o = static_cast<u8*>(v.o) + i64(q0) * v.o_stride_n * 2;
+  if (v.lse) e.lse = v.lse + q0;
+}
+
 // Per-thread cp.async plan for one K/V tile: every thread copies chunks tid, tid + THREADS,
 // ... of the tile. THREADS is a multiple of the chunks per row and of 8 rows, so a thread's
 // column and swizzle phase are the same for all its chunks: the shared and global offsets
@@ -921,9 +970,12 @@ SAGE_DEV void split_merge(const SageAttnParams& p, i64 u, int b, int h, int m0) 
 // Cfg::SMEM_BYTES dynamic shared memory. LSE_SUMS: see softmax_pv (int8 P.V only; the
 // launcher picks that entry when p.lse is set). BF16: the native kernel's BF16 inputs (the
 // entry point picks by p.dtype).
-// PAGED: a paged KV cache (native; p is the sequence's paged_view).
-template <class Cfg, bool LSE_SUMS = false, bool BF16 = false, int QN = 4, bool WINDOW = false, bool PAGED = false>
+// PAGED: a paged KV cache (native; p is the sequence's paged_view). VQ: variable-length queries
+// over it (p: the sequence's varlen_paged_view<.., KEEP_B, OUT = false>; no split keys).
+template <class Cfg, bool LSE_SUMS = false, bool BF16 = false, int QN = 4, bool WINDOW = false, bool PAGED = false,
+          bool VQ = false>
 SAGE_DEV void attn_kernel(const SageAttnParams& p) {
+  static_assert(!VQ || PAGED, "variable-length queries over a paged cache");
   static_assert(!PAGED || Cfg::NATIVE, "paged caches are read by the native kernels");
   static_assert(!LSE_SUMS || Cfg::V_INT8, "separate LSE sums are the int8 P.V path's");
   static_assert(Cfg::SCHED == Schedule::plain || Cfg::SCHED == Schedule::overlap,
@@ -1132,7 +1184,7 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   __syncthreads();
   // The CTA's coordinates again (cheaper than keeping them live through the mainloop).
   const CtaCoords ce = cta_coords<Cfg::SPLIT>(p);
-  if constexpr (Cfg::SPLIT) {
+  if constexpr (Cfg::SPLIT && !VQ) {
     if (p.split_ranges > 0) {
       // This range's partial, then one count for it; the tile's last range merges them all.
       const i64 u = (i64(ce.b) * (packed ? p.heads_kv : p.heads_q) + ce.h) * p.q_tiles + ce.q_tile;
@@ -1156,7 +1208,13 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   }
   if constexpr (Cfg::NATIVE) {
     const int hq = packed ? ce.h * (p.heads_q / p.heads_kv) + warp * Cfg::WARP_Q / p.pack_rows : ce.h;
-    epilogue::store<Cfg, SL>(p, st.m, st.l, st.o, ce.b, hq, 0, warp, row0, smem);
+    if constexpr (VQ) {
+      SageAttnParams e = p;
+      varlen_paged_out(p, ce.b, e);
+      epilogue::store<Cfg, SL>(e, st.m, st.l, st.o, ce.b, hq, 0, warp, row0, smem);
+    } else {
+      epilogue::store<Cfg, SL>(p, st.m, st.l, st.o, ce.b, hq, 0, warp, row0, smem);
+    }
     return;
   }
   epilogue::store<Cfg, SL>(p, st.m, st.l, st.o, ce.b, ce.h, ce.kv_bh(p), warp, row0, smem, LSE_SUMS ? st.lx : nullptr);

@@ -675,7 +675,8 @@ struct PagedBoxes {
 // copies of them are local memory), over the packed [1, total, heads, D] tensors with VARLEN,
 // whose sequence starts at rows p.q_row0 and p.kv_row0.
 // PAGED: a paged KV cache (p: the sequence's mma_attn::paged_view; g's maps tma_k and tma_v
-// over the caches' pages: PagedBoxes).
+// over the caches' pages: PagedBoxes); with VARLEN, its varlen_paged_view (Q packed, b = 0 and
+// the sequence's row of the block table).
 template <class Cfg, bool BF16, int BOXES = 0, bool VARLEN = false, bool WINDOW = false, bool PAGED = false>
 SAGE_DEV void attn_kernel_t(const SageAttnParams& p, const SageAttnParams& g) {
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, ST = Cfg::STAGES, CH = Cfg::CHUNKS;
@@ -721,7 +722,7 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p, const SageAttnParams& g) {
   // warp stalls its warpgroup's wgmma for long; warps past the boxes, as with pages of a whole
   // tile, neither load nor wait for the slots), thread 0 arms the barriers; the next tile's
   // entries of K and V in ek, ev.
-  static_assert(!PAGED || (!VARLEN && !WINDOW), "a paged cache's queries are dense, without a window");
+  static_assert(!PAGED || !WINDOW, "a paged cache's queries have no window");
   static_assert(!PAGED || 32 * NWARPS >= BN, "a box a lane at most (pages of one slot)");
   const PagedBoxes<BN> pg(p, b);
   const bool loader = PAGED ? warp < pg.boxes : threadIdx.x == 0;
@@ -1998,6 +1999,18 @@ SAGE_DEV void attn_kernel_paged(const SageAttnParams& p) {
   mma_attn::paged_view<Cfg::BN>(p, mma_attn::cta_coords(p).b, v);
   if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_t<Cfg, true, 0, false, false, true>(v, p);
   else attn_kernel_t<Cfg, false, 0, false, false, true>(v, p);
+}
+
+// Variable-length queries over a paged KV cache (p.cu_seqlens_q and p.block_table): each CTA runs
+// its sequence as a call of its own (mma_attn::varlen_paged_view: its rows of the packed Q through
+// the map over it, its keys as the paged entry's boxes of its row of the block table).
+template <class Cfg>
+SAGE_DEV void attn_kernel_varlen_paged(const SageAttnParams& p) {
+  static_assert(!Cfg::PERSISTENT, "paged caches run on the plain kernel");
+  SageAttnParams v = p;
+  if (!mma_attn::varlen_paged_view<Cfg::BM, Cfg::BN, false>(p, int(blockIdx.z), v)) return;
+  if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_t<Cfg, true, 0, true, false, true>(v, p);
+  else attn_kernel_t<Cfg, false, 0, true, false, true>(v, p);
 }
 
 // A sliding window (p.window > 0; launch.cpp has_window_entry): the dense call or, with
