@@ -211,10 +211,11 @@ SAGE_API sage_status sage_attention_paged(const sage_attention_desc* desc, const
  * bottom-right aligned per sequence: query i of a sequence of n queries and k keys sees keys
  * j <= i + k - n (a sequence of more queries than keys leaves its first rows without keys: O 0,
  * LSE -inf); an empty sequence is skipped. `lse`, when not NULL, receives FP32
- * [heads_q, total_q]. head_dim and kernels as sage_attention_paged()'s (the decode schedule when
- * the longest sequence has few queries, its GQA heads packed; the plain mma.sync or wgmma kernels
- * beyond, a CTA per query tile of each sequence); desc->window must be 0. Workspace, stream and
- * thread-safety as sage_attention(). */
+ * [heads_q, total_q]. head_dim and kernels as sage_attention_paged()'s, selected by the longest
+ * sequence's queries; where that is not the decode schedule's kernel, the sequences of up to 4
+ * queries (the decode schedule's edge) run on it first, GQA heads packed and keys split, and the
+ * longer ones on the selected kernel (docs/runtime.md, "Variable-length queries over a paged
+ * cache"); desc->window must be 0. Workspace, stream and thread-safety as sage_attention(). */
 SAGE_API sage_status sage_workspace_size_varlen_paged(const sage_attention_desc* desc, int total_q,
                                                       const sage_paged_kv* kv, size_t* bytes);
 SAGE_API sage_status sage_attention_varlen_paged(const sage_attention_desc* desc, const int32_t* cu_seqlens_q,
