@@ -183,6 +183,21 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     return (o, lse) if return_lse else o
 
 
+def _paged_keys_bound(fn, max_seqlen_k, max_pages, page_size, sm_scale):
+    """The calls over a paged cache: max_seqlen_k checked against the table's capacity (None: the
+    capacity), and sm_scale (None or > 0)."""
+    capacity = min(max_pages * page_size, 2**31 - 1)
+    if max_seqlen_k is None:
+        max_seqlen_k = max(1, capacity)
+    elif (isinstance(max_seqlen_k, bool) or not hasattr(type(max_seqlen_k), "__index__")
+          or not 1 <= int(max_seqlen_k) <= capacity):
+        raise ValueError(f"{fn}: max_seqlen_k must be an int in [1, max_pages * page_size = {capacity}] (None: "
+                         f"{capacity}), got {max_seqlen_k!r}")
+    if sm_scale is not None and not (sm_scale > 0):
+        raise ValueError(f"{fn}: sm_scale must be > 0 (None for 1/sqrt(head_dim)), got {sm_scale}")
+    return max_seqlen_k
+
+
 def attention_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k=None, is_causal=False,
                     sm_scale=None, return_lse=False, policy="balanced", tensor_layout="NHD"):
     """Attention of dense queries over a paged KV cache (decoding, speculative or chunked steps of a
@@ -231,15 +246,7 @@ def attention_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_
     max_pages, page_size = block_table.shape[1], k_cache.shape[1]
     if max_pages < 1:
         raise ValueError(f"{fn}: block_table must hold at least one page a sequence, got {tuple(block_table.shape)}")
-    capacity = min(max_pages * page_size, 2**31 - 1)
-    if max_seqlen_k is None:
-        max_seqlen_k = max(1, capacity)
-    elif (isinstance(max_seqlen_k, bool) or not hasattr(type(max_seqlen_k), "__index__")
-          or not 1 <= int(max_seqlen_k) <= capacity):
-        raise ValueError(f"{fn}: max_seqlen_k must be an int in [1, max_pages * page_size = {capacity}] (None: "
-                         f"{capacity}), got {max_seqlen_k!r}")
-    if sm_scale is not None and not (sm_scale > 0):
-        raise ValueError(f"{fn}: sm_scale must be > 0 (None for 1/sqrt(head_dim)), got {sm_scale}")
+    max_seqlen_k = _paged_keys_bound(fn, max_seqlen_k, max_pages, page_size, sm_scale)
     call = torch.ops.sagetune.attention_paged if torch.compiler.is_compiling() else _op.launch_paged
     o, lse = call(q, k_cache, v_cache, block_table, cache_seqlens, int(max_seqlen_k), bool(is_causal), tensor_layout,
                   0.0 if sm_scale is None else float(sm_scale), bool(return_lse), policy)
@@ -299,15 +306,7 @@ def attention_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_s
             or not 0 <= int(max_seqlen_q) <= 2**31 - 1):
         raise ValueError(f"{fn}: max_seqlen_q must be an int >= 0 (the longest sequence's queries), got "
                          f"{max_seqlen_q!r}")
-    capacity = min(max_pages * page_size, 2**31 - 1)
-    if max_seqlen_k is None:
-        max_seqlen_k = max(1, capacity)
-    elif (isinstance(max_seqlen_k, bool) or not hasattr(type(max_seqlen_k), "__index__")
-          or not 1 <= int(max_seqlen_k) <= capacity):
-        raise ValueError(f"{fn}: max_seqlen_k must be an int in [1, max_pages * page_size = {capacity}] (None: "
-                         f"{capacity}), got {max_seqlen_k!r}")
-    if sm_scale is not None and not (sm_scale > 0):
-        raise ValueError(f"{fn}: sm_scale must be > 0 (None for 1/sqrt(head_dim)), got {sm_scale}")
+    max_seqlen_k = _paged_keys_bound(fn, max_seqlen_k, max_pages, page_size, sm_scale)
     call = torch.ops.sagetune.attention_varlen_paged if torch.compiler.is_compiling() else _op.launch_varlen_paged
     o, lse = call(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q, int(max_seqlen_q), int(max_seqlen_k),
                   bool(is_causal), 0.0 if sm_scale is None else float(sm_scale), bool(return_lse), policy)

@@ -210,14 +210,10 @@ def cache_strides(t):
     return st
 
 
-def launch_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, is_causal, layout, sm_scale,
-                 return_lse, policy):
-    """(o, lse) of dense queries over a paged KV cache: q [B, Hq, Nq, D] in `layout`, k_cache and
-    v_cache [num_pages, page_size, Hkv, D] (read in place through their strides; a cache the
-    kernels cannot read so, one whose head dim is not contiguous, say, is copied), block_table an
-    int32 CUDA tensor [B, max_pages], cache_seqlens int32 [B], max_seqlen_k the upper bound of any
-    sequence's keys (desc->seq_kv); o contiguous in `layout` with q's shape, lse fp32 [B, Hq, Nq]
-    or None. A non-contiguous q is copied."""
+def _paged_inputs(q, k_cache, v_cache, block_table, cache_seqlens):
+    """The calls over a paged cache: q copied where not contiguous and 16-byte aligned, the caches
+    read in place through their strides where they can be (else copied), the tables contiguous;
+    returns (q, k_cache, v_cache, k_strides, v_strides, block_table, cache_seqlens)."""
     if not (q.is_contiguous() and q.data_ptr() % 16 == 0):
         q = q.clone(memory_format=torch.contiguous_format)
     ks, vs = cache_strides(k_cache), cache_strides(v_cache)
@@ -227,7 +223,19 @@ def launch_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, 
     if vs is None:
         v_cache = v_cache.clone(memory_format=torch.contiguous_format)
         vs = cache_strides(v_cache)
-    block_table, cache_seqlens = block_table.contiguous(), cache_seqlens.contiguous()
+    return q, k_cache, v_cache, ks, vs, block_table.contiguous(), cache_seqlens.contiguous()
+
+
+def launch_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, is_causal, layout, sm_scale,
+                 return_lse, policy):
+    """(o, lse) of dense queries over a paged KV cache: q [B, Hq, Nq, D] in `layout`, k_cache and
+    v_cache [num_pages, page_size, Hkv, D] (read in place through their strides; a cache the
+    kernels cannot read so, one whose head dim is not contiguous, say, is copied), block_table an
+    int32 CUDA tensor [B, max_pages], cache_seqlens int32 [B], max_seqlen_k the upper bound of any
+    sequence's keys (desc->seq_kv); o contiguous in `layout` with q's shape, lse fp32 [B, Hq, Nq]
+    or None. A non-contiguous q is copied."""
+    q, k_cache, v_cache, ks, vs, block_table, cache_seqlens = _paged_inputs(q, k_cache, v_cache, block_table,
+                                                                          cache_seqlens)
     index = q.device.index
     if torch.cuda.current_device() != index:
         with torch.cuda.device(index):
@@ -282,16 +290,8 @@ def launch_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seql
     cache_seqlens int32 [batch], max_seqlen_q the longest sequence's queries (desc->seq_q),
     max_seqlen_k the upper bound of any sequence's keys (desc->seq_kv); o contiguous like q, lse
     fp32 [Hq, total_q] or None."""
-    if not (q.is_contiguous() and q.data_ptr() % 16 == 0):
-        q = q.clone(memory_format=torch.contiguous_format)
-    ks, vs = cache_strides(k_cache), cache_strides(v_cache)
-    if ks is None:
-        k_cache = k_cache.clone(memory_format=torch.contiguous_format)
-        ks = cache_strides(k_cache)
-    if vs is None:
-        v_cache = v_cache.clone(memory_format=torch.contiguous_format)
-        vs = cache_strides(v_cache)
-    block_table, cache_seqlens = block_table.contiguous(), cache_seqlens.contiguous()
+    q, k_cache, v_cache, ks, vs, block_table, cache_seqlens = _paged_inputs(q, k_cache, v_cache, block_table,
+                                                                          cache_seqlens)
     cu_seqlens_q = cu_seqlens_q.contiguous()
     index = q.device.index
     if torch.cuda.current_device() != index:
