@@ -5,10 +5,10 @@
 // integers), read the current context, look the key up under a shared lock released before
 // anything else happens, plan the workspace, take it from the caller or the stream-ordered
 // pool, launch. No heap allocation and no lock held across the launch.
-#include <cstdlib>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -367,32 +367,41 @@ class StreamContextScope {
 };
 
 // Variable-length queries over a paged cache (sage_attention_varlen_paged) whose kernel, selected
-// for the longest sequence's queries, is not the decode schedule's: the sequences of up to t
-// queries run on the decode schedule's kernel instead (a serving step's decoding sequences: that
-// kernel packs their GQA heads and splits their keys, where a longer chunk's kernel would give
-// each query head a tile of 64-128 rows), the longer ones on the selected kernel; two launches,
-// each CTA of a sequence that is not its launch's returning at once (AttnArgs::vq_min). t: the
-// most queries, 4, 2 or 1, that the paged selection gives the decode schedule (the defaults'
-// edges, configs/defaults.yaml). `decode` is null where one launch takes them all.
+// for the longest sequence's queries, is not the decode schedule's: the sequences of few queries
+// run on the decode schedule's kernel instead, a launch for each band of query counts
+// (decode_bands: 1 to the paged defaults' decode edge, and at head dim 64 before a wgmma kernel
+// also up to 8), tiled for the band's most queries; then the longer ones on the selected kernel.
+// The decode kernel packs a decoding sequence's GQA heads into one tile and splits its keys, where
+// the longer sequences' kernel would give each query head a tile of 64-128 rows for its few
+// queries. Each CTA of a sequence that is not its launch's returns at once (AttnArgs::vq_min).
+// `decode` is null where one launch takes them all.
 struct DecodePart {
   const Entry* decode = nullptr;
-  int t = 0;
-  AttnProblem part(const AttnProblem& p) const {  // the decode launch's problem
+  std::vector<QueryBand> bands;
+  AttnProblem part(const AttnProblem& p, const QueryBand& b) const {  // a band's launch's problem
     AttnProblem d = p;
-    d.seq_q = t;
+    d.seq_q = b.hi;
     return d;
+  }
+  std::size_t workspace(const AttnProblem& p) const {
+    std::size_t n = 0;
+    for (const QueryBand& b : bands) n = std::max(n, decode->kernel->workspace_size(part(p, b)));
+    return n;
   }
 };
 DecodePart decode_part(const AttnProblem& kp, Policy policy, int call_head_dim, const AttnKernel& k) {
   DecodePart dp;
-  if (!kp.varlen || !kp.paged || k.decode()) return dp;
-  static const bool off = [] {  // SAGE_DECODE_PART=0: one launch on the selected kernel
-    const char* v = std::getenv("SAGE_DECODE_PART");
-    return v && std::string(v) == "0";
+  if (!kp.varlen || !kp.paged || k.decode() || kp.seq_q <= 1) return dp;
+  // SAGE_DECODE_PART=N: the sequences of up to N queries on the decode kernel, whatever the
+  // defaults' edge; 0: one launch on the selected kernel.
+  static const int forced = [] {
+    const std::string v = env("SAGE_DECODE_PART");
+    return v.empty() ? -1 : std::max(0, std::atoi(v.c_str()));
   }();
-  if (off) return dp;
+  // The edge: the most queries (4, 2 or 1) that the paged selection gives the decode schedule.
+  int edge = 0;
   for (int t : {4, 2, 1}) {
-    if (t >= kp.seq_q) continue;
+    if (t >= kp.seq_q && forced < 0) continue;
     AttnProblem d = kp;
     d.seq_q = t;
     bool built = false;
@@ -400,14 +409,16 @@ DecodePart decode_part(const AttnProblem& kp, Policy policy, int call_head_dim, 
     if (built && log_enabled()) log_selection(e.selection, d, policy, -1, launch_text(*e.kernel, d));
     if (e.kernel->decode()) {
       dp.decode = &e;
-      dp.t = t;
-      return dp;
+      edge = t;
+      break;
     }
   }
+  if (dp.decode) dp.bands = decode_bands(k.config(), kp.seq_q, edge, forced);
+  if (dp.bands.empty()) dp.decode = nullptr;
   return dp;
 }
 
-// The call's launches: the decode part's first, where there is one (both share the workspace,
+// The call's launches: the decode part's first, where there is one (they share the workspace,
 // one after the other on the stream).
 void run_parts(const AttnKernel& k, const Padding& pad, const DecodePart& dp, const AttnProblem& p, const AttnArgs& a,
                void* workspace, CUstream stream) {
@@ -415,11 +426,15 @@ void run_parts(const AttnKernel& k, const Padding& pad, const DecodePart& dp, co
     run_padded(k, pad, p, a, workspace, stream);
     return;
   }
-  AttnArgs short_seqs = a, long_seqs = a;
-  short_seqs.vq_max = dp.t;
-  long_seqs.vq_min = dp.t + 1;
-  dp.decode->kernel->run(dp.part(p), short_seqs, workspace, stream);
-  run_padded(k, pad, p, long_seqs, workspace, stream);
+  for (const QueryBand& b : dp.bands) {
+    AttnArgs x = a;
+    x.vq_min = b.lo;
+    x.vq_max = b.hi;
+    dp.decode->kernel->run(dp.part(p, b), x, workspace, stream);
+  }
+  AttnArgs rest = a;
+  rest.vq_min = dp.bands.back().hi + 1;
+  run_padded(k, pad, p, rest, workspace, stream);
 }
 
 }  // namespace
@@ -441,7 +456,7 @@ void run(const AttnProblem& call, Policy policy, const AttnArgs& a, void* worksp
   const AttnKernel& k = *e.kernel;
   const Padding pad = padding_for(p, kp, k);
   const DecodePart dp = decode_part(kp, policy, p.head_dim, k);
-  const std::size_t need = std::max(pad.bytes(), dp.decode ? dp.decode->kernel->workspace_size(dp.part(p)) : 0);
+  const std::size_t need = std::max(pad.bytes(), dp.decode ? dp.workspace(p) : 0);
   if (workspace && workspace_bytes < need)
     throw WorkspaceTooSmall(Errc::invalid_argument, cat("the workspace has ", workspace_bytes, " bytes; this call needs ",
                                                         need, " (sage_workspace_size)"));
@@ -486,8 +501,7 @@ std::size_t workspace_size(const AttnProblem& p, Policy policy, CUstream stream)
   const Entry& e = entry_for(kp, policy, &built, p.head_dim);
   if (built && log_enabled()) log_selection(e.selection, with_lse, policy, -1, launch_text(*e.kernel, kp));
   const DecodePart dp = decode_part(kp, policy, p.head_dim, *e.kernel);
-  return std::max(padding_for(with_lse, kp, *e.kernel).bytes(),
-                  dp.decode ? dp.decode->kernel->workspace_size(dp.part(with_lse)) : 0);
+  return std::max(padding_for(with_lse, kp, *e.kernel).bytes(), dp.decode ? dp.workspace(with_lse) : 0);
 }
 
 const Selection& selection_for(const AttnProblem& call, Policy policy) {

@@ -4,6 +4,7 @@
 // (tile_pack_rows).
 #include <gtest/gtest.h>
 
+#include "sage/common/strings.h"
 #include "sage/internal/launch.h"
 
 namespace sage {
@@ -211,6 +212,37 @@ TEST(PackRows, VariableLengthQueriesPackOnlyInTheDecodeScheduleOverAPagedCache) 
   EXPECT_EQ(pack_rows_for(native_config("mma", "plain", 128, 8), qwen), 0);
   EXPECT_EQ(pack_rows_for(native_config("mma", "decode", 16, 8), qwen), 4);
   EXPECT_EQ(pack_rows_for(native_config("wgmma", "persistent_split", 128, 0), qwen), 0);
+}
+
+// Variable-length queries over a paged cache: the bands of sequences that run on the decode kernel
+// before the longest's kernel (launch.h: decode_bands).
+TEST(DecodeBands, DecodingSequencesRunOnTheDecodeKernelInBandsOfQueries) {
+  auto bands = [](const KernelConfig& c, int seq_q, int edge, int forced = -1) {
+    std::string s;
+    for (const QueryBand& b : decode_bands(c, seq_q, edge, forced)) s += cat(s.empty() ? "" : " ", b.lo, "-", b.hi);
+    return s;
+  };
+  KernelConfig wgmma64 = native_config("wgmma", "plain", 128, 0);
+  wgmma64.head_dim = 64;
+  const KernelConfig wgmma128 = native_config("wgmma", "plain", 64, 0);
+  const KernelConfig mma = native_config("mma", "plain", 64, 4);
+  // The defaults' edge; at head dim 64 before a wgmma kernel also 5 to 8 queries.
+  EXPECT_EQ(bands(wgmma128, 512, 4), "1-4");
+  EXPECT_EQ(bands(wgmma64, 512, 4), "1-4 5-8");
+  EXPECT_EQ(bands(mma, 40, 4), "1-4");
+  EXPECT_EQ(bands(mma, 40, 1), "1-1");
+  // The bands end below the longest sequence's queries (its kernel takes it).
+  EXPECT_EQ(bands(wgmma64, 6, 4), "1-4 5-5");
+  EXPECT_EQ(bands(wgmma64, 5, 4), "1-4");
+  EXPECT_EQ(bands(wgmma128, 3, 4), "1-2");
+  EXPECT_EQ(bands(wgmma128, 1, 4), "");
+  // No decode kernel (edge 0), the decode kernel itself selected, or forced off: none.
+  EXPECT_EQ(bands(wgmma64, 512, 0), "");
+  EXPECT_EQ(bands(native_config("mma", "decode", 16, 8), 512, 4), "");
+  EXPECT_EQ(bands(wgmma64, 512, 4, 0), "");
+  // Forced (SAGE_DECODE_PART, bench --decode-part): one band of that many.
+  EXPECT_EQ(bands(wgmma128, 512, 4, 16), "1-16");
+  EXPECT_EQ(bands(wgmma128, 9, 4, 16), "1-8");
 }
 
 TEST(PackRows, NothingPacksForMhaQuantizedKernelsOrWhenTurnedOff) {

@@ -43,7 +43,10 @@ struct BenchArgs {
   std::vector<int> varlen;
   int window = 0;  // > 0: the causal cells' sliding window (keys a query sees)
   int paged = 0;   // > 0: the keys in a paged cache of pages of this many slots (sage_attention_paged)
-  std::string paged_order = "shuffled";  // the pages' order in the cache: shuffled or in-order
+  std::string paged_order = "shuffled";
+  // --varlen with --paged: the sequences of up to this many queries on the decode kernel (-1: as
+  // the runtime, the paged defaults' decode edge; 0: one kernel for all)
+  int decode_part = -1;  // the pages' order in the cache: shuffled or in-order
 };
 
 // The (query, key) pairs a causal sequence of n queries and keys shows through a sliding window
@@ -364,31 +367,46 @@ int run_bench(const BenchArgs& a) {
         return x;
       };
       // Variable-length queries over a paged cache on a kernel other than the decode schedule's, as
-      // the runtime runs them (rt::run, DecodePart): the sequences of up to t queries on the paged
-      // default of t queries where that is the decode schedule's (t = 4, 2 or 1), then the rest.
+      // the runtime runs them (rt::run, DecodePart): the bands of sequences of few queries first on
+      // the decode schedule's paged default (launch.h: decode_bands), then the rest.
       std::shared_ptr<AttnKernel> dk;
-      AttnProblem dp = p;
-      if (p.varlen && p.paged && !k->decode() && a.variants.empty())
+      std::vector<QueryBand> bands;
+      if (p.varlen && p.paged && !k->decode() && a.variants.empty() && p.seq_q > 1) {
+        int edge = 0;
         for (int t : {4, 2, 1}) {
-          if (t >= p.seq_q) continue;
-          dp.seq_q = t;
+          if (t >= p.seq_q && a.decode_part < 0) continue;
           auto c = kernel_for(tuner::default_variant(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, t, false, bh, sms,
                                                      false, false, true));
           if (c->decode()) {
             dk = c;
+            edge = t;
             break;
           }
         }
-      DeviceBuffer ws(std::max(k->workspace_size(p), dk ? dk->workspace_size(dp) : 0));
+        if (dk) bands = decode_bands(k->config(), p.seq_q, edge, a.decode_part);
+        if (bands.empty()) dk.reset();
+      }
+      auto band_problem = [&](const QueryBand& b) {
+        AttnProblem x = p;
+        x.seq_q = b.hi;
+        return x;
+      };
+      std::size_t ws_bytes = k->workspace_size(p);
+      for (const QueryBand& b : bands) ws_bytes = std::max(ws_bytes, dk->workspace_size(band_problem(b)));
+      DeviceBuffer ws(ws_bytes);
       auto run_call = [&](int i) {
         if (!dk) {
           k->run(p, args(i), ws.get(), stream);
           return;
         }
-        AttnArgs x = args(i), y = args(i);
-        x.vq_max = dp.seq_q;
-        y.vq_min = dp.seq_q + 1;
-        dk->run(dp, x, ws.get(), stream);
+        for (const QueryBand& b : bands) {
+          AttnArgs x = args(i);
+          x.vq_min = b.lo;
+          x.vq_max = b.hi;
+          dk->run(band_problem(b), x, ws.get(), stream);
+        }
+        AttnArgs y = args(i);
+        y.vq_min = bands.back().hi + 1;
         k->run(p, y, ws.get(), stream);
       };
       auto e2e = timer.time(run_call, to);
@@ -411,7 +429,12 @@ int run_bench(const BenchArgs& a) {
       const double tops = flops / (e2e.median_ms * 1e-3) / 1e12;
       const double prep_tbs = k->has_prep() ? k->prep_bytes(p) / (prep.median_ms * 1e-3) / 1e12 : 0.0;
       const double attn_tops = flops / (attn.median_ms * 1e-3) / 1e12;
-      const std::string shown = dk ? cat(dk->config().name, " (<= ", dp.seq_q, " queries) + ", name) : name;
+      std::string shown = name;
+      if (dk) {
+        std::string b;
+        for (const QueryBand& x : bands) b += cat(b.empty() ? "" : ", ", x.lo, "-", x.hi);
+        shown = cat(dk->config().name, " (", b, " queries) + ", name);
+      }
       rows.push_back({cat(d), causal ? "yes" : "no", p.varlen ? cat(p.batch, " seqs, ", n) : cat(n), shown, ms(e2e.median_ms), f(tops, "%.0f"),
                       k->has_prep() ? ms(prep.median_ms) : "-", k->has_prep() ? f(prep_tbs, "%.2f") : "-",
                       ms(attn.median_ms), f(attn_tops, "%.0f"),
@@ -495,6 +518,10 @@ static Registrar reg_bench(
                      "K and V in a paged cache of pages of P slots (a power of two; sage_attention_paged), its pages "
                      "in shuffled order (--paged-order); the keys must fill whole pages. With --varlen: those "
                      "sequences' queries, each over --seq-kv keys (sage_attention_varlen_paged)");
+      sub.add_option("--decode-part", a->decode_part,
+                     "--varlen with --paged: the sequences of up to N queries on the decode kernel, the rest on the "
+                     "longest's (default: as the runtime, the paged defaults' decode edge; 0: one kernel for all; "
+                     "the runtime's SAGE_DECODE_PART)");
       sub.add_option("--paged-order", a->paged_order,
                      "--paged: the pages' order in the cache, shuffled (each sequence's pages scattered) or in-order")
           ->capture_default_str();

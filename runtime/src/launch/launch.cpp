@@ -552,6 +552,20 @@ int AttnKernel::q_tiles(const AttnProblem& p) const {
 // round trips a warp (H100, 16 causal queries of a 4:1 group over 32K keys, 64x64 tiles: 33
 // ranges of 64 rows took 171 us against 97 for one query's 4 rows).
 constexpr std::int64_t kMmaSplitMinKeys = 512, kMmaMergeBatch = 8, kMmaMergeTrips = 16;
+std::vector<QueryBand> decode_bands(const KernelConfig& selected, int seq_q, int edge, int forced) {
+  std::vector<QueryBand> bands;
+  if (selected.pipeline == "mma" && selected.schedule == "decode") return bands;
+  if (forced >= 0) {
+    if (forced > 0 && seq_q > 1) bands.push_back({1, std::min(forced, seq_q - 1)});
+    return bands;
+  }
+  if (edge <= 0 || seq_q <= 1) return bands;
+  bands.push_back({1, std::min(edge, seq_q - 1)});
+  if (selected.pipeline == "wgmma" && selected.head_dim == 64 && edge < 8 && seq_q > edge + 1)
+    bands.push_back({edge + 1, std::min(8, seq_q - 1)});
+  return bands;
+}
+
 int decode_pack_rows(int block_m, int group, int seq_q) {
   if (block_m <= 0 || group <= 1 || seq_q <= 0) return 0;
   const int rows = block_m / group;

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "sage/internal/problem.h"
 
@@ -231,6 +232,19 @@ std::int64_t decode_merge_cap(std::int64_t rows, int head_dim, int threads);
 // block_m / group rows a head; else, where a tile holds two heads' queries or more, seq_q rows a
 // head, the group over decode_pack_tiles tiles of block_m / seq_q heads each (one query of
 // StarCoder's 48 heads a kv head: 3 tiles of 16); else 0 (a query head a tile).
+// Variable-length queries over a paged cache whose kernel (`selected`, chosen for the longest
+// sequence's seq_q queries) is not the decode schedule's: the bands of sequences, by their
+// queries, that run first on the decode kernel, a launch each, tiled for the band's most queries
+// (rt::run). [1, edge] (edge: the most queries the paged defaults give the decode schedule; 0:
+// none); where `selected` is a wgmma kernel of head dim 64, also [edge + 1, 8] (H200, 8K keys, a
+// 512-query chunk with 63 sequences of 5 or 8 queries: 0.62 ms against 1.28 on the chunk's
+// kernel; at head dim 128 the two were level, and one band of 1-8 queries slowed sequences of one
+// query from 0.43 to 0.61). Bands end below seq_q. forced > 0 (SAGE_DECODE_PART, bench
+// --decode-part): the one band [1, forced]; 0: none.
+struct QueryBand {
+  int lo, hi;
+};
+std::vector<QueryBand> decode_bands(const KernelConfig& selected, int seq_q, int edge, int forced = -1);
 int decode_pack_rows(int block_m, int group, int seq_q);
 int decode_pack_tiles(int block_m, int group, int pack_rows);
 // The row-major native kernels' packing (persistent wgmma kernels, the plain native mma.sync
