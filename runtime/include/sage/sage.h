@@ -213,8 +213,8 @@ SAGE_API sage_status sage_attention_paged(const sage_attention_desc* desc, const
  * LSE -inf); an empty sequence is skipped. `lse`, when not NULL, receives FP32
  * [heads_q, total_q]. head_dim and kernels as sage_attention_paged()'s, selected by the longest
  * sequence's queries; where that is not the decode schedule's kernel, the sequences of up to 4
- * queries (the decode schedule's edge) run on it first, GQA heads packed and keys split, and the
- * longer ones on the selected kernel (docs/runtime.md, "Variable-length queries over a paged
+ * queries (the decode schedule's edge; at head dim 64 before a wgmma kernel also 5-8) run on it
+ * first, GQA heads packed and keys split, and the longer ones on the selected kernel (docs/runtime.md, "Variable-length queries over a paged
  * cache"); desc->window must be 0. Workspace, stream and thread-safety as sage_attention(). */
 SAGE_API sage_status sage_workspace_size_varlen_paged(const sage_attention_desc* desc, int total_q,
                                                       const sage_paged_kv* kv, size_t* bytes);
