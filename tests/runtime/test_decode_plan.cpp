@@ -199,8 +199,9 @@ TEST(PackRows, GroupsThatDoNotFillTheTilePackWhereTheKernelIdlesTheWarpsPastThem
 }
 
 // Variable-length queries: the plain kernels run each sequence's tiles whole (no packing); over a
-// paged cache the decode schedule keeps the paged call's grid, and packs the group as it would.
-TEST(PackRows, VariableLengthQueriesPackOnlyInTheDecodeScheduleOverAPagedCache) {
+// paged cache the mma.sync kernels keep the paged call's grid, and pack the group as they would
+// for the longest sequence's queries.
+TEST(PackRows, VariableLengthQueriesPackOnlyOnTheMmaSyncKernelsOverAPagedCache) {
   AttnProblem qwen = gqa_call(28, 4, 4, 5000);
   qwen.varlen = true;
   qwen.layout = Layout::NHD;
@@ -209,7 +210,7 @@ TEST(PackRows, VariableLengthQueriesPackOnlyInTheDecodeScheduleOverAPagedCache) 
   EXPECT_EQ(pack_rows_for(native_config("mma", "decode", 16, 8), qwen), 0);
   qwen.paged = true;
   qwen.page_size = 16;
-  EXPECT_EQ(pack_rows_for(native_config("mma", "plain", 128, 8), qwen), 0);
+  EXPECT_EQ(pack_rows_for(native_config("mma", "plain", 128, 8), qwen), 16);
   EXPECT_EQ(pack_rows_for(native_config("mma", "decode", 16, 8), qwen), 4);
   EXPECT_EQ(pack_rows_for(native_config("wgmma", "persistent_split", 128, 0), qwen), 0);
 }

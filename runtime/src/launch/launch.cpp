@@ -508,9 +508,10 @@ int AttnKernel::pack_rows(const AttnProblem& p) const { return pack_rows_for(cfg
 int pack_rows_for(const KernelConfig& cfg_, const AttnProblem& p, int pack_heads) {
   const bool native = cfg_.qk == "native", mma_native = native && cfg_.pipeline == "mma";
   const bool persistent = cfg_.schedule.rfind("persistent", 0) == 0;
-  // (variable-length queries: only the decode schedule's paged entry keeps the paged call's grid)
+  // (variable-length queries: only the mma.sync kernels' paged entry keeps the paged call's grid,
+  // its tiles laid out for the longest sequence's queries)
   if (pack_heads == 0 || !native || !(persistent || mma_native) || p.heads_kv <= 0 || p.heads_q <= p.heads_kv ||
-      (p.varlen && !(p.paged && mma_native && cfg_.schedule == "decode")))
+      (p.varlen && !(p.paged && mma_native)))
     return 0;
   const int g = p.heads_q / p.heads_kv;
   if (mma_native && cfg_.schedule == "decode") return decode_pack_rows(cfg_.block_m, g, p.seq_q);
@@ -597,9 +598,10 @@ int decode_split_ranges(std::int64_t units, std::int64_t slots, int seq_kv, std:
   return ranges >= 2 ? int(ranges) : 0;
 }
 int AttnKernel::mma_split_ranges(const AttnProblem& p) const {
-  // Each CTA runs its sequence's query tile whole (attn_mma.cuh: varlen_view), but in the decode
-  // schedule's entry for variable-length queries over a paged cache (the paged call's grid).
-  if (p.varlen && !(p.paged && decode())) return 0;
+  // Each CTA runs its sequence's query tile whole (attn_mma.cuh: varlen_view), but in the entry
+  // for variable-length queries over a paged cache (the paged call's grid, its units those of the
+  // longest sequence's query tiles; a unit of a shorter sequence's ranges all return at once).
+  if (p.varlen && !p.paged) return 0;
   const std::int64_t units = mma_units(p), slots = std::max<std::int64_t>(1, this->slots(p));
   const int pack = pack_rows(p);
   const std::int64_t rows = pack > 0 ? std::int64_t(std::min(pack, p.seq_q)) *

@@ -888,7 +888,9 @@ constexpr int kMaxMergers = 16;
 
 // Tile row i is query m0 + i of head h, or packed (p.pack_rows > 0, h the kv head) query
 // i % pack_rows of head h * group + i / pack_rows.
-template <class Cfg>
+// VQ: variable-length queries over a paged cache (p: the view with O and the LSE at the
+// sequence's rows, LSE [heads_q, total]: lse_stride_h).
+template <class Cfg, bool VQ = false>
 SAGE_DEV void split_merge(const SageAttnParams& p, i64 u, int b, int h, int m0) {
   constexpr int D = Cfg::D, BM = Cfg::BM, NW = Cfg::NWARPS;
   constexpr int PER = D / 32;  // columns a lane merges: PER consecutive ones
@@ -962,7 +964,8 @@ SAGE_DEV void split_merge(const SageAttnParams& p, i64 u, int b, int h, int m0) 
       }
     }
     if (p.lse && lane == 0)
-      p.lse[(i64(b) * p.heads_q + hq) * p.seq_q + row] = lsum > 0.f ? (mx + lg2(lsum)) * kLn2 : neg_inf();
+      p.lse[VQ ? i64(hq) * p.lse_stride_h + row : (i64(b) * p.heads_q + hq) * p.seq_q + row] =
+          lsum > 0.f ? (mx + lg2(lsum)) * kLn2 : neg_inf();
   }
 }
 
@@ -971,7 +974,7 @@ SAGE_DEV void split_merge(const SageAttnParams& p, i64 u, int b, int h, int m0) 
 // launcher picks that entry when p.lse is set). BF16: the native kernel's BF16 inputs (the
 // entry point picks by p.dtype).
 // PAGED: a paged KV cache (native; p is the sequence's paged_view). VQ: variable-length queries
-// over it (p: the sequence's varlen_paged_view<.., KEEP_B, OUT = false>; no split keys).
+// over it (p: the sequence's varlen_paged_view<.., KEEP_B, OUT = false>).
 template <class Cfg, bool LSE_SUMS = false, bool BF16 = false, int QN = 4, bool WINDOW = false, bool PAGED = false,
           bool VQ = false>
 SAGE_DEV void attn_kernel(const SageAttnParams& p) {
@@ -1184,7 +1187,7 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   __syncthreads();
   // The CTA's coordinates again (cheaper than keeping them live through the mainloop).
   const CtaCoords ce = cta_coords<Cfg::SPLIT>(p);
-  if constexpr (Cfg::SPLIT && !VQ) {
+  if constexpr (Cfg::SPLIT) {
     if (p.split_ranges > 0) {
       // This range's partial, then one count for it; the tile's last range merges them all.
       const i64 u = (i64(ce.b) * (packed ? p.heads_kv : p.heads_q) + ce.h) * p.q_tiles + ce.q_tile;
@@ -1202,7 +1205,13 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
       __syncthreads();
       if (!*last) return;
       __threadfence();
-      split_merge<Cfg>(p, u, ce.b, ce.h, ce.q_tile * BM);
+      if constexpr (VQ) {
+        SageAttnParams e = p;
+        varlen_paged_out(p, ce.b, e);
+        split_merge<Cfg, true>(e, u, ce.b, ce.h, ce.q_tile * BM);
+      } else {
+        split_merge<Cfg>(p, u, ce.b, ce.h, ce.q_tile * BM);
+      }
       return;
     }
   }
