@@ -2775,15 +2775,14 @@ INSTANTIATE_TEST_SUITE_P(
 // Every sequence of the same n queries: a varlen-paged call on the dense call's Q packed as
 // [B*n, Hq, D] (offsets 0, n, 2n, ...) gives sage_attention_paged's bits, O and LSE (its [Hq, B*n]
 // against the dense [B, Hq, n]), where both calls select the same variant: the same kernel code
-// on the same rows (decoding: on the dense call's grid, its keys split the same way). A
-// varlen-paged call never splits the keys of the plain mma.sync kernels, which the dense call does
-// past 1K keys with few query tiles, so the chunks run over fewer keys than that. D=128, causal,
-// GQA 16:4, sequences of the bound's keys, fewer, exactly n, and n/2 (its first rows without keys).
+// on the same rows (the mma.sync kernels on the dense call's grid, their keys split and their GQA
+// heads packed the same way). D=128, causal, GQA 16:4, sequences of the bound's keys (4K: the
+// mma.sync kernels split them), fewer, exactly n, and n/2 (its first rows without keys).
 TEST_F(RuntimeGpu, VarlenPagedCallsOfEqualQueriesGiveTheDensePagedCallsBits) {
   const int batch = 4, hq = 16, hkv = 4, d = 128, page = 16;
   for (int n : {1, 16, 128}) {
     SCOPED_TRACE(cat("queries ", n));
-    const int bound = n == 1 ? 4096 : 1000;
+    const int bound = 4096;
     const std::vector<int> lens{bound, bound - 300, n, n / 2};
     const PagedCache cache(batch, hkv, d, page, bound, lens, DType::fp16, 43 + std::uint64_t(n));
     const AttnProblem qp = make(batch, hq, hkv, n, n, d, true, Layout::NHD, DType::fp16, true);
