@@ -67,6 +67,7 @@ provider::Device query_device(CUcontext ctx) {
   char name[256] = {0};
   SAGE_CU(cuDeviceGetName(name, sizeof name - 1, d.dev));
   d.name = name;
+  SAGE_CU(cuDeviceGetAttribute(&d.sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d.dev));
   return d;
 }
 

@@ -18,6 +18,7 @@ struct Device {
   CUdevice dev = 0;  // the driver's device handle, which is its ordinal
   int cc = 0;        // 80, 86, 89, 90...
   std::string name;
+  int sms = 0;  // its SMs
 };
 
 // A chosen kernel and its cubin.

@@ -1,8 +1,10 @@
 // sage-tune export and the static runtime it feeds: a database of real compiled kernels (NVRTC
-// runs here, no GPU needed) is exported; the generated folder is built into a runtime with
-// -DSAGE_WITH_NVRTC=OFF, installed, and used by a small C program found through
-// find_package(sage). That runtime must not link NVRTC, SQLite or yaml-cpp, and must answer a
-// problem it does not hold with SAGE_ERR_NOT_IN_BUILD before touching any device.
+// runs here, no GPU needed) is exported, with or without configs/defaults.yaml's defaults; the
+// generated folder is built into a runtime with -DSAGE_WITH_NVRTC=OFF, installed, and used by a
+// small C program found through find_package(sage). That runtime must not link NVRTC, SQLite or
+// yaml-cpp, and must answer a problem it does not hold with SAGE_ERR_NOT_IN_BUILD before
+// touching any device. (gpu_test_export.cpp checks on a GPU that the exported defaults compute
+// what the JIT runtime computes.)
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +13,7 @@
 #include "sage/common/cuda_driver.h"
 #include "sage/common/sha256.h"
 #include "sage/internal/launch.h"
+#include "sage/internal/static_table.h"
 
 namespace sage {
 namespace {
@@ -35,7 +38,7 @@ class RuntimeExport : public ::testing::Test {
  protected:
   void SetUp() override {
     // Compiled kernels are reused across test processes through a cache in the build tree.
-    const std::string cache = std::string(SAGE_BINARY_DIR) + "/test-cache/runtime-export";
+    const std::string cache = cache_dir();
     dflt_ = tuner::default_variant(kArch, 128, "balanced");
     for (const auto& v : test::attention_variants(kArch, 128))
       if (v.name != dflt_ && other_.empty()) other_ = v.name;
@@ -57,8 +60,11 @@ class RuntimeExport : public ::testing::Test {
   std::string db_path() const { return dir_.file("tune.db"); }
   std::string out() const { return dir_.file("export"); }
   test::CommandResult sage_tune(const std::string& args) {
-    return test::run_command(cat(test::quote(SAGE_TUNE_EXE), " ", args), dir_.file("cli.log"));
+    // The defaults it compiles are cached with the fixture's kernels, across test processes.
+    return test::run_command(cat("SAGE_CACHE_DIR=", test::quote(cache_dir()), " ", test::quote(SAGE_TUNE_EXE), " ", args),
+                             dir_.file("cli.log"));
   }
+  static std::string cache_dir() { return std::string(SAGE_BINARY_DIR) + "/test-cache/runtime-export"; }
   // Configures, builds and installs a static runtime with `tuned`; returns the install prefix.
   test::CommandResult cmake(const std::string& args, const std::string& log) {
     std::string exe = test::cmake_cache_value(SAGE_BINARY_DIR, "CMAKE_COMMAND");
@@ -72,7 +78,7 @@ class RuntimeExport : public ::testing::Test {
 };
 
 TEST_F(RuntimeExport, WritesEmbeddedCubinsDispatchTableAndCmake) {
-  const auto r = sage_tune(cat("export --db ", test::quote(db_path()), " --out ", test::quote(out()), " --json"));
+  const auto r = sage_tune(cat("export --db ", test::quote(db_path()), " --out ", test::quote(out()), " --no-defaults --json"));
   ASSERT_EQ(r.rc, 0) << r.output;
   const json m = json::parse(read_file(out() + "/manifest.json"));
   EXPECT_EQ(json::parse(r.output.substr(r.output.find('{'))), m);  // --json prints the manifest
@@ -104,28 +110,46 @@ TEST_F(RuntimeExport, WritesEmbeddedCubinsDispatchTableAndCmake) {
   EXPECT_NE(src.find("\\x7f\\x45\\x4c\\x46"), std::string::npos);  // a cubin: ELF magic
   const std::string cm = read_file(out() + "/sage_tuned.cmake");
   EXPECT_NE(cm.find("set(SAGE_TUNED_KERNEL_COUNT 2)"), std::string::npos) << cm;
+  EXPECT_NE(cm.find("set(SAGE_TUNED_DEFAULT_COUNT 0)"), std::string::npos) << cm;
+  EXPECT_NE(cm.find(cat("set(SAGE_TUNED_FORMAT ", rt::kStaticTableFormat, ")")), std::string::npos) << cm;
+  EXPECT_EQ(src.find("kDefaults[]"), std::string::npos);  // --no-defaults
+  EXPECT_TRUE(m["defaults"].empty()) << m.dump(2);
   const std::string abi = sha256_hex(read_file(std::string(SAGE_SOURCE_DIR) + "/templates/include/sage/params.h"));
   EXPECT_NE(cm.find("set(SAGE_TUNED_ABI_SHA256 \"" + abi + "\")"), std::string::npos) << cm;
 }
 
 TEST_F(RuntimeExport, ArchFilterAndErrors) {
-  auto r = sage_tune(cat("export --db ", test::quote(db_path()), " --out ", test::quote(out()), " --arch sm_80"));
+  auto r = sage_tune(cat("export --db ", test::quote(db_path()), " --out ", test::quote(out()), " --arch sm_80 --no-defaults"));
   EXPECT_EQ(r.rc, 8) << r.output;  // not found: no exportable sm_80 winner
   EXPECT_NE(r.output.find("no winner to export for sm_80"), std::string::npos) << r.output;
+  r = sage_tune(cat("export --db ", test::quote(db_path()), " --out ", test::quote(out()), " --arch sm_90a --head-dim 64"
+                    " --no-defaults"));
+  EXPECT_EQ(r.rc, 8) << r.output;  // the winners are of head dim 128
+  EXPECT_NE(r.output.find("no winner to export for sm_90a at head dim 64"), std::string::npos) << r.output;
+  r = sage_tune(cat("export --out ", test::quote(out()), " --defaults-only"));
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_NE(r.output.find("--defaults-only needs --arch"), std::string::npos) << r.output;
+  r = sage_tune(cat("export --out ", test::quote(out()), " --defaults-only --no-defaults --arch sm_80"));
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_NE(r.output.find("exclude each other"), std::string::npos) << r.output;
+  r = sage_tune(cat("export --out ", test::quote(out()), " --defaults-only --arch sm_80 --head-dim 96"));
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_NE(r.output.find("--head-dim 96 is not a kernels' head dim (64, 128, 256)"), std::string::npos) << r.output;
   r = sage_tune(cat("export --db ", test::quote(db_path()), " --out ", test::quote(out()), " --arch sm_75"));
   EXPECT_EQ(r.rc, 2) << r.output;
   EXPECT_NE(r.output.find("--arch sm_75 is not a target"), std::string::npos) << r.output;
   r = sage_tune(cat("export --db ", test::quote(dir_.file("missing.db")), " --out ", test::quote(out())));
   EXPECT_EQ(r.rc, 8) << r.output;
-  r = sage_tune(cat("export --db ", test::quote(db_path()), " --out ", test::quote(out()), " --arch sm_90a"));
+  r = sage_tune(cat("export --db ", test::quote(db_path()), " --out ", test::quote(out()), " --arch sm_90a --no-defaults"));
   EXPECT_EQ(r.rc, 0) << r.output;
-  EXPECT_NE(r.output.find("exported 2 kernels (2 distinct cubins"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("exported 2 winners, 2 distinct cubins"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("-DSAGE_WITH_NVRTC=OFF -DSAGE_TUNED_KERNELS="), std::string::npos) << r.output;
 }
 
-TEST_F(RuntimeExport, ConfigureRefusesAMismatchedAbiAndAJitBuild) {
-  ASSERT_EQ(sage_tune(cat("export --db ", test::quote(db_path()), " --out ", test::quote(out()))).rc, 0);
-  std::string cm = read_file(out() + "/sage_tuned.cmake");
+TEST_F(RuntimeExport, ConfigureRefusesAMismatchedAbiOrTableAndAJitBuild) {
+  ASSERT_EQ(sage_tune(cat("export --db ", test::quote(db_path()), " --out ", test::quote(out()), " --no-defaults")).rc, 0);
+  const std::string exported = read_file(out() + "/sage_tuned.cmake");
+  std::string cm = exported;
   const auto at = cm.find("SAGE_TUNED_ABI_SHA256 \"") + 23;
   cm.replace(at, 64, std::string(64, '0'));
   write_file_atomic(out() + "/sage_tuned.cmake", cm);
@@ -138,18 +162,29 @@ TEST_F(RuntimeExport, ConfigureRefusesAMismatchedAbiAndAJitBuild) {
   r = cmake(cat(common, " -B ", test::quote(dir_.file("b2")), " -DSAGE_WITH_NVRTC=ON"), "cfg2.log");
   EXPECT_NE(r.rc, 0);
   EXPECT_NE(squash(r.output).find("SAGE_TUNED_KERNELS needs -DSAGE_WITH_NVRTC=OFF"), std::string::npos) << r.output;
+  // A folder written for another layout of the table (an older sage-tune): its source would be
+  // read with this tree's structs.
+  cm = exported;
+  const std::string fmt = cat("set(SAGE_TUNED_FORMAT ", rt::kStaticTableFormat, ")");
+  ASSERT_NE(cm.find(fmt), std::string::npos) << cm;
+  cm.replace(cm.find(fmt), fmt.size(), "set(SAGE_TUNED_FORMAT 1)");
+  write_file_atomic(out() + "/sage_tuned.cmake", cm);
+  r = cmake(cat(common, " -B ", test::quote(dir_.file("b3")), " -DSAGE_WITH_NVRTC=OFF"), "cfg3.log");
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(squash(r.output).find("were exported by another version of sage-tune (table format '1'"), std::string::npos)
+      << r.output;
 }
 
 // The whole path: export -> static build -> install -> a C consumer through find_package.
 TEST_F(RuntimeExport, StaticBuildServesOnlyExportedBucketsWithoutNvrtc) {
-  ASSERT_EQ(sage_tune(cat("export --db ", test::quote(db_path()), " --out ", test::quote(out()))).rc, 0);
+  ASSERT_EQ(sage_tune(cat("export --db ", test::quote(db_path()), " --out ", test::quote(out()), " --no-defaults")).rc, 0);
   const std::string build = dir_.file("static"), prefix = dir_.file("prefix"), probe = dir_.file("probe");
   auto r = cmake(cat("-S ", test::quote(SAGE_SOURCE_DIR), " -B ", test::quote(build), " -G ", test::quote(generator()),
                      " -DCMAKE_BUILD_TYPE=Release -DSAGE_WITH_NVRTC=OFF -DSAGE_TUNED_KERNELS=", test::quote(out()),
                      " -DSAGE_BUILD_TESTS=OFF -DSAGE_BUILD_BENCH=OFF -DSAGE_BUILD_EXAMPLES=OFF -DSAGE_BUILD_FUZZERS=OFF"),
                  "configure.log");
   ASSERT_EQ(r.rc, 0) << r.output;
-  EXPECT_NE(r.output.find("static build with 2 exported kernels"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("static build with 2 exported winners and 0 defaults"), std::string::npos) << r.output;
   // Only the runtime: the CI machine has two cores and builds the main tree too.
   r = cmake(cat("--build ", test::quote(build), " --target sage_runtime_shared -j 2"), "build.log");
   ASSERT_EQ(r.rc, 0) << r.output;
@@ -226,6 +261,124 @@ int main(void) {
       EXPECT_NE(lines[1].find("in this build only for sm_90a"), std::string::npos) << lines[1];
     }
   }
+}
+
+}  // namespace
+}  // namespace sage
+
+namespace sage {
+namespace {
+
+// --defaults-only: an architecture's configs/defaults.yaml entries at one head dim, in the
+// list's order, with their kernels; the static runtime built from them lets every kind of call
+// of that head dim through to the device (none of them is "not in this build"), and answers
+// another head dim with SAGE_ERR_NOT_IN_BUILD naming what it holds.
+TEST_F(RuntimeExport, DefaultsOnlyExportServesEveryKindOfCallAtItsHeadDims) {
+  const char* arch = "sm_86";  // mma.sync kernels: quick to compile on the CI machine
+  auto r = sage_tune(cat("export --defaults-only --arch ", arch, " --head-dim 64 --out ", test::quote(out()), " --json"));
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const json m = json::parse(read_file(out() + "/manifest.json"));
+  EXPECT_TRUE(m["kernels"].empty()) << m.dump(2);
+  EXPECT_EQ(m["db"], "");
+  EXPECT_EQ(m["format"], rt::kStaticTableFormat);
+  // Every entry of the list at head dim 64, in its order, each with the variant it names.
+  std::vector<std::pair<int, std::string>> want;
+  std::set<std::string> kernels;
+  for (const tuner::DefaultEntry& e : tuner::default_entries(arch))
+    if (e.rule.head_dim == 64) {
+      want.emplace_back(e.line, *tuner::entry_variant(arch, e));
+      kernels.insert(want.back().second);
+    }
+  ASSERT_GE(want.size(), 4u);  // decoding, short, long, varlen, paged...
+  ASSERT_EQ(m["defaults"].size(), want.size()) << m.dump(2);
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(m["defaults"][i]["arch"], arch);
+    EXPECT_EQ(m["defaults"][i]["line"], want[i].first) << i;
+    EXPECT_EQ(m["defaults"][i]["variant"], want[i].second) << i;
+    EXPECT_GT(m["defaults"][i]["cubin_bytes"].get<std::size_t>(), 1000u);
+  }
+  EXPECT_EQ(m["default_kernels"], kernels.size());
+  const std::string src = read_file(out() + "/sage_tuned_kernels.cpp");
+  EXPECT_NE(src.find("const sage::rt::StaticDefault kDefaults[]"), std::string::npos);
+  EXPECT_NE(src.find(cat("static_assert(kStaticTableFormat == ", rt::kStaticTableFormat)), std::string::npos);
+  EXPECT_EQ(src.find("kKernels[]"), std::string::npos);  // no winners
+  const std::string cm = read_file(out() + "/sage_tuned.cmake");
+  EXPECT_NE(cm.find(cat("set(SAGE_TUNED_DEFAULT_COUNT ", want.size(), ")")), std::string::npos) << cm;
+
+  const std::string build = dir_.file("static"), probe = dir_.file("probe");
+  r = cmake(cat("-S ", test::quote(SAGE_SOURCE_DIR), " -B ", test::quote(build), " -G ", test::quote(generator()),
+                " -DCMAKE_BUILD_TYPE=Release -DSAGE_WITH_NVRTC=OFF -DSAGE_TUNED_KERNELS=", test::quote(out()),
+                " -DSAGE_BUILD_TESTS=OFF -DSAGE_BUILD_BENCH=OFF -DSAGE_BUILD_EXAMPLES=OFF -DSAGE_BUILD_FUZZERS=OFF"),
+            "configure.log");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_NE(r.output.find(cat("static build with 0 exported winners and ", want.size(), " defaults (", kernels.size(),
+                              " kernels)")),
+            std::string::npos)
+      << r.output;
+  r = cmake(cat("--build ", test::quote(build), " --target sage_runtime_shared -j 2"), "build.log");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  std::string lib;
+  for (const auto& e : fs::recursive_directory_iterator(build))
+    if (e.path().filename() == "libsage_runtime.so") lib = e.path().parent_path().string();
+  ASSERT_FALSE(lib.empty());
+
+  // Pointers that are never dereferenced: every call stops at the device or before it.
+  fs::create_directories(probe);
+  write_file_atomic(probe + "/probe.c", R"(#include <stdio.h>
+#include "sage/sage.h"
+static void* p = (void*)0x100000;
+static void line(const char* name, sage_status s) { printf("%s %d %s\n", name, (int)s, sage_last_error()); }
+static sage_status paged(int d) {
+  sage_attention_desc desc = sage_attention_desc_init(4, 32, 8, 1, 4096, d);
+  sage_paged_kv kv = {p, p, {0, 0, 0}, {0, 0, 0}, (const int*)p, (const int*)p, 16, 256, 1024};
+  return sage_attention_paged(&desc, &kv, p, p, NULL, NULL, 0, NULL);
+}
+int main(void) {
+  sage_attention_desc d = sage_attention_desc_init(4, 32, 32, 4096, 4096, 64);
+  line("dense64", sage_attention(&d, p, p, p, p, NULL, NULL, 0, NULL));
+  d.causal = 1;
+  d.window = 512;
+  line("window64", sage_attention(&d, p, p, p, p, NULL, NULL, 0, NULL));
+  sage_attention_desc e = sage_attention_desc_init(3, 16, 4, 1000, 1000, 64);
+  e.layout = SAGE_LAYOUT_NHD;
+  sage_varlen vl = {(const int*)p, (const int*)p, 1500, 1500};
+  line("varlen64", sage_attention_varlen(&e, &vl, p, p, p, p, NULL, NULL, 0, NULL));
+  e.layout = SAGE_LAYOUT_HND;
+  line("paged64", paged(64));
+  line("paged128", paged(128));
+  d.head_dim = 128;
+  line("dense128", sage_attention(&d, p, p, p, p, NULL, NULL, 0, NULL));
+  return 0;
+}
+)");
+  r = test::run_command(cat("cc -o ", test::quote(probe + "/probe"), " ", test::quote(probe + "/probe.c"), " -I",
+                            test::quote(std::string(SAGE_SOURCE_DIR) + "/runtime/include"), " -L", test::quote(lib),
+                            " -Wl,-rpath,", test::quote(lib), " -lsage_runtime"),
+                        dir_.file("probe-build.log"));
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const auto run = test::run_command(test::quote(probe + "/probe"), dir_.file("probe.log"));
+  ASSERT_EQ(run.rc, 0) << run.output;
+  const std::vector<std::string> lines = split(trim(run.output), '\n');
+  ASSERT_EQ(lines.size(), 6u) << run.output;
+  std::string why;
+  const bool device = cu::have_device(&why);
+  const bool sm86 = device && (use_device(0), tuner::arch_for_cc(tuner::fingerprint_device(0).cc) == arch);
+  for (int i = 0; i < 4; ++i) {
+    if (!device) {
+      EXPECT_TRUE(starts_with(lines[i], cat(split(lines[i], ' ')[0], " 7 "))) << lines[i];  // SAGE_ERR_NO_DEVICE
+    } else if (!sm86) {
+      EXPECT_NE(lines[i].find(" 3 "), std::string::npos) << lines[i];  // the defaults of another architecture
+      EXPECT_NE(lines[i].find("Export " + tuner::arch_for_cc(tuner::fingerprint_device(0).cc) + "'s defaults"),
+                std::string::npos)
+          << lines[i];
+    }
+  }
+  EXPECT_TRUE(starts_with(lines[0], "dense64 ")) << lines[0];
+  for (int i : {4, 5}) {
+    EXPECT_NE(lines[i].find(" 3 "), std::string::npos) << lines[i];  // SAGE_ERR_NOT_IN_BUILD, before the device
+    EXPECT_NE(lines[i].find("the defaults for sm_86 head dims 64"), std::string::npos) << lines[i];
+  }
+  EXPECT_NE(lines[4].find("paged KV caches (sage_attention_paged) at head dim 128"), std::string::npos) << lines[4];
 }
 
 }  // namespace

@@ -1,14 +1,19 @@
-// sage-tune export: the winners of a tune database as C++ for a static runtime build. Writes
-// into DIR:
-//   sage_tuned_kernels.cpp  every winner's cubin as a byte array and the dispatch table
-//                           (sage::rt::static_table(), runtime/include/sage/internal/static_table.h)
+// sage-tune export: the winners of a tune database, and the defaults of configs/defaults.yaml
+// for their architectures (or --arch), as C++ for a static runtime build. Writes into DIR:
+//   sage_tuned_kernels.cpp  every kernel's cubin as a byte array, the winners' table and the
+//                           defaults' entries (sage::rt::static_table(),
+//                           runtime/include/sage/internal/static_table.h)
 //   sage_tuned.cmake        what the runtime's CMake includes for -DSAGE_TUNED_KERNELS=DIR
 //   manifest.json           what was exported and what was skipped, and why
-// A runtime built with -DSAGE_WITH_NVRTC=OFF -DSAGE_TUNED_KERNELS=DIR serves exactly these
-// buckets, with no NVRTC and no database.
+// A runtime built with -DSAGE_WITH_NVRTC=OFF -DSAGE_TUNED_KERNELS=DIR serves the winners'
+// buckets, and with the defaults every call a JIT build serves at the exported architectures and
+// head dims (variable-length batches, windows, paged caches, untuned buckets), choosing as a JIT
+// build does; with no NVRTC and no database.
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <optional>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "sage/common/archs.h"
@@ -16,7 +21,9 @@
 #include "sage/common/sha256.h"
 #include "sage/gen/search_space.h"
 #include "sage/tuner/compiler.h"
+#include "sage/internal/static_table.h"
 #include "sage/tuner/problems.h"
+#include "sage/tuner/tune.h"
 #include "sage/tuner/variants.h"
 #include "store_cli.h"
 
@@ -27,7 +34,18 @@ struct ExportOptions {
   store::DbOption db;
   std::string out;
   std::vector<std::string> archs;
+  std::vector<int> head_dims;  // empty: every head dim
+  bool no_defaults = false;
+  bool defaults_only = false;
+  unsigned jobs = 0;
   bool json = false;
+};
+
+// A defaults.yaml entry of an exported architecture with its compiled kernel.
+struct DefaultItem {
+  std::string arch;
+  const tuner::DefaultEntry* entry;
+  std::string variant;
 };
 
 struct Item {
@@ -87,13 +105,44 @@ std::string abi_sha256() {
   return sha256_hex(f->view());
 }
 
+// The head dims the kernels have (every architecture's defaults name them).
+std::set<int> kernel_head_dims() {
+  std::set<int> dims;
+  for (const std::string& a : tuner::supported_archs())
+    for (const tuner::DefaultEntry& e : tuner::default_entries(a)) dims.insert(e.rule.head_dim);
+  return dims;
+}
+
+std::string rule_text(const DefaultRule& r) {
+  return cat("{", r.head_dim, ", ", r.paged, ", ", r.window, ", ", r.varlen, ", ", r.max_seq_kv, ", ", r.max_seq_q, ", ",
+             r.min_seq_q, ", ", r.max_bh, ", ", r.causal, ", ", r.rows16, ", ", c_string(std::string(r.policies)), "}");
+}
+
 int run_export(const ExportOptions& o) {
   for (const auto& a : o.archs)
     if (!tuner::is_supported_arch(a))
       throw Error(Errc::invalid_argument,
                   cat("--arch ", a, " is not a target (expected one of ", join(tuner::supported_archs(), ", "), ")"));
-  const std::string path = o.db.resolve();
-  tuner::Store s = store::open_for_read(path, o.db.is_system());
+  if (o.defaults_only && o.no_defaults)
+    throw Error(Errc::invalid_argument, "--defaults-only and --no-defaults exclude each other");
+  if (o.defaults_only && o.archs.empty())
+    throw Error(Errc::invalid_argument, cat("--defaults-only needs --arch: the architectures whose defaults to export (",
+                                            target_archs_text(), ")"));
+  if (!o.head_dims.empty()) {
+    const std::set<int> dims = kernel_head_dims();
+    std::string list;
+    for (int d : dims) list += (list.empty() ? "" : ", ") + std::to_string(d);
+    for (int d : o.head_dims)
+      if (!dims.count(d))
+        throw Error(Errc::invalid_argument, cat("--head-dim ", d, " is not a kernels' head dim (", list,
+                                                "): a call of a smaller head dim runs the next one's kernels"));
+  }
+  auto wanted_dim = [&](int d) {
+    return o.head_dims.empty() || std::find(o.head_dims.begin(), o.head_dims.end(), d) != o.head_dims.end();
+  };
+  const std::string path = o.defaults_only ? std::string() : o.db.resolve();
+  std::optional<tuner::Store> s;
+  if (!o.defaults_only) s.emplace(store::open_for_read(path, o.db.is_system()));
   const std::string gen_hash = tuner::generator_hash();
   const tuner::ProblemsConfig problems = tuner::ProblemsConfig::builtin();
   const gen::SearchSpace space = gen::SearchSpace::builtin();
@@ -116,7 +165,7 @@ int run_export(const ExportOptions& o) {
   auto skip = [&](const tuner::Winner& w, const std::string& why) {
     skipped.push_back({{"device", w.key.device.key()}, {"bucket", w.key.problem.str()}, {"variant", w.variant}, {"why", why}});
   };
-  for (const tuner::Winner& w : s.winners()) {
+  for (const tuner::Winner& w : s ? s->winners() : std::vector<tuner::Winner>{}) {
     std::string arch;
     try {
       arch = tuner::arch_for_cc(w.key.device.cc);
@@ -125,6 +174,7 @@ int run_export(const ExportOptions& o) {
       continue;
     }
     if (!o.archs.empty() && std::find(o.archs.begin(), o.archs.end(), arch) == o.archs.end()) continue;
+    if (!wanted_dim(w.key.problem.head_dim)) continue;
     if (w.key.generator_hash != gen_hash) {
       skip(w, cat("tuned with another generator (", w.key.generator_hash.substr(0, 12), ", this build ", gen_hash.substr(0, 12),
                   "): its kernels may not match this tree's launcher; tune again"));
@@ -144,7 +194,7 @@ int run_export(const ExportOptions& o) {
     if (!cubins.count(w.kernel_hash)) {
       std::optional<tuner::KernelRecord> k;
       try {
-        k = s.kernel(w.kernel_hash);
+        k = s->kernel(w.kernel_hash);
       } catch (const Error& e) {
         skip(w, cat("its kernel is damaged: ", e.message()));
         continue;
@@ -170,18 +220,88 @@ int run_export(const ExportOptions& o) {
       if (newer) pos->second = it;
     }
   }
-  if (chosen.empty())
-    throw Error(Errc::not_found, cat("no winner to export", o.archs.empty() ? "" : " for " + join(o.archs, ", "),
-                                     skipped.empty() ? std::string(" (the database has none)")
-                                                     : cat(" (", skipped.size(), " skipped; see --json)")),
+  const std::string dims_text = o.head_dims.empty() ? std::string() : cat(" at head dim ", ints(o.head_dims));
+  if (chosen.empty() && !o.defaults_only && (o.no_defaults || o.archs.empty()))
+    throw Error(Errc::not_found,
+                cat("no winner to export", o.archs.empty() ? "" : " for " + join(o.archs, ", "), dims_text,
+                    skipped.empty() ? std::string(" (the database has none)")
+                                    : cat(" (", skipped.size(), " skipped; see --json)"),
+                    o.no_defaults ? "" : "; name --arch to export the architecture's defaults without winners"),
                 path);
-  // Drop cubins whose only winners were replaced by newer ones.
-  std::map<std::string, std::string> used;
-  std::map<std::string, std::string> sha_of;  // kernel hash -> sha256 of its cubin
+
+  // The defaults: every entry of each architecture's list (its continuation's too) at the
+  // exported head dims, in order, so that the static runtime walks them as the JIT build does.
+  std::vector<std::string> default_archs;
+  if (!o.no_defaults) {
+    default_archs = o.archs;
+    for (const auto& [k, it] : chosen)
+      if (std::find(default_archs.begin(), default_archs.end(), it.arch) == default_archs.end())
+        default_archs.push_back(it.arch);
+  }
+  std::vector<DefaultItem> defaults;
+  std::map<std::string, std::map<std::string, std::string>> default_cubins;  // arch -> variant -> cubin
+  nlohmann::json missing_dims = nlohmann::json::array();
+  for (const std::string& arch : default_archs) {
+    std::set<int> dims_here;
+    for (const tuner::DefaultEntry& e : tuner::default_entries(arch)) {
+      if (!wanted_dim(e.rule.head_dim)) continue;
+      std::optional<std::string> v = tuner::entry_variant(arch, e);
+      if (!v)
+        throw Error(Errc::internal, cat("configs/defaults.yaml line ", e.line, " (", e.list, ": ", e.conditions,
+                                        ") names no variant of the search space for ", arch));
+      defaults.push_back({arch, &e, *v});
+      default_cubins[arch][*v];
+      dims_here.insert(e.rule.head_dim);
+    }
+    for (int d : o.head_dims)
+      if (!dims_here.count(d)) missing_dims.push_back({{"arch", arch}, {"head_dim", d}});
+  }
+  // Compile them (the cubin cache answers the ones compiled before).
+  std::size_t to_compile = 0;
+  for (const auto& [arch, vs] : default_cubins) to_compile += vs.size();
+  if (to_compile) {
+    tuner::CompileOptions base;
+    const tuner::VariantBuilder renderer(base);
+    ProgressBar bar("compile defaults", to_compile, !o.json);
+    std::size_t before = 0;
+    for (auto& [arch, vs] : default_cubins) {
+      std::vector<tuner::CompileJob> jobs;
+      for (const auto& [name, cubin] : vs) {
+        const gen::Variant* v = variant(arch, name);
+        if (!v) throw Error(Errc::internal, cat("default variant ", name, " is not in the search space for ", arch));
+        jobs.push_back({name, renderer.render(*v)});
+      }
+      tuner::CompileOptions co = base;
+      co.arch = arch;
+      const std::vector<tuner::CompileResult> rs =
+          tuner::compile_all(jobs, co, o.jobs, [&](const tuner::Progress& p) { bar.update(before + p.done, p.last); });
+      before += rs.size();
+      for (const tuner::CompileResult& r : rs) {
+        if (!r.ok)
+          throw Error(Errc::compile_failed, cat("default variant ", r.name, " failed to compile for ", arch, ":\n",
+                                                join(tuner::error_lines(r.log), "\n")),
+                      r.name);
+        vs[r.name] = r.cubin;
+      }
+    }
+    bar.finish();
+  }
+
+  // Every distinct cubin once, by content.
+  std::map<std::string, std::string> used;     // sha256 -> cubin
+  std::map<std::string, std::string> sha_of;   // kernel hash -> sha256 of its cubin
   for (const auto& [k, it] : chosen)
-    if (!used.count(it.kernel_hash)) {
-      used[it.kernel_hash] = std::move(cubins[it.kernel_hash]);
-      sha_of[it.kernel_hash] = sha256_hex(used[it.kernel_hash]);
+    if (!sha_of.count(it.kernel_hash)) {
+      const std::string sha = sha256_hex(cubins[it.kernel_hash]);
+      sha_of[it.kernel_hash] = sha;
+      used[sha] = std::move(cubins[it.kernel_hash]);
+    }
+  std::map<std::string, std::string> default_sha;  // "arch|variant" -> sha256
+  for (auto& [arch, vs] : default_cubins)
+    for (auto& [name, cubin] : vs) {
+      const std::string sha = sha256_hex(cubin);
+      default_sha[cat(arch, "|", name)] = sha;
+      if (!used.count(sha)) used[sha] = std::move(cubin);
     }
 
   // ---- sage_tuned_kernels.cpp ----
@@ -190,15 +310,16 @@ int run_export(const ExportOptions& o) {
   std::string src;
   src.reserve(cubin_bytes * 4 + 65536);
   src += "// generated by `sage-tune export` -- do not edit.\n";
-  src += cat("// Source database: ", path, "\n// Generator: ", gen_hash, "\n// ", chosen.size(), " kernels for static builds: ",
+  src += cat("// Source database: ", o.defaults_only ? std::string("(none: defaults only)") : path, "\n// Generator: ", gen_hash,
+             "\n// ", chosen.size(), " winners and ", defaults.size(), " defaults.yaml entries for static builds: ",
              "cmake -DSAGE_WITH_NVRTC=OFF -DSAGE_TUNED_KERNELS=<this folder>\n");
   src += "#include \"sage/internal/static_table.h\"\n\nnamespace {\n\n";
-  std::map<std::string, std::string> array_of;  // kernel hash -> array name
+  std::map<std::string, std::string> array_of;  // sha256 -> array name
   int n = 0;
-  for (const auto& [h, c] : used) {
+  for (const auto& [sha, c] : used) {
     const std::string name = cat("kCubin", n++);
-    array_of[h] = name;
-    src += cat("// kernel ", h, " (", c.size(), " bytes)\n");
+    array_of[sha] = name;
+    src += cat("// cubin ", sha, " (", c.size(), " bytes)\n");
     // cuModuleLoadData reads the image in place: keep it aligned like a heap copy would be.
     src += cat("alignas(64) const unsigned char ", name, "[] =\n");
     append_bytes(src, c);
@@ -206,41 +327,103 @@ int run_export(const ExportOptions& o) {
   }
   src += cat("const int kSeqBuckets[] = {", ints(problems.seq_buckets), "};\n");
   src += cat("const int kBhBuckets[] = {", ints(problems.bh_buckets), "};\n\n");
-  src += "const sage::rt::StaticKernel kKernels[] = {\n";
-  for (const auto& [k, it] : chosen) {
-    const std::string& arr = array_of[it.kernel_hash];
-    src += cat("    {", c_string(it.winner.key.problem.str()), ", ", c_string(it.arch), ", ", c_string(it.winner.key.device.name),
-               ",\n     ", c_string(it.variant), ",\n     ", c_string(it.config), ",\n     ", arr, ", sizeof(", arr,
-               ") - 1, ", c_string(sha_of[it.kernel_hash]), "},\n");
+  if (!chosen.empty()) {
+    src += "const sage::rt::StaticKernel kKernels[] = {\n";
+    for (const auto& [k, it] : chosen) {
+      const std::string& sha = sha_of[it.kernel_hash];
+      const std::string& arr = array_of[sha];
+      src += cat("    {", c_string(it.winner.key.problem.str()), ", ", c_string(it.arch), ", ",
+                 c_string(it.winner.key.device.name), ",\n     ", c_string(it.variant), ",\n     ", c_string(it.config),
+                 ",\n     ", arr, ", sizeof(", arr, ") - 1, ", c_string(sha), "},\n");
+    }
+    src += "};\n\n";
   }
-  src += "};\n\n}  // namespace\n\nnamespace sage::rt {\n\n";
+  std::map<std::string, int> default_kernel_index;  // "arch|variant" -> kDefaultKernels index
+  if (!defaults.empty()) {
+    src += "const sage::rt::StaticCubin kDefaultKernels[] = {\n";
+    int i = 0;
+    for (const auto& [arch, vs] : default_cubins)
+      for (const auto& [name, cubin] : vs) {
+        const std::string key = cat(arch, "|", name);
+        const std::string& sha = default_sha[key];
+        const std::string& arr = array_of[sha];
+        default_kernel_index[key] = i++;
+        src += cat("    {", c_string(name), ",\n     ", c_string(tuner::kernel_config(*variant(arch, name)).str()), ",\n     ",
+                   arr, ", sizeof(", arr, ") - 1, ", c_string(sha), "},\n");
+      }
+    src += "};\n\n// configs/defaults.yaml's entries, each architecture's in its order.\n";
+    src += "const sage::rt::StaticDefault kDefaults[] = {\n";
+    for (const DefaultItem& d : defaults)
+      src += cat("    {", c_string(d.arch), ", ", rule_text(d.entry->rule), ",\n     ", c_string(d.entry->conditions), ", ",
+                 d.entry->line, ", &kDefaultKernels[", default_kernel_index[cat(d.arch, "|", d.variant)], "]},\n");
+    src += "};\n\n";
+  }
+  std::vector<std::pair<std::string, int>> measured;
+  for (const std::string& arch : default_archs)
+    if (const int m = tuner::measured_sms(arch)) measured.emplace_back(arch, m);
+  if (!measured.empty()) {
+    src += "const sage::rt::StaticMeasuredSms kMeasuredSms[] = {\n";
+    for (const auto& [arch, m] : measured) src += cat("    {", c_string(arch), ", ", m, "},\n");
+    src += "};\n\n";
+  }
+  src += "}  // namespace\n\nnamespace sage::rt {\n\n";
+  src += cat("static_assert(kStaticTableFormat == ", rt::kStaticTableFormat,
+             ", \"exported by another sage-tune: export again with this tree\");\n\n");
   src += "const StaticTable& static_table() {\n";
   src += cat("  static const StaticTable t{kSeqBuckets, ", problems.seq_buckets.size(), ", kBhBuckets, ", problems.bh_buckets.size(),
-             ", kKernels, ", chosen.size(), ",\n                              ", c_string(path), ", ", c_string(gen_hash), "};\n");
+             ", ", chosen.empty() ? "nullptr" : "kKernels", ", ", chosen.size(), ",\n                              ",
+             c_string(path), ", ", c_string(gen_hash), ",\n                              ",
+             defaults.empty() ? "nullptr" : "kDefaults", ", ", defaults.size(), ", ",
+             measured.empty() ? "nullptr" : "kMeasuredSms", ", ", measured.size(), "};\n");
   src += "  return t;\n}\n\n}  // namespace sage::rt\n";
 
-  std::string archs;
+  std::vector<std::string> arch_list;
   for (const auto& [k, it] : chosen)
-    if (archs.find(it.arch) == std::string::npos) archs += (archs.empty() ? "" : ";") + it.arch;
+    if (std::find(arch_list.begin(), arch_list.end(), it.arch) == arch_list.end()) arch_list.push_back(it.arch);
+  for (const std::string& a : default_archs)
+    if (std::find(arch_list.begin(), arch_list.end(), a) == arch_list.end()) arch_list.push_back(a);
+  std::size_t default_kernels = 0;
+  for (const auto& [arch, vs] : default_cubins) default_kernels += vs.size();
   const std::string cmake =
       cat("# generated by `sage-tune export` -- do not edit. Included by runtime/CMakeLists.txt for\n",
           "# -DSAGE_WITH_NVRTC=OFF -DSAGE_TUNED_KERNELS=<this folder>.\n",
           "set(SAGE_TUNED_SOURCES \"${CMAKE_CURRENT_LIST_DIR}/sage_tuned_kernels.cpp\")\n",
-          "set(SAGE_TUNED_KERNEL_COUNT ", chosen.size(), ")\n", "set(SAGE_TUNED_ARCHS \"", archs, "\")\n",
+          "set(SAGE_TUNED_FORMAT ", rt::kStaticTableFormat, ")\n",
+          "set(SAGE_TUNED_KERNEL_COUNT ", chosen.size(), ")\n",
+          "set(SAGE_TUNED_DEFAULT_COUNT ", defaults.size(), ")\n",
+          "set(SAGE_TUNED_DEFAULT_KERNEL_COUNT ", default_kernels, ")\n",
+          "set(SAGE_TUNED_ARCHS \"", join(arch_list, ";"), "\")\n",
           "set(SAGE_TUNED_ABI_SHA256 \"", abi_sha256(), "\")\n");
 
   nlohmann::json kernels = nlohmann::json::array();
   std::vector<std::vector<std::string>> rows;
   for (const auto& [k, it] : chosen) {
+    const std::size_t bytes = used[sha_of[it.kernel_hash]].size();
     kernels.push_back({{"bucket", it.winner.key.problem.str()}, {"arch", it.arch}, {"device", it.winner.key.device.name},
-                       {"variant", it.variant}, {"kernel_hash", it.kernel_hash},
-                       {"cubin_bytes", used[it.kernel_hash].size()}});
+                       {"variant", it.variant}, {"kernel_hash", it.kernel_hash}, {"cubin_bytes", bytes}});
     rows.push_back({it.arch, it.winner.key.device.name, it.winner.key.problem.str(), it.variant,
-                    store::bytes(std::int64_t(used[it.kernel_hash].size()))});
+                    store::bytes(std::int64_t(bytes))});
   }
-  nlohmann::json manifest = {{"db", path},           {"generator_hash", gen_hash}, {"abi_sha256", abi_sha256()},
-                             {"kernels", kernels},   {"skipped", skipped},         {"cubin_bytes", cubin_bytes},
-                             {"seq_buckets", problems.seq_buckets}, {"bh_buckets", problems.bh_buckets}};
+  nlohmann::json dj = nlohmann::json::array();
+  std::map<std::string, std::pair<std::set<int>, std::size_t>> per_arch;  // arch -> head dims, entries
+  for (const DefaultItem& d : defaults) {
+    dj.push_back({{"arch", d.arch}, {"line", d.entry->line}, {"list", d.entry->list}, {"conditions", d.entry->conditions},
+                  {"variant", d.variant}, {"cubin_bytes", used[default_sha[cat(d.arch, "|", d.variant)]].size()}});
+    per_arch[d.arch].first.insert(d.entry->rule.head_dim);
+    ++per_arch[d.arch].second;
+  }
+  nlohmann::json manifest = {{"db", path},
+                             {"generator_hash", gen_hash},
+                             {"abi_sha256", abi_sha256()},
+                             {"format", rt::kStaticTableFormat},
+                             {"kernels", kernels},
+                             {"skipped", skipped},
+                             {"defaults", dj},
+                             {"default_kernels", default_kernels},
+                             {"head_dims_without_defaults", missing_dims},
+                             {"cubin_bytes", cubin_bytes},
+                             {"seq_buckets", problems.seq_buckets},
+                             {"bh_buckets", problems.bh_buckets}};
 
   std::error_code ec;
   std::filesystem::create_directories(o.out, ec);
@@ -253,9 +436,24 @@ int run_export(const ExportOptions& o) {
     std::cout << manifest.dump(2) << "\n";
     return kOk;
   }
-  store::print_table(std::cout, {"ARCH", "DEVICE", "PROBLEM", "VARIANT", "CUBIN"}, rows);
-  std::cout << "\nexported " << chosen.size() << " kernels (" << used.size() << " distinct cubins, "
-            << store::bytes(std::int64_t(cubin_bytes)) << ") from " << path << " to " << o.out << "\n";
+  if (!rows.empty()) store::print_table(std::cout, {"ARCH", "DEVICE", "PROBLEM", "VARIANT", "CUBIN"}, rows);
+  if (!per_arch.empty()) {
+    std::vector<std::vector<std::string>> drows;
+    for (const auto& [arch, x] : per_arch) {
+      std::vector<int> dims(x.first.begin(), x.first.end());
+      drows.push_back({arch, ints(dims), std::to_string(x.second), std::to_string(default_cubins[arch].size())});
+    }
+    if (!rows.empty()) std::cout << "\n";
+    store::print_table(std::cout, {"DEFAULTS", "HEAD DIMS", "ENTRIES", "KERNELS"}, drows);
+  }
+  std::cout << "\nexported " << chosen.size() << " winners";
+  if (!o.no_defaults) std::cout << " and " << defaults.size() << " defaults (" << default_kernels << " kernels)";
+  std::cout << ", " << used.size() << " distinct cubins, " << store::bytes(std::int64_t(cubin_bytes));
+  if (!o.defaults_only) std::cout << ", from " << path;
+  std::cout << " to " << o.out << "\n";
+  for (const auto& m : missing_dims)
+    std::cout << "note: " << m["arch"].get<std::string>() << " has no defaults at head dim " << m["head_dim"].get<int>()
+              << " (no kernel of that head dim runs there)\n";
   if (!skipped.empty()) {
     std::cout << skipped.size() << " winners skipped:\n";
     for (const auto& x : skipped)
@@ -269,12 +467,20 @@ int run_export(const ExportOptions& o) {
 }
 
 Registrar reg(
-    "export", "Write a database's winners as C++ (embedded cubins + dispatch table) for a static runtime build",
+    "export", "Write a database's winners and their architectures' defaults as C++ (embedded cubins + dispatch tables) for a static runtime build",
     [](CLI::App& sub) -> Action {
       auto o = std::make_shared<ExportOptions>();
       o->db.add(sub);
       sub.add_option("--out,-o", o->out, "output folder (created if missing; its three files are replaced)")->required();
-      sub.add_option("--arch", o->archs, cat("only winners of this architecture (", target_archs_text(), "); repeatable"));
+      sub.add_option("--arch", o->archs,
+                     cat("only winners of this architecture (", target_archs_text(),
+                         "), and its defaults even where it has no winner; repeatable"));
+      sub.add_option("--head-dim", o->head_dims, "only winners and defaults of this kernels' head dim (64, 128, 256); repeatable");
+      sub.add_flag("--no-defaults", o->no_defaults,
+                   "the winners alone: calls of other buckets (and variable-length, window and paged calls) answer "
+                   "SAGE_ERR_NOT_IN_BUILD");
+      sub.add_flag("--defaults-only", o->defaults_only, "no database: the defaults of --arch alone");
+      sub.add_option("-j,--jobs", o->jobs, "parallel compiles of the defaults (default: one per CPU)");
       sub.add_flag("--json", o->json, "print the manifest as JSON");
       return [o] { return run_export(*o); };
     },

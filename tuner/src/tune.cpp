@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -32,8 +33,7 @@ double now_s() {
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
-bool param_matches(const tmpl::Value& have, const YAML::Node& want) {
-  const std::string w = want.as<std::string>();
+bool param_matches(const tmpl::Value& have, const std::string& w) {
   if (have.type() == tmpl::Value::Type::boolean) return (w == "true") == have.as_bool() && (w == "true" || w == "false");
   return have.str() == w;
 }
@@ -96,50 +96,18 @@ int measured_sms_of(const YAML::Node& root, const std::string& arch) {
   const YAML::Node m = all[arch];
   return m ? m.as<int>() : 0;
 }
-int scale_pairs(int pairs, int measured, int sms) {
-  if (pairs <= 0 || sms <= 0 || measured <= 0 || sms == measured) return pairs;
-  return std::max(1, int(std::int64_t(pairs) * measured / sms));
-}
-}  // namespace
 
-int measured_sms(const std::string& arch) {
-  std::lock_guard<std::mutex> lock(defaults_mutex());
-  return measured_sms_of(defaults_root(), arch);
-}
+// A YAML scalar as an int, else -1 (the entry does not name it).
+int named_int(const YAML::Node& n) { return n ? n.as<int>() : -1; }
+int named_bool(const YAML::Node& n) { return n ? int(n.as<bool>()) : -1; }
 
-int pairs_at_measured_sms(const std::string& arch, int pairs, int sms) {
-  return scale_pairs(pairs, measured_sms(arch), sms);
-}
-
-DefaultMatch default_match(const std::string& arch, int head_dim, const std::string& policy, int seq_kv, int causal,
-                           int seq_q, bool rows16, int bh, int sms, bool varlen, bool window, bool paged) {
-  // A sliding window's call: the entries that name `window: true`, then the `varlen` ones.
-  if (window) varlen = true;
-  {
-    std::lock_guard<std::mutex> yaml_lock(defaults_mutex());
-    const YAML::Node list = defaults_root()["defaults"][arch];
-    if (!list || !list.IsSequence()) throw Error(Errc::not_found, "configs/defaults.yaml has no defaults for " + arch);
-  }
-  // Parsing the search space and enumerating an architecture cost ~12 ms: done once.
-  static std::mutex mu;
-  static std::map<std::string, gen::Enumeration> enumerations;
-  std::unique_lock<std::mutex> lock(mu);
-  auto cached = enumerations.find(arch);
-  if (cached == enumerations.end()) {
-    static const gen::SearchSpace space = gen::SearchSpace::builtin();
-    gen::EnumerateOptions eo;
-    eo.archs = {arch};
-    cached = enumerations.emplace(arch, space.enumerate(eo)).first;
-  }
-  const gen::Enumeration& e = cached->second;
-  lock.unlock();
-  std::lock_guard<std::mutex> yaml_lock(defaults_mutex());
-  const YAML::Node& root = defaults_root();
-  bh = scale_pairs(bh, measured_sms_of(root, arch), sms);
+// An architecture's entries (its continuation's after them), read from the tree once.
+std::vector<DefaultEntry> read_entries(const YAML::Node& root, const std::string& arch) {
+  const YAML::Node list = root["defaults"][arch];
+  if (!list || !list.IsSequence()) throw Error(Errc::not_found, "configs/defaults.yaml has no defaults for " + arch);
   // An arch's list may end in `- continue: <arch>`: that arch's entries follow (Blackwell's lists
   // continue with sm_89's). The entries are walked in order, the continuation's after the list's.
-  std::vector<YAML::Node> entries;
-  std::vector<std::pair<std::string, int>> places;  // each entry's list and index there
+  std::vector<DefaultEntry> out;
   std::set<std::string> seen{arch};
   std::string at = arch;
   while (!at.empty()) {
@@ -158,77 +126,145 @@ DefaultMatch default_match(const std::string& arch, int head_dim, const std::str
                                            ", which has no defaults"));
         break;
       }
-      entries.push_back(entry);
-      places.emplace_back(in, i++);
+      DefaultEntry e;
+      e.rule.head_dim = entry["head_dim"].as<int>();
+      e.rule.paged = named_bool(entry["paged"]) == 1;
+      e.rule.window = named_bool(entry["window"]) == 1;
+      e.rule.varlen = named_bool(entry["varlen"]) == 1;
+      e.rule.max_seq_kv = named_int(entry["max_seq_kv"]);
+      e.rule.max_seq_q = named_int(entry["max_seq_q"]);
+      e.rule.min_seq_q = named_int(entry["min_seq_q"]);
+      e.rule.max_bh = named_int(entry["max_bh"]);
+      e.rule.causal = named_bool(entry["causal"]);
+      e.rule.rows16 = named_bool(entry["rows16"]);
+      if (const YAML::Node pols = entry["policies"])
+        for (const YAML::Node& x : pols) e.policies += (e.policies.empty() ? "" : ",") + x.as<std::string>();
+      for (const auto& kv : entry["params"]) e.params.emplace_back(kv.first.as<std::string>(), kv.second.as<std::string>());
+      e.list = in;
+      e.index = i++;
+      e.line = entry.Mark().is_null() ? 0 : entry.Mark().line + 1;
+      for (const auto& kv : entry) {
+        const std::string k = kv.first.as<std::string>();
+        if (k == "params") continue;
+        std::string val;
+        if (kv.second.IsSequence()) {
+          for (const YAML::Node& x : kv.second) val += (val.empty() ? "" : ",") + x.as<std::string>();
+        } else {
+          val = kv.second.as<std::string>();
+        }
+        e.conditions += cat(e.conditions.empty() ? "" : ", ", k, " ", val);
+      }
+      out.push_back(std::move(e));
     }
   }
-  int index = -1;
-  for (const YAML::Node& entry : entries) {
-    ++index;
-    if (entry["head_dim"].as<int>() != head_dim) continue;
-    // A paged KV cache's call: the entries that name `paged: true`, and only those.
-    if (const YAML::Node pg = entry["paged"]; (pg && pg.as<bool>()) != paged) continue;
-    if (paged) {
-    } else if (const YAML::Node w = entry["window"]; w && w.as<bool>()) {
-      if (!window) continue;
-    } else if (const YAML::Node vl = entry["varlen"]; (vl && vl.as<bool>()) != varlen) {
-      continue;
-    }
-    if (YAML::Node mx = entry["max_seq_kv"])
-      if (seq_kv <= 0 || seq_kv > mx.as<int>()) continue;
-    if (YAML::Node mx = entry["max_seq_q"])
-      if (seq_q <= 0 || seq_q > mx.as<int>()) continue;
-    if (YAML::Node mn = entry["min_seq_q"])
-      if (seq_q <= mn.as<int>()) continue;
-    if (YAML::Node mx = entry["max_bh"])
-      if (bh <= 0 || bh > mx.as<int>()) continue;
-    if (YAML::Node c = entry["causal"])
-      if (causal < 0 || c.as<bool>() != (causal == 1)) continue;
-    if (YAML::Node r = entry["rows16"])
-      if (r.as<bool>() != rows16) continue;
-    if (YAML::Node pols = entry["policies"]) {
-      bool any = false;
-      for (const YAML::Node& p : pols) any |= p.as<std::string>() == policy;
-      if (!any) continue;
-    }
-    const YAML::Node params = entry["params"];
-    for (const gen::Variant& v : e.variants) {
-      if (v.pipeline != params["pipeline"].as<std::string>()) continue;
-      auto hd = v.params.find("head_dim");
-      if (hd == v.params.end() || hd->second.as_int() != head_dim) continue;
-      bool all = true;
-      for (const auto& kv : params) {
-        const std::string k = kv.first.as<std::string>();
-        if (k == "pipeline") continue;
-        auto it = v.params.find(k);
-        if (it == v.params.end() || !param_matches(it->second, kv.second)) {
-          all = false;
-          break;
-        }
+  return out;
+}
+
+struct ArchDefaults {
+  std::vector<DefaultEntry> entries;
+  int measured_sms = 0;
+};
+
+// Each architecture's entries, parsed once (the file is embedded: it cannot change while the
+// process runs). Never destroyed: the entries' rules view their own strings.
+const ArchDefaults& arch_defaults(const std::string& arch) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<ArchDefaults>>* parsed = new std::map<std::string, std::unique_ptr<ArchDefaults>>;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = parsed->find(arch);
+  if (it != parsed->end()) return *it->second;
+  auto d = std::make_unique<ArchDefaults>();
+  {
+    std::lock_guard<std::mutex> yaml_lock(defaults_mutex());
+    d->entries = read_entries(defaults_root(), arch);
+    d->measured_sms = measured_sms_of(defaults_root(), arch);
+  }
+  for (DefaultEntry& e : d->entries) e.rule.policies = e.policies;  // in place now: the views stay valid
+  return *parsed->emplace(arch, std::move(d)).first->second;
+}
+
+// The variants of an architecture's search space (parsing it and enumerating cost ~12 ms: once).
+const std::vector<gen::Variant>& arch_variants(const std::string& arch) {
+  static std::mutex mu;
+  static std::map<std::string, gen::Enumeration>* enumerations = new std::map<std::string, gen::Enumeration>;
+  std::lock_guard<std::mutex> lock(mu);
+  auto cached = enumerations->find(arch);
+  if (cached == enumerations->end()) {
+    static const gen::SearchSpace space = gen::SearchSpace::builtin();
+    gen::EnumerateOptions eo;
+    eo.archs = {arch};
+    cached = enumerations->emplace(arch, space.enumerate(eo)).first;
+  }
+  return cached->second.variants;  // map nodes never move
+}
+}  // namespace
+
+int measured_sms(const std::string& arch) {
+  try {
+    return arch_defaults(arch).measured_sms;
+  } catch (const Error& e) {
+    if (e.code() != Errc::not_found) throw;
+    std::lock_guard<std::mutex> lock(defaults_mutex());
+    return measured_sms_of(defaults_root(), arch);
+  }
+}
+
+int pairs_at_measured_sms(const std::string& arch, int pairs, int sms) {
+  return default_pairs(pairs, measured_sms(arch), sms);
+}
+
+const std::vector<DefaultEntry>& default_entries(const std::string& arch) { return arch_defaults(arch).entries; }
+
+std::optional<std::string> entry_variant(const std::string& arch, const DefaultEntry& e) {
+  std::string pipeline;
+  for (const auto& [k, v] : e.params)
+    if (k == "pipeline") pipeline = v;
+  for (const gen::Variant& v : arch_variants(arch)) {
+    if (v.pipeline != pipeline) continue;
+    auto hd = v.params.find("head_dim");
+    if (hd == v.params.end() || hd->second.as_int() != e.rule.head_dim) continue;
+    bool all = true;
+    for (const auto& [k, want] : e.params) {
+      if (k == "pipeline") continue;
+      auto it = v.params.find(k);
+      if (it == v.params.end() || !param_matches(it->second, want)) {
+        all = false;
+        break;
       }
-      if (all) {
-        DefaultMatch m;
-        m.variant = v.name;
-        m.bh = bh;
-        m.list = places[std::size_t(index)].first;
-        m.index = places[std::size_t(index)].second;
-        m.line = entry.Mark().is_null() ? 0 : entry.Mark().line + 1;
-        for (const auto& kv : entry) {
-          const std::string k = kv.first.as<std::string>();
-          if (k == "params") continue;
-          std::string val;
-          if (kv.second.IsSequence()) {
-            for (const YAML::Node& x : kv.second) val += (val.empty() ? "" : ",") + x.as<std::string>();
-          } else {
-            val = kv.second.as<std::string>();
-          }
-          m.conditions += cat(m.conditions.empty() ? "" : ", ", k, " ", val);
-        }
-        return m;
-      }
     }
-    throw Error(Errc::not_found, cat("configs/defaults.yaml: the ", arch, " default for head_dim ", head_dim,
-                                     " is not a variant of the search space (or was pruned)"));
+    if (all) return v.name;
+  }
+  return std::nullopt;
+}
+
+DefaultMatch default_match(const std::string& arch, int head_dim, const std::string& policy, int seq_kv, int causal,
+                           int seq_q, bool rows16, int bh, int sms, bool varlen, bool window, bool paged) {
+  const ArchDefaults& d = arch_defaults(arch);  // Error(not_found) where the file has no list for arch
+  DefaultCall call;
+  call.head_dim = head_dim;
+  call.policy = policy;
+  call.seq_kv = seq_kv;
+  call.causal = causal;
+  call.seq_q = seq_q;
+  call.rows16 = rows16;
+  call.bh = default_pairs(bh, d.measured_sms, sms);
+  call.varlen = varlen;
+  call.window = window;
+  call.paged = paged;
+  for (const DefaultEntry& e : d.entries) {
+    if (!default_rule_matches(e.rule, call)) continue;
+    std::optional<std::string> v = entry_variant(arch, e);
+    if (!v)
+      throw Error(Errc::not_found, cat("configs/defaults.yaml: the ", arch, " default for head_dim ", head_dim,
+                                       " is not a variant of the search space (or was pruned)"));
+    DefaultMatch m;
+    m.variant = *v;
+    m.bh = call.bh;
+    m.list = e.list;
+    m.index = e.index;
+    m.line = e.line;
+    m.conditions = e.conditions;
+    return m;
   }
   throw Error(Errc::not_found, cat("configs/defaults.yaml has no ", arch, " default for head_dim ", head_dim,
                                    " and policy ", policy,

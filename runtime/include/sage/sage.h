@@ -4,7 +4,9 @@
  * the device. At the first call for a problem bucket the library picks the tuned variant for
  * this GPU (user database, then system database, then the architecture's default), compiles
  * it if needed (NVRTC) and caches it; later calls only launch. An exported static build
- * (sage-tune export) serves the kernels built into it instead, with no NVRTC and no database.
+ * (sage-tune export) serves the kernels built into it instead, with no NVRTC and no database:
+ * the exported winners, and for every other call the defaults it exported (chosen as a JIT
+ * build chooses them; SAGE_ERR_NOT_IN_BUILD for an architecture or head dim it did not export).
  *
  * Every function returns a status; on failure sage_last_error() tells what went wrong, in
  * words, for the calling thread. No function aborts the process.
@@ -36,7 +38,8 @@ typedef enum sage_status {
                                     causal with seq_q > seq_kv, an enum out of range, a window < 0
                                     or without causal */
   SAGE_ERR_UNSUPPORTED = 2,      /* valid but not supported: head_dim, device architecture */
-  SAGE_ERR_NOT_IN_BUILD = 3,     /* a static (exported) build without this problem */
+  SAGE_ERR_NOT_IN_BUILD = 3,     /* a static (exported) build without this problem's winner or
+                                    defaults (its architecture or head dim not exported) */
   SAGE_ERR_JIT_DISABLED = 4,     /* SAGE_DISABLE_JIT=1 and no compiled kernel is stored */
   SAGE_ERR_COMPILE = 5,          /* a kernel failed to compile */
   SAGE_ERR_CUDA = 6,             /* a CUDA driver call failed */
@@ -144,8 +147,8 @@ SAGE_API sage_status sage_attention_strided(const sage_attention_desc* desc, con
  * them (SAGE_ERR_UNSUPPORTED on a GPU without that head dim's kernel). Kernels: on sm_90a under
  * the balanced and fast policies past 512-1K keys the quantized ones (INT8 Q.K^T, FP8 P.V, each
  * sequence's own statistics), otherwise the unquantized (FP16/BF16 MMA) ones: wgmma with TMA on
- * sm_90a, mma.sync on the other architectures (docs/runtime.md); an exported static build has
- * none (SAGE_ERR_NOT_IN_BUILD). */
+ * sm_90a, mma.sync on the other architectures (docs/runtime.md); an exported static build serves
+ * them from its exported defaults. */
 typedef struct sage_varlen {
   const int32_t* cu_seqlens_q;  /* device memory, batch + 1 offsets, 4-byte aligned */
   const int32_t* cu_seqlens_kv; /* device memory, batch + 1 offsets, 4-byte aligned */
@@ -195,8 +198,8 @@ SAGE_API sage_status sage_workspace_size_paged(const sage_attention_desc* desc, 
  * queries; SAGE_ERR_UNSUPPORTED elsewhere). desc->window must be 0. The kernels are the
  * unquantized (FP16/BF16 MMA) ones, every policy: the mma.sync decode schedule for up to 4
  * queries on sm_90a (one elsewhere), its plain one beyond, and on sm_90a the wgmma kernels for
- * longer chunks (docs/runtime.md, "Paged KV caches"); an exported static build has none
- * (SAGE_ERR_NOT_IN_BUILD). Workspace, stream and thread-safety as sage_attention(). */
+ * longer chunks (docs/runtime.md, "Paged KV caches"); an exported static build serves them from
+ * its exported defaults. Workspace, stream and thread-safety as sage_attention(). */
 SAGE_API sage_status sage_attention_paged(const sage_attention_desc* desc, const sage_paged_kv* kv, const void* q,
                                           void* o, float* lse, void* workspace, size_t workspace_bytes, void* stream);
 

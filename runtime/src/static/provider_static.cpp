@@ -1,6 +1,9 @@
-// The provider of static builds (SAGE_WITH_NVRTC=OFF): the kernels exported into the build
-// by `sage-tune export`, matched by exact bucket and by the device's cubin architecture.
-// No NVRTC, no database, no YAML: bucket boundaries come from the exported table.
+// The provider of static builds (SAGE_WITH_NVRTC=OFF): the kernels exported into the build by
+// `sage-tune export`. A dense call takes the winner of its exact bucket for the device's cubin
+// architecture; every other call (no winner, variable-length batches, sliding windows, paged KV
+// caches) takes the exported defaults of configs/defaults.yaml, matched as a JIT build matches
+// them (sage/common/default_rules.h), in the same order as jit::choose. No NVRTC, no database,
+// no YAML: bucket boundaries come from the exported table.
 #include <algorithm>
 #include <vector>
 
@@ -36,9 +39,35 @@ const std::vector<Parsed>& entries() {
   return e;
 }
 
+// "sm_90a head dims 64, 128; sm_80 head dims 128": the defaults this build holds.
+std::string defaults_summary() {
+  const StaticTable& t = static_table();
+  std::vector<std::string> archs;
+  std::vector<std::vector<int>> dims;
+  for (int i = 0; i < t.default_count; ++i) {
+    const StaticDefault& d = t.defaults[i];
+    auto a = std::find(archs.begin(), archs.end(), d.arch);
+    if (a == archs.end()) {
+      archs.push_back(d.arch);
+      dims.emplace_back();
+      a = archs.end() - 1;
+    }
+    std::vector<int>& ds = dims[std::size_t(a - archs.begin())];
+    if (std::find(ds.begin(), ds.end(), d.rule.head_dim) == ds.end()) ds.push_back(d.rule.head_dim);
+  }
+  std::string s;
+  for (std::size_t i = 0; i < archs.size(); ++i) {
+    std::sort(dims[i].begin(), dims[i].end());
+    std::string list;
+    for (int d : dims[i]) list += (list.empty() ? "" : ", ") + std::to_string(d);
+    s += cat(i ? "; " : "", archs[i], " head dims ", list);
+  }
+  return s;
+}
+
 std::string build_summary() {
   const StaticTable& t = static_table();
-  if (t.kernel_count == 0)
+  if (t.kernel_count == 0 && t.default_count == 0)
     return "this static build has no exported kernels (it was built without -DSAGE_TUNED_KERNELS=DIR from sage-tune export)";
   std::vector<std::string> keys;
   for (const Parsed& p : entries()) {
@@ -48,8 +77,41 @@ std::string build_summary() {
   std::string list;
   for (std::size_t i = 0; i < keys.size() && i < 8; ++i) list += (i ? ", " : "") + keys[i];
   if (keys.size() > 8) list += cat(", ... (", keys.size() - 8, " more)");
-  return cat("this static build holds ", t.kernel_count, " kernels for ", keys.size(), " buckets, exported from ",
-             t.source_db, ": ", list);
+  std::string s = t.kernel_count == 0 ? std::string("this static build holds no tuned winners")
+                                      : cat("this static build holds ", t.kernel_count, " kernels for ", keys.size(),
+                                            " buckets, exported from ", t.source_db, ": ", list);
+  return s + (t.default_count == 0 ? std::string(", and no defaults (exported with --no-defaults)")
+                                   : cat(", and the defaults for ", defaults_summary()));
+}
+
+bool has_defaults(const std::string& arch, int head_dim) {
+  const StaticTable& t = static_table();
+  for (int i = 0; i < t.default_count; ++i)
+    if (t.defaults[i].rule.head_dim == head_dim && (arch.empty() || arch == t.defaults[i].arch)) return true;
+  return false;
+}
+
+int measured_sms(const std::string& arch) {
+  const StaticTable& t = static_table();
+  for (int i = 0; i < t.measured_sms_count; ++i)
+    if (arch == t.measured_sms[i].arch) return t.measured_sms[i].sms;
+  return 0;
+}
+
+// The first of arch's exported entries that matches (tuner::default_match), else null.
+const StaticDefault* find_default(const std::string& arch, DefaultCall c, int sms) {
+  const StaticTable& t = static_table();
+  c.bh = default_pairs(c.bh, measured_sms(arch), sms);
+  for (int i = 0; i < t.default_count; ++i)
+    if (arch == t.defaults[i].arch && default_rule_matches(t.defaults[i].rule, c)) return &t.defaults[i];
+  return nullptr;
+}
+
+// The table holds tuned winners, which are looked up without rows16 (the defaults are what it
+// changes: their rows16 entries serve such calls ahead of a winner, as in a JIT build).
+BucketKey table_key(BucketKey key) {
+  key.rows16 = false;
+  return key;
 }
 
 }  // namespace
@@ -65,23 +127,18 @@ const Buckets& buckets() {
   return b;
 }
 
-// The table holds tuned winners, which are looked up without rows16 (a JIT build's defaults
-// are what it changes): such a call takes its bucket's winner.
-static BucketKey table_key(BucketKey key) {
-  key.rows16 = false;
-  return key;
-}
-
 void precheck(const BucketKey& call_key) {
-  if (call_key.varlen)
-    throw Error(Errc::not_in_build, "variable-length batches (sage_attention_varlen) need a JIT build: an exported "
-                                    "static build holds tuned winners of dense buckets only");
-  if (call_key.window)
-    throw Error(Errc::not_in_build, "sliding windows (desc->window) need a JIT build: an exported static build holds "
-                                    "tuned winners of dense buckets without a window");
-  if (call_key.paged)
-    throw Error(Errc::not_in_build, "paged KV caches (sage_attention_paged) need a JIT build: an exported static build "
-                                    "holds tuned winners of dense buckets only");
+  // The defaults of the call's head dim (for some architecture) may serve it: resolve() decides.
+  if (has_defaults("", call_key.head_dim)) return;
+  const char* what = call_key.varlen ? "variable-length batches (sage_attention_varlen)"
+                     : call_key.window ? "sliding windows (desc->window)"
+                     : call_key.paged  ? "paged KV caches (sage_attention_paged)"
+                                       : nullptr;
+  if (what)
+    throw Error(Errc::not_in_build, cat(what, " at head dim ", call_key.head_dim, " run on the defaults, which ",
+                                        build_summary(), " does not hold for that head dim. Export them (sage-tune "
+                                        "export without --no-defaults, with --head-dim ", call_key.head_dim,
+                                        " if you name head dims), or use a JIT build"));
   const BucketKey key = table_key(call_key);
   for (const Parsed& p : entries())
     if (p.key == key) return;
@@ -89,39 +146,118 @@ void precheck(const BucketKey& call_key) {
                                       ". Tune it (sage-tune tune) and export again, or use a JIT build"));
 }
 
-Resolved resolve(const BucketKey& call_key, const AttnProblem&, const Device& dev) {
+Resolved resolve(const BucketKey& call_key, const AttnProblem& p, const Device& dev) {
   const BucketKey key = table_key(call_key);
   const std::string arch = arch_for_cc(dev.cc);
   if (arch.empty())
     throw Error(Errc::unsupported, cat(dev.name, " (compute capability ", dev.cc / 10, ".", dev.cc % 10,
                                        ") is not a target of sage-tune (", target_archs_text(), ")"));
-  const Parsed* best = nullptr;
-  std::vector<std::string> archs;
-  for (const Parsed& p : entries()) {
-    if (!(p.key == key)) continue;
-    archs.push_back(cat(p.kernel->arch, " (", p.kernel->device, ")"));
-    if (arch != p.kernel->arch) continue;
-    // Several GPUs of one architecture may have their own winners: the one tuned on this
-    // very GPU model first, else the first exported.
-    if (!best || (dev.name == p.kernel->device && best->kernel->device != dev.name)) best = &p;
+  const int sms = p.sms > 0 && dev.sms > 0 ? std::min(p.sms, dev.sms) : dev.sms;
+  const int pairs = p.batch * p.heads_q;
+  const bool dense = !key.varlen && !key.window && !key.paged;
+  const std::string policy = to_string(key.policy);
+
+  // The defaults, as the JIT provider asks them (provider_jit.cpp, jit::choose).
+  DefaultCall call;
+  call.head_dim = key.head_dim;
+  call.policy = policy;
+  call.seq_kv = key.seq_kv;
+  call.seq_q = key.seq_q;
+  call.causal = key.causal ? 1 : 0;
+  call.bh = pairs > 0 ? pairs : key.bh;
+  if (key.paged) {
+    call.paged = true;
+  } else if (key.varlen || key.window) {
+    // A window's call: its entries, then the varlen ones, read as non-causal sequences of its
+    // window's keys (BucketKey::window).
+    call.varlen = true;
+    call.window = key.window;
+    call.causal = key.causal && !key.window ? 1 : 0;
+  } else {
+    call.rows16 = call_key.rows16;
   }
-  if (!best)
-    throw Error(Errc::not_in_build,
-                cat("problem bucket ", key.str(), " is in this build only for ", join(archs, ", "), "; this device, ",
-                    dev.name, " (compute capability ", dev.cc / 10, ".", dev.cc % 10, "), needs ", arch));
-  const StaticKernel& k = *best->kernel;
+  const StaticDefault* dflt = find_default(arch, call, sms);
+  std::string miss;
+  if (dense) {
+    // A default of its own for rows of 16 bytes but not 32, or for the call's batch x query
+    // heads, serves it ahead of a winner (which was timed on aligned rows, at the bucket's bh).
+    auto differs = [&](DefaultCall base) {
+      const StaticDefault* b = find_default(arch, base, sms);
+      return dflt && b && std::string(dflt->kernel->variant) != b->kernel->variant;
+    };
+    DefaultCall aligned = call;
+    aligned.rows16 = false;
+    DefaultCall at_bucket = call;
+    at_bucket.bh = key.bh;
+    if (call.rows16 && differs(aligned)) {
+      miss = "rows 16 but not 32 bytes long a multiple of: configs/defaults.yaml's rows16 entry for this bucket "
+             "serves them ahead of a winner tuned on aligned rows";
+    } else if (pairs > 0 && pairs != key.bh && differs(at_bucket)) {
+      miss = cat(pairs, " (sequence, query head) pairs: configs/defaults.yaml's entry for that count serves them "
+                        "ahead of a winner timed at the bucket's ", key.bh);
+    } else {
+      const Parsed* best = nullptr;
+      std::vector<std::string> archs;
+      for (const Parsed& e : entries()) {
+        if (!(e.key == key)) continue;
+        archs.push_back(cat(e.kernel->arch, " (", e.kernel->device, ")"));
+        if (arch != e.kernel->arch) continue;
+        // Several GPUs of one architecture may have their own winners: the one tuned on this
+        // very GPU model first, else the first exported.
+        if (!best || (dev.name == e.kernel->device && best->kernel->device != dev.name)) best = &e;
+      }
+      if (best) {
+        const StaticKernel& k = *best->kernel;
+        Resolved r;
+        Selection& s = r.selection;
+        s.bucket = key.str();
+        s.device = dev.name;
+        s.arch = arch;
+        s.source = Source::static_table;
+        s.db = static_table().source_db;
+        s.variant = k.variant;
+        s.config = KernelConfig::parse(k.config);
+        s.kernel_from = "static table";
+        s.kernel_hash = k.cubin_sha256;
+        if (dev.name != k.device) s.notes.push_back(cat("tuned on ", k.device, ", served on ", dev.name, " (same architecture)"));
+        r.cubin = reinterpret_cast<const char*>(k.cubin);
+        r.cubin_size = k.cubin_size;
+        return r;
+      }
+      if (!has_defaults(arch, key.head_dim)) {
+        if (!archs.empty())
+          throw Error(Errc::not_in_build,
+                      cat("problem bucket ", key.str(), " is in this build only for ", join(archs, ", "), "; this device, ",
+                          dev.name, " (compute capability ", dev.cc / 10, ".", dev.cc % 10, "), needs ", arch));
+      }
+      miss = "no exported winner for this bucket";
+    }
+  }
+  if (!dflt) {
+    if (!has_defaults(arch, key.head_dim))
+      throw Error(Errc::not_in_build, cat("problem bucket ", key.str(), " on ", dev.name, " (", arch, ") is not in this build: ",
+                                          build_summary(), ". Export ", arch, "'s defaults for head dim ", key.head_dim,
+                                          " (sage-tune export --arch ", arch, "), or use a JIT build"));
+    throw Error(Errc::unsupported,
+                cat(key.paged ? "paged KV caches" : key.varlen ? "variable-length batches" : key.window ? "sliding windows"
+                                                                                                     : "problem bucket " + key.str(),
+                    " at head dim ", key.head_dim, " have no kernel on ", arch, " (", dev.name,
+                    "): configs/defaults.yaml has no entry for the call under policy ", policy));
+  }
+  const StaticCubin& k = *dflt->kernel;
   Resolved r;
   Selection& s = r.selection;
   s.bucket = key.str();
   s.device = dev.name;
   s.arch = arch;
-  s.source = Source::static_table;
+  s.source = Source::default_variant;
   s.db = static_table().source_db;
   s.variant = k.variant;
   s.config = KernelConfig::parse(k.config);
+  s.miss = miss;
   s.kernel_from = "static table";
   s.kernel_hash = k.cubin_sha256;
-  if (dev.name != k.device) s.notes.push_back(cat("tuned on ", k.device, ", served on ", dev.name, " (same architecture)"));
+  s.notes.push_back(cat("configs/defaults.yaml line ", dflt->line, " (", dflt->conditions, "), exported"));
   r.cubin = reinterpret_cast<const char*>(k.cubin);
   r.cubin_size = k.cubin_size;
   return r;

@@ -5,7 +5,7 @@
 namespace sage::rt {
 
 const StaticTable& static_table() {
-  static const StaticTable t{nullptr, 0, nullptr, 0, nullptr, 0, "(none)", ""};
+  static const StaticTable t{nullptr, 0, nullptr, 0, nullptr, 0, "(none)", "", nullptr, 0, nullptr, 0};
   return t;
 }
 

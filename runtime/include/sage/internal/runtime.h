@@ -36,21 +36,21 @@ struct BucketKey {
   // 32-byte sectors, so the defaults take the quantized kernel sooner for them
   // (configs/defaults.yaml: rows16). Tuned winners are looked up without it (tuner::ProblemKey
   // has no such field) and serve it only where defaults.yaml has no entry of its own for it
-  // (tuner::rows16_default, jit::choose); a static build's table ignores it.
+  // (tuner::rows16_default, jit::choose; a static build's provider asks its exported defaults the same way).
   bool rows16 = false;
   // A variable-length batch (AttnProblem::varlen; seq_q and seq_kv its longest sequence's). Its
   // kernels are configs/defaults.yaml's `varlen` entries (the kernels that have
-  // sage_attn_varlen), never a tuned winner; a static build's table has none.
+  // sage_attn_varlen), never a tuned winner; a static build takes them from its exported defaults.
   bool varlen = false;
   // A sliding-window call (AttnProblem::window). Like a variable-length batch it takes the
   // `varlen` defaults (their kernels all have the entry sage_attn_window: launch.cpp
   // has_window_entry), read as non-causal sequences of the keys a query sees, min(seq_kv,
   // window) (each query tile sees about that many): seq_kv is that length's bucket. Never a
-  // tuned winner; a static build's table has none.
+  // tuned winner; a static build takes them from its exported defaults.
   bool window = false;
   // A paged KV cache (AttnProblem::paged; seq_kv the keys' upper bound). Its kernels are
   // configs/defaults.yaml's `paged` entries (the native kernels with the entry sage_attn_paged),
-  // never a tuned winner; a static build's table has none. Its seq_q is finer than the
+  // never a tuned winner; a static build takes them from its exported defaults. Its seq_q is finer than the
   // buckets: the next power of two up to 128 (Buckets::key_of), where the paged defaults move
   // from the mma.sync kernels, which split the keys over the CTAs, to the wgmma ones.
   bool paged = false;

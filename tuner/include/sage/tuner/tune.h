@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sage/common/default_rules.h"
 #include "sage/gen/search_space.h"
 #include "sage/internal/launch.h"
 #include "sage/tuner/problems.h"
@@ -110,6 +111,23 @@ struct DefaultMatch {
 DefaultMatch default_match(const std::string& arch, int head_dim, const std::string& policy, int seq_kv = 0,
                            int causal = -1, int seq_q = 0, bool rows16 = false, int bh = 0, int sms = 0,
                            bool varlen = false, bool window = false, bool paged = false);
+// One entry of an architecture's list in configs/defaults.yaml, in the order default_match walks
+// them (the list's, then its continuation's): its conditions, the params that name its variant,
+// and where it is, for messages. `sage-tune export` writes them into static builds.
+struct DefaultEntry {
+  DefaultRule rule;      // rule.policies views `policies`
+  std::string policies;  // "balanced,fast"; empty: every policy
+  std::vector<std::pair<std::string, std::string>> params;  // as the file writes them
+  std::string list;      // the arch whose list holds the entry
+  int index = -1;        // its place there
+  int line = 0;          // in the file (from 1; 0 where unknown)
+  std::string conditions;  // in words, as DefaultMatch::conditions
+};
+// The architecture's entries (parsed once per process; the reference stays valid). Throws
+// Error(not_found) when the file has no list for `arch`.
+const std::vector<DefaultEntry>& default_entries(const std::string& arch);
+// The variant of arch's search space that an entry names; nullopt where none is (or it was pruned).
+std::optional<std::string> entry_variant(const std::string& arch, const DefaultEntry& e);
 // A rows16 call's default where defaults.yaml has an entry of its own for it: one that differs
 // from the default of aligned rows in the same bucket. nullopt where it has none (or no default
 // at all). Such a default serves the call ahead of a tuned winner, which the tuner measured on
