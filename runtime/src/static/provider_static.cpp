@@ -142,8 +142,13 @@ void precheck(const BucketKey& call_key) {
   const BucketKey key = table_key(call_key);
   for (const Parsed& p : entries())
     if (p.key == key) return;
-  throw Error(Errc::not_in_build, cat("problem bucket ", key.str(), " is not in this build; ", build_summary(),
-                                      ". Tune it (sage-tune tune) and export again, or use a JIT build"));
+  throw Error(Errc::not_in_build,
+              cat("problem bucket ", key.str(), " is not in this build; ", build_summary(), ". ",
+                  static_table().default_count > 0
+                      ? cat("Export the defaults of head dim ", key.head_dim, " too (sage-tune export --head-dim ",
+                            key.head_dim, ", or without --head-dim), tune the bucket and export again, or use a JIT build")
+                      : std::string("Tune it (sage-tune tune) and export again, export the defaults (without "
+                                    "--no-defaults), or use a JIT build")));
 }
 
 Resolved resolve(const BucketKey& call_key, const AttnProblem& p, const Device& dev) {
