@@ -107,6 +107,24 @@ const StaticDefault* find_default(const std::string& arch, DefaultCall c, int sm
   return nullptr;
 }
 
+// The selection of a kernel of the table (a winner's or a default's).
+Resolved served(const BucketKey& key, const Device& dev, const std::string& arch, Source source, const StaticCubin& k) {
+  Resolved r;
+  Selection& s = r.selection;
+  s.bucket = key.str();
+  s.device = dev.name;
+  s.arch = arch;
+  s.source = source;
+  s.db = static_table().source_db;
+  s.variant = k.variant;
+  s.config = KernelConfig::parse(k.config);
+  s.kernel_from = "static table";
+  s.kernel_hash = k.cubin_sha256;
+  r.cubin = reinterpret_cast<const char*>(k.cubin);
+  r.cubin_size = k.cubin_size;
+  return r;
+}
+
 // The table holds tuned winners, which are looked up without rows16 (the defaults are what it
 // changes: their rows16 entries serve such calls ahead of a winner, as in a JIT build).
 BucketKey table_key(BucketKey key) {
@@ -213,20 +231,9 @@ Resolved resolve(const BucketKey& call_key, const AttnProblem& p, const Device& 
       }
       if (best) {
         const StaticKernel& k = *best->kernel;
-        Resolved r;
-        Selection& s = r.selection;
-        s.bucket = key.str();
-        s.device = dev.name;
-        s.arch = arch;
-        s.source = Source::static_table;
-        s.db = static_table().source_db;
-        s.variant = k.variant;
-        s.config = KernelConfig::parse(k.config);
-        s.kernel_from = "static table";
-        s.kernel_hash = k.cubin_sha256;
-        if (dev.name != k.device) s.notes.push_back(cat("tuned on ", k.device, ", served on ", dev.name, " (same architecture)"));
-        r.cubin = reinterpret_cast<const char*>(k.cubin);
-        r.cubin_size = k.cubin_size;
+        Resolved r = served(key, dev, arch, Source::static_table, {k.variant, k.config, k.cubin, k.cubin_size, k.cubin_sha256});
+        if (dev.name != k.device)
+          r.selection.notes.push_back(cat("tuned on ", k.device, ", served on ", dev.name, " (same architecture)"));
         return r;
       }
       if (!has_defaults(arch, key.head_dim)) {
@@ -249,22 +256,9 @@ Resolved resolve(const BucketKey& call_key, const AttnProblem& p, const Device& 
                     " at head dim ", key.head_dim, " have no kernel on ", arch, " (", dev.name,
                     "): configs/defaults.yaml has no entry for the call under policy ", policy));
   }
-  const StaticCubin& k = *dflt->kernel;
-  Resolved r;
-  Selection& s = r.selection;
-  s.bucket = key.str();
-  s.device = dev.name;
-  s.arch = arch;
-  s.source = Source::default_variant;
-  s.db = static_table().source_db;
-  s.variant = k.variant;
-  s.config = KernelConfig::parse(k.config);
-  s.miss = miss;
-  s.kernel_from = "static table";
-  s.kernel_hash = k.cubin_sha256;
-  s.notes.push_back(cat("configs/defaults.yaml line ", dflt->line, " (", dflt->conditions, "), exported"));
-  r.cubin = reinterpret_cast<const char*>(k.cubin);
-  r.cubin_size = k.cubin_size;
+  Resolved r = served(key, dev, arch, Source::default_variant, *dflt->kernel);
+  r.selection.miss = miss;
+  r.selection.notes.push_back(cat("configs/defaults.yaml line ", dflt->line, " (", dflt->conditions, "), exported"));
   return r;
 }
 
