@@ -23,6 +23,7 @@ bool default_rule_matches(const DefaultRule& r, const DefaultCall& c) {
   // A window's call reads as a variable-length one after the window entries.
   const bool varlen = c.varlen || c.window;
   if (c.paged) {
+    if (r.window && !c.window) return false;  // a paged entry of windows: windowed calls only
   } else if (r.window) {
     if (!c.window) return false;
   } else if (r.varlen != varlen) {

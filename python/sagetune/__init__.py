@@ -199,7 +199,7 @@ def _paged_keys_bound(fn, max_seqlen_k, max_pages, page_size, sm_scale):
 
 
 def attention_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k=None, is_causal=False,
-                    sm_scale=None, return_lse=False, policy="balanced", tensor_layout="NHD"):
+                    sm_scale=None, return_lse=False, policy="balanced", tensor_layout="NHD", window=0):
     """Attention of dense queries over a paged KV cache (decoding, speculative or chunked steps of a
     serving engine), as flash_attn_with_kvcache takes a block table.
 
@@ -218,7 +218,9 @@ def attention_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_
 
     Causal masking is bottom-right aligned per sequence: query i of sequence b sees keys
     j <= i + cache_seqlens[b] - Nq (the queries are the last Nq positions); rows that see no key
-    get O = 0 and LSE -inf. No sliding window. Every policy runs the unquantized (FP16/BF16 MMA)
+    get O = 0 and LSE -inf. window (with is_causal): a sliding window, each query sees its `window`
+    most recent keys (i + cache_seqlens[b] - Nq - window < j), as attention()'s; 0: none (the
+    mma.sync kernels: their window entries). Every policy runs the unquantized (FP16/BF16 MMA)
     kernels. Returns o with q's shape and dtype (and, with return_lse, the natural-log LSE, fp32
     [B, Hq, Nq]).
     """
@@ -247,14 +249,16 @@ def attention_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_
     if max_pages < 1:
         raise ValueError(f"{fn}: block_table must hold at least one page a sequence, got {tuple(block_table.shape)}")
     max_seqlen_k = _paged_keys_bound(fn, max_seqlen_k, max_pages, page_size, sm_scale)
+    window = _window(fn, window, is_causal)
     call = torch.ops.sagetune.attention_paged if torch.compiler.is_compiling() else _op.launch_paged
     o, lse = call(q, k_cache, v_cache, block_table, cache_seqlens, int(max_seqlen_k), bool(is_causal), tensor_layout,
-                  0.0 if sm_scale is None else float(sm_scale), bool(return_lse), policy)
+                  0.0 if sm_scale is None else float(sm_scale), bool(return_lse), policy, window)
     return (o, lse) if return_lse else o
 
 
 def attention_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q, max_seqlen_q,
-                           max_seqlen_k=None, is_causal=False, sm_scale=None, return_lse=False, policy="balanced"):
+                           max_seqlen_k=None, is_causal=False, sm_scale=None, return_lse=False, policy="balanced",
+                           window=0):
     """Variable-length queries over a paged KV cache: a serving step's prefill chunks and decoding
     sequences in one call, as flash_attn_varlen_func takes them with a block table (vLLM's
     flash_attn_varlen_func(q, k_cache, v_cache, cu_seqlens_q=..., max_seqlen_q=...,
@@ -273,8 +277,9 @@ def attention_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_s
 
     Causal masking is bottom-right aligned per sequence: query i of a sequence of n queries and
     k keys sees keys j <= i + k - n (its queries are the last n positions of its keys); rows that
-    see no key get O = 0 and LSE -inf, and an empty sequence is skipped. No sliding window. Every
-    policy runs the unquantized (FP16/BF16 MMA) kernels. Returns o [total_q, Hq, D] (and, with
+    see no key get O = 0 and LSE -inf, and an empty sequence is skipped. window (with is_causal): a
+    sliding window per sequence, as attention_paged()'s. Every policy runs the unquantized
+    (FP16/BF16 MMA) kernels. Returns o [total_q, Hq, D] (and, with
     return_lse, the natural-log LSE, fp32 [Hq, total_q]).
     """
     torch = _torch()
@@ -307,9 +312,10 @@ def attention_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_s
         raise ValueError(f"{fn}: max_seqlen_q must be an int >= 0 (the longest sequence's queries), got "
                          f"{max_seqlen_q!r}")
     max_seqlen_k = _paged_keys_bound(fn, max_seqlen_k, max_pages, page_size, sm_scale)
+    window = _window(fn, window, is_causal)
     call = torch.ops.sagetune.attention_varlen_paged if torch.compiler.is_compiling() else _op.launch_varlen_paged
     o, lse = call(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q, int(max_seqlen_q), int(max_seqlen_k),
-                  bool(is_causal), 0.0 if sm_scale is None else float(sm_scale), bool(return_lse), policy)
+                  bool(is_causal), 0.0 if sm_scale is None else float(sm_scale), bool(return_lse), policy, window)
     return (o, lse) if return_lse else o
 
 

@@ -227,20 +227,20 @@ def _paged_inputs(q, k_cache, v_cache, block_table, cache_seqlens):
 
 
 def launch_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, is_causal, layout, sm_scale,
-                 return_lse, policy):
+                 return_lse, policy, window=0):
     """(o, lse) of dense queries over a paged KV cache: q [B, Hq, Nq, D] in `layout`, k_cache and
     v_cache [num_pages, page_size, Hkv, D] (read in place through their strides; a cache the
     kernels cannot read so, one whose head dim is not contiguous, say, is copied), block_table an
     int32 CUDA tensor [B, max_pages], cache_seqlens int32 [B], max_seqlen_k the upper bound of any
     sequence's keys (desc->seq_kv); o contiguous in `layout` with q's shape, lse fp32 [B, Hq, Nq]
-    or None. A non-contiguous q is copied."""
+    or None. window: a causal sliding window (0: none). A non-contiguous q is copied."""
     q, k_cache, v_cache, ks, vs, block_table, cache_seqlens = _paged_inputs(q, k_cache, v_cache, block_table,
                                                                           cache_seqlens)
     index = q.device.index
     if torch.cuda.current_device() != index:
         with torch.cuda.device(index):
             return launch_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, is_causal, layout,
-                                sm_scale, return_lse, policy)
+                                sm_scale, return_lse, policy, window)
     b, hq, _, nq, _, d = dims(q, q, layout)
     num_pages, page_size, hkv = k_cache.shape[0], k_cache.shape[1], k_cache.shape[2]
     max_pages = block_table.shape[1]
@@ -250,13 +250,13 @@ def launch_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, 
     stream = _current_stream(index)
     # desc->seq_kv: the upper bound of any sequence's keys (each one's own count is read on the device).
     desc = _capi.make_desc(b, hq, hkv, nq, max_seqlen_k, d, layout=layout, dtype=DTYPES[q.dtype], causal=is_causal,
-                           sm_scale=sm_scale, policy=policy)
+                           sm_scale=sm_scale, policy=policy, window=window)
     kv = _capi.make_paged(k_cache.data_ptr(), v_cache.data_ptr(), block_table.data_ptr(), cache_seqlens.data_ptr(),
                           page_size, max_pages, num_pages, ks, vs)
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device) if return_lse else None
     key = ("paged", b, hq, hkv, nq, max_seqlen_k, d, layout, q.dtype, is_causal, policy, page_size, max_pages,
-           num_pages, index)
+           num_pages, window, index)
     ws_bytes = _workspace_bytes(key, lambda: _capi.workspace_size_paged(desc, kv))
     ws = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
     _capi.attention_paged(desc, kv, q.data_ptr(), o.data_ptr(), lse.data_ptr() if return_lse else 0,
@@ -267,14 +267,15 @@ def launch_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, 
 @torch.library.custom_op("sagetune::attention_paged", mutates_args=(), device_types="cuda")
 def attention_paged(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
                     cache_seqlens: torch.Tensor, max_seqlen_k: int, is_causal: bool, layout: str, sm_scale: float,
-                    return_lse: bool, policy: str) -> tuple[torch.Tensor, torch.Tensor]:
+                    return_lse: bool, policy: str, window: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     o, lse = launch_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, is_causal, layout, sm_scale,
-                          return_lse, policy)
+                          return_lse, policy, window)
     return o, lse if lse is not None else q.new_empty((0,), dtype=torch.float32)
 
 
 @attention_paged.register_fake
-def _(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, is_causal, layout, sm_scale, return_lse, policy):
+def _(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, is_causal, layout, sm_scale, return_lse, policy,
+      window=0):
     b, hq, _, nq, _, _ = dims(q, q, layout)
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = q.new_empty((b, hq, nq) if return_lse else (0,), dtype=torch.float32)
@@ -282,14 +283,14 @@ def _(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, is_causal, 
 
 
 def launch_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q, max_seqlen_q, max_seqlen_k,
-                        is_causal, sm_scale, return_lse, policy):
+                        is_causal, sm_scale, return_lse, policy, window=0):
     """(o, lse) of variable-length queries over a paged KV cache: q packed [total_q, Hq, D] (a
     non-contiguous q is copied), cu_seqlens_q an int32 CUDA tensor of batch + 1 offsets, k_cache
     and v_cache [num_pages, page_size, Hkv, D] (read in place through their strides, copied where
     the kernels cannot read them so, as launch_paged's), block_table int32 [batch, max_pages],
     cache_seqlens int32 [batch], max_seqlen_q the longest sequence's queries (desc->seq_q),
     max_seqlen_k the upper bound of any sequence's keys (desc->seq_kv); o contiguous like q, lse
-    fp32 [Hq, total_q] or None."""
+    fp32 [Hq, total_q] or None. window: a causal sliding window (0: none)."""
     q, k_cache, v_cache, ks, vs, block_table, cache_seqlens = _paged_inputs(q, k_cache, v_cache, block_table,
                                                                           cache_seqlens)
     cu_seqlens_q = cu_seqlens_q.contiguous()
@@ -297,7 +298,7 @@ def launch_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seql
     if torch.cuda.current_device() != index:
         with torch.cuda.device(index):
             return launch_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q, max_seqlen_q,
-                                       max_seqlen_k, is_causal, sm_scale, return_lse, policy)
+                                       max_seqlen_k, is_causal, sm_scale, return_lse, policy, window)
     tq, hq, d = q.shape
     num_pages, page_size, hkv = k_cache.shape[0], k_cache.shape[1], k_cache.shape[2]
     batch, max_pages = block_table.shape[0], block_table.shape[1]
@@ -308,13 +309,13 @@ def launch_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seql
     # desc->seq_q: the longest sequence's queries; desc->seq_kv: the upper bound of any sequence's
     # keys (each one's own counts, cu_seqlens_q and cache_seqlens, are read on the device).
     desc = _capi.make_desc(batch, hq, hkv, max(1, max_seqlen_q), max_seqlen_k, d, layout="NHD", dtype=DTYPES[q.dtype],
-                           causal=is_causal, sm_scale=sm_scale, policy=policy)
+                           causal=is_causal, sm_scale=sm_scale, policy=policy, window=window)
     kv = _capi.make_paged(k_cache.data_ptr(), v_cache.data_ptr(), block_table.data_ptr(), cache_seqlens.data_ptr(),
                           page_size, max_pages, num_pages, ks, vs)
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((hq, tq), dtype=torch.float32, device=q.device) if return_lse else None
     key = ("varlen_paged", batch, hq, hkv, max_seqlen_q, max_seqlen_k, d, q.dtype, is_causal, policy, page_size,
-           max_pages, num_pages, tq, index)
+           max_pages, num_pages, tq, window, index)
     ws_bytes = _workspace_bytes(key, lambda: _capi.workspace_size_varlen_paged(desc, tq, kv))
     ws = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
     _capi.attention_varlen_paged(desc, cu_seqlens_q.data_ptr(), tq, kv, q.data_ptr(), o.data_ptr(),
@@ -327,15 +328,15 @@ def launch_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seql
 def attention_varlen_paged(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
                            cache_seqlens: torch.Tensor, cu_seqlens_q: torch.Tensor, max_seqlen_q: int,
                            max_seqlen_k: int, is_causal: bool, sm_scale: float, return_lse: bool,
-                           policy: str) -> tuple[torch.Tensor, torch.Tensor]:
+                           policy: str, window: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     o, lse = launch_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q, max_seqlen_q,
-                                 max_seqlen_k, is_causal, sm_scale, return_lse, policy)
+                                 max_seqlen_k, is_causal, sm_scale, return_lse, policy, window)
     return o, lse if lse is not None else q.new_empty((0,), dtype=torch.float32)
 
 
 @attention_varlen_paged.register_fake
 def _(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q, max_seqlen_q, max_seqlen_k, is_causal, sm_scale,
-      return_lse, policy):
+      return_lse, policy, window=0):
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = q.new_empty((q.shape[1], q.shape[0]) if return_lse else (0,), dtype=torch.float32)
     return o, lse

@@ -184,8 +184,8 @@ class CapiTest(unittest.TestCase):
                 paged(max_pages=15))
         refused(invalid, "kv->max_pages (64) pages of 4 slots cannot hold desc->seq_kv (300) keys",
                 paged(page_size=4, max_pages=64), desc=good(seq_kv=300))
-        refused(_capi.ERR_UNSUPPORTED, "a paged KV cache takes no sliding window yet",
-                paged(), desc=good(causal=True, window=64))
+        refused(invalid, "desc->window (64) is a sliding window over the most recent keys",
+                paged(), desc=good(window=64))
         refused(_capi.ERR_UNSUPPORTED, "its head dim must be a multiple of 8", paged(), desc=good(head_dim=100))
         # ... then the caches' and tables' pointers, then the caches' strides ...
         refused(invalid, "kv->k_pages is NULL", paged(k_pages=0), q=0)
@@ -238,9 +238,9 @@ class CapiTest(unittest.TestCase):
         refused(invalid, "kv->page_size must be a power of two (up to 2^24), got 12", kv=paged(page_size=12))
         refused(invalid, "kv->max_pages (15) pages of 16 slots cannot hold desc->seq_kv (256) keys",
                 kv=paged(max_pages=15))
-        with self.assertRaises(SageError) as cm:  # a window is refused (its status and words: the C side's)
-            _capi.attention_varlen_paged(good(layout="NHD", causal=True, window=64), cu, 300, paged(), Q, O)
-        self.assertIn("window", str(cm.exception))
+        # a window reaches the library: causal only (its words: the C side's)
+        refused(invalid, "desc->window (64) is a sliding window over the most recent keys",
+                desc=good(layout="NHD", window=64))
         refused(invalid, "cu_seqlens_q is NULL", cu_q=0)
         refused(invalid, "kv->block_table is NULL", kv=paged(block_table=0))
         refused(invalid, "kv->seqlens_kv (0xa0002) must be 4-byte aligned", kv=paged(seqlens_kv=lens + 2))

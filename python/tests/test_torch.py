@@ -765,11 +765,11 @@ def _paged(lens, nq, hq, hkv, d, page_size=16, dtype=torch.float16, spare=5, see
     return q, k_cache, v_cache, table.to(DEV), seqlens
 
 
-def _paged_reference(q, k_cache, v_cache, table, seqlens, causal, scale=None):
+def _paged_reference(q, k_cache, v_cache, table, seqlens, causal, scale=None, window=0):
     """FP32 reference per sequence on its gathered keys and values: (O [B, nq, Hq, D], LSE
     [B, Hq, nq], seen [B, Hq, nq]: rows with a visible key). O through torch SDPA in float32 with
-    the bottom-right causal mask (query i sees keys j <= i + len - nq), LSE torch.logsumexp of the
-    scaled, masked scores."""
+    the bottom-right causal mask (query i sees keys j <= i + len - nq; with a window also
+    j > i + len - nq - window), LSE torch.logsumexp of the scaled, masked scores."""
     b_, nq, hq, d = q.shape
     page_size, hkv = k_cache.shape[1], k_cache.shape[2]
     scale = scale if scale is not None else 1.0 / math.sqrt(d)
@@ -783,6 +783,8 @@ def _paged_reference(q, k_cache, v_cache, table, seqlens, causal, scale=None):
         i = torch.arange(nq, device=DEV)[:, None]
         j = torch.arange(n, device=DEV)[None, :]
         mask = (j <= i + n - nq) if causal else torch.ones(nq, n, dtype=torch.bool, device=DEV)
+        if window:
+            mask &= j > i + n - nq - window
         seen = mask.any(dim=1)  # [nq]
         o = torch.zeros(hq, nq, d, device=DEV)
         if seen.any():
@@ -820,6 +822,28 @@ def test_paged_matches_dense_reference(d, dtype, nq, causal):
     cos, rel = metrics(o_rows[seen], ref_rows[seen])
     assert cos >= 0.99999 and rel <= 0.005, (cos, rel)
     torch.testing.assert_close(lse[seen], ref_lse[seen], atol=2e-3, rtol=0)
+
+
+@pytest.mark.parametrize("d,dtype,nq,window", [(128, torch.float16, 1, 256), (64, torch.bfloat16, 4, 100),
+                                               (128, torch.float16, 200, 512), (64, torch.float16, 40, 64)])
+def test_paged_sliding_window_matches_the_windowed_reference(d, dtype, nq, window):
+    """A causal sliding window over the paged cache (Mistral's, Gemma's and gpt-oss's sliding
+    layers served from a paged cache): each query sees its `window` most recent keys of its
+    sequence. O and LSE against the FP32 reference with the same window, at the thresholds above;
+    far from the call without the window."""
+    q, kc, vc, table, seqlens = _paged([700, 1, 2000], nq, 8, 2, d, dtype=dtype)
+    with torch.no_grad():
+        o, lse = sagetune.attention_paged(q, kc, vc, table, seqlens, is_causal=True, return_lse=True, window=window)
+        full = sagetune.attention_paged(q, kc, vc, table, seqlens, is_causal=True)
+    ref, ref_lse, seen = _paged_reference(q, kc, vc, table, seqlens, True, window=window)
+    o_rows, ref_rows = o.transpose(1, 2), ref.transpose(1, 2)
+    assert (o_rows[~seen] == 0).all() and torch.isneginf(lse[~seen]).all()
+    cos, rel = metrics(o_rows[seen], ref_rows[seen])
+    assert cos >= 0.99999 and rel <= 0.005, (cos, rel)
+    torch.testing.assert_close(lse[seen], ref_lse[seen], atol=2e-3, rtol=0)
+    assert metrics(full.transpose(1, 2)[seen], ref_rows[seen])[1] > 0.05  # the window matters here
+    with pytest.raises(ValueError, match="needs is_causal=True"):
+        sagetune.attention_paged(q, kc, vc, table, seqlens, window=window)
 
 
 def test_paged_views_layout_scale_and_max_seqlen():
@@ -923,7 +947,7 @@ def _varlen_paged(seq_q, lens, hq, hkv, d, page_size=16, dtype=torch.float16, se
     return q, kc, vc, table, seqlens, cu
 
 
-def _varlen_paged_reference(q, k_cache, v_cache, table, seqlens, cu, causal, scale=None):
+def _varlen_paged_reference(q, k_cache, v_cache, table, seqlens, cu, causal, scale=None, window=0):
     """FP32 reference per sequence: (O [total_q, Hq, D], LSE [Hq, total_q], seen [Hq, total_q]:
     rows with a visible key), each sequence's rows from _paged_reference on its own queries (the
     last n positions of its keys, bottom-right causal) over its keys gathered through its row of
@@ -937,7 +961,7 @@ def _varlen_paged_reference(q, k_cache, v_cache, table, seqlens, cu, causal, sca
         if rows.stop == rows.start:
             continue
         ref, ref_lse, ref_seen = _paged_reference(q[rows][None], k_cache, v_cache, table[b:b + 1],
-                                                  seqlens[b:b + 1], causal, scale=scale)
+                                                  seqlens[b:b + 1], causal, scale=scale, window=window)
         o[rows], lse[:, rows], seen[:, rows] = ref[0], ref_lse[0], ref_seen[0]
     return o, lse, seen
 
@@ -979,6 +1003,27 @@ def test_varlen_paged_matches_each_sequences_fp32_reference(d, dtype, page_size,
     cos, rel = metrics(o_rows[seen], ref_rows[seen])
     assert cos >= 0.99999 and rel <= 0.005, (cos, rel)
     torch.testing.assert_close(lse[seen], ref_lse[seen], atol=2e-3, rtol=0)
+
+
+@pytest.mark.parametrize("d,window", [(128, 128), (64, 300)])
+def test_varlen_paged_sliding_window_matches_the_windowed_reference(d, window):
+    """The serving step's mix ("chunk") under a causal sliding window: each sequence's rows against
+    its FP32 reference with the same window; the operator gives the eager call's bits."""
+    seq_q, lens = _VARLEN_PAGED_MIXES["chunk"]
+    q, kc, vc, table, seqlens, cu = _varlen_paged(seq_q, lens, 8, 2, d)
+    with torch.no_grad():
+        o, lse = sagetune.attention_varlen_paged(q, kc, vc, table, seqlens, cu, max(seq_q), is_causal=True,
+                                                 return_lse=True, window=window)
+        op, _ = torch.ops.sagetune.attention_varlen_paged(q, kc, vc, table, seqlens, cu, max(seq_q),
+                                                          table.shape[1] * kc.shape[1], True, 0.0, False, "balanced",
+                                                          window)
+    ref, ref_lse, seen = _varlen_paged_reference(q, kc, vc, table, seqlens, cu, True, window=window)
+    o_rows, ref_rows = o.transpose(0, 1), ref.transpose(0, 1)
+    assert (o_rows[~seen] == 0).all() and torch.isneginf(lse[~seen]).all()
+    cos, rel = metrics(o_rows[seen], ref_rows[seen])
+    assert cos >= 0.99999 and rel <= 0.005, (cos, rel)
+    torch.testing.assert_close(lse[seen], ref_lse[seen], atol=2e-3, rtol=0)
+    assert torch.equal(op, o)
 
 
 def test_varlen_paged_views_scale_and_max_seqlen():

@@ -90,7 +90,6 @@ BucketKey BucketKey::parse(const std::string& s) {
   k.window = window;
   if (window && !k.causal) throw bad("a window key must be causal");
   k.paged = paged;
-  if (paged && window) throw bad("a paged key has no window");
   return k;
 }
 

@@ -114,9 +114,7 @@ AttnProblem varlen_problem_of(const DescView& d, int total_q, int total_kv, Poli
 }
 
 AttnProblem paged_problem_of(const DescView& d, int page_size, int max_pages, int num_pages, Policy* policy) {
-  AttnProblem p = problem_of(d, policy);
-  if (d.window != 0)
-    throw Error(Errc::unsupported, "a paged KV cache takes no sliding window yet (desc->window must be 0)");
+  AttnProblem p = problem_of(d, policy);  // a window: >= 0, causal only (check_window)
   if (d.head_dim % 8 != 0)
     throw Error(Errc::unsupported, cat("head_dim ", d.head_dim, ": a paged KV cache's rows are read in place as 16-byte "
                                        "chunks, so its head dim must be a multiple of 8"));
@@ -131,6 +129,8 @@ AttnProblem paged_problem_of(const DescView& d, int page_size, int max_pages, in
                                             ") must fit 2^31 entries"));
   p.paged = true;
   p.page_size = page_size;
+  // A window of every key a query can see (desc->seq_kv bounds each sequence's) is none.
+  if (p.window >= p.seq_kv) p.window = 0;
   return p;
 }
 
@@ -147,9 +147,8 @@ AttnProblem varlen_paged_problem_of(const DescView& d, int total_q, int page_siz
   AttnProblem p = paged_problem_of(dense, page_size, max_pages, num_pages, policy);
   if (d.causal != 0 && d.causal != 1) throw Error(Errc::invalid_argument, cat("desc->causal must be 0 or 1, got ", d.causal));
   check_window(d);
-  if (d.window != 0)
-    throw Error(Errc::unsupported, "a paged KV cache takes no sliding window yet (desc->window must be 0)");
   p.causal = d.causal == 1;
+  p.window = d.window < p.seq_kv ? d.window : 0;
   if (total_q < 0) throw Error(Errc::invalid_argument, cat("total_q must be >= 0, got ", total_q));
   p.varlen = true;
   p.total_q = total_q;

@@ -2302,20 +2302,23 @@ struct PagedCase {
   // the test's name), else what sage_attention_paged selects.
   const char* variant = nullptr;
   int index = 0;
-  int hkv = 2;  // kv heads (of 8 query heads)
+  int hkv = 2;     // kv heads (of 8 query heads)
+  int window = 0;  // a sliding window (causal)
 };
 std::string paged_case_name(const ::testing::TestParamInfo<PagedCase>& i) {
   const PagedCase& c = i.param;
   return cat(c.variant ? cat("W", c.index, "_") : std::string(), "D", c.d, "_Q", c.seq_q, "_Page", c.page,
              c.causal ? "_Causal" : "", c.dtype == DType::bf16 ? "_Bf16" : "", c.layout == Layout::HND ? "_Hnd" : "",
-             c.lse ? "_Lse" : "", c.hkv == 1 ? "_Mqa" : "");
+             c.lse ? "_Lse" : "", c.hkv == 1 ? "_Mqa" : "", c.window ? cat("_Window", c.window) : std::string());
 }
 
 class RuntimeGpuPaged : public RuntimeGpu, public ::testing::WithParamInterface<PagedCase> {};
 
 // Dense queries over a paged cache of five sequences (one empty, one of exactly seq_q keys, one
-// past a table entry outside the pool) against each sequence's FP32 reference on its gathered rows;
-// the empty sequence's rows are 0 with LSE -inf. desc->seq_kv is an upper bound above every length.
+// past a table entry outside the pool) against each sequence's FP32 reference on its gathered rows
+// (with a window: the reference's of the same window, each sequence's queries bottom-right
+// aligned); the empty sequence's rows are 0 with LSE -inf. desc->seq_kv is an upper bound above
+// every length.
 TEST_P(RuntimeGpuPaged, MatchesEachSequencesReference) {
   const PagedCase c = GetParam();
   if (c.variant && arch_ != "sm_90a") GTEST_SKIP() << c.variant << " is an sm_90a variant; this GPU is " << arch_;
@@ -2329,10 +2332,12 @@ TEST_P(RuntimeGpuPaged, MatchesEachSequencesReference) {
   desc.layout = c.layout == Layout::NHD ? SAGE_LAYOUT_NHD : SAGE_LAYOUT_HND;
   desc.dtype = c.dtype == DType::bf16 ? SAGE_BF16 : SAGE_FP16;
   desc.causal = c.causal ? 1 : 0;
+  desc.window = c.window;
   const sage_paged_kv kv = cache.kv();
   if (c.variant) {  // the named kernel through its launcher, on the call the API would make
     const auto kernel = launcher(cat("attn_sm90a_", c.variant));
     AttnProblem p = make(batch, hq, hkv, c.seq_q, bound, c.d, c.causal, c.layout, c.dtype, c.lse);
+    p.window = c.window;
     p.paged = true;
     p.page_size = c.page;
     AttnArgs a = t.args();
@@ -2381,6 +2386,7 @@ TEST_P(RuntimeGpuPaged, MatchesEachSequencesReference) {
     dk.upload(hk.data(), hk.size() * 2);
     dv.upload(hv.data(), hv.size() * 2);
     AttnProblem p = make(1, hq, hkv, c.seq_q, l, c.d, c.causal, c.layout, c.dtype);
+    p.window = c.window;
     AttnArgs a;
     a.q = t.q.as<char>() + std::size_t(b) * c.seq_q * hq * c.d * 2;
     a.k = dk.get();
@@ -2448,7 +2454,18 @@ INSTANTIATE_TEST_SUITE_P(
                       // One kv head (its head stride 0 in the caches' strides): wgmma and decoding.
                       PagedCase{128, 150, 16, true, DType::fp16, Layout::NHD, true,
                                 "wgmma_d128_m128_n64_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 11, 1},
-                      PagedCase{128, 1, 16, false, DType::fp16, Layout::NHD, true, nullptr, 0, 1}),
+                      PagedCase{128, 1, 16, false, DType::fp16, Layout::NHD, true, nullptr, 0, 1},
+                      // Sliding windows (the mma.sync kernels' window entries): decoding and
+                      // speculative steps (the decode schedule), chunks of 40 and 300 queries (the
+                      // plain schedule; on sm_90a its window defaults), head dim 256, MQA's packed
+                      // heads, a window shorter than a key tile, one longer than some sequences.
+                      PagedCase{128, 1, 16, true, DType::fp16, Layout::NHD, true, nullptr, 0, 2, 256},
+                      PagedCase{64, 4, 64, true, DType::bf16, Layout::NHD, false, nullptr, 0, 2, 100},
+                      PagedCase{128, 40, 16, true, DType::fp16, Layout::NHD, true, nullptr, 0, 2, 512},
+                      PagedCase{64, 300, 32, true, DType::fp16, Layout::HND, true, nullptr, 0, 2, 1000},
+                      PagedCase{256, 2, 16, true, DType::fp16, Layout::NHD, true, nullptr, 0, 2, 333},
+                      PagedCase{128, 8, 16, true, DType::fp16, Layout::NHD, true, nullptr, 0, 1, 64},
+                      PagedCase{128, 16, 64, true, DType::bf16, Layout::HND, true, nullptr, 0, 2, 2000}),
     paged_case_name);
 
 // A paged cache whose pages are a dense cache's rows in order, with every sequence full, gives the
@@ -2555,6 +2572,7 @@ struct VarlenPagedCase {
   // the test's name), else what sage_attention_varlen_paged selects.
   const char* variant = nullptr;
   int index = 0;
+  int window = 0;  // a sliding window (causal)
 };
 // "" where two arrays hold the same bits, else how many elements differ and the first of them
 // (gtest would print every element of such long arrays).
@@ -2571,7 +2589,7 @@ std::string varlen_paged_case_name(const ::testing::TestParamInfo<VarlenPagedCas
   const VarlenPagedCase& c = i.param;
   return cat(c.variant ? cat("W", c.index, "_") : std::string(), "D", c.d, "_MaxQ", varlen_paged_max_q(c), "_Page",
              c.page, c.causal ? "_Causal" : "", c.dtype == DType::bf16 ? "_Bf16" : "", c.lse ? "_Lse" : "",
-             c.hkv == 1 ? "_Mqa" : "");
+             c.hkv == 1 ? "_Mqa" : "", c.window ? cat("_Window", c.window) : std::string());
 }
 
 class RuntimeGpuVarlenPaged : public RuntimeGpu, public ::testing::WithParamInterface<VarlenPagedCase> {};
@@ -2607,6 +2625,7 @@ TEST_P(RuntimeGpuVarlenPaged, MatchesEachSequencesReference) {
   desc.layout = SAGE_LAYOUT_NHD;
   desc.dtype = c.dtype == DType::bf16 ? SAGE_BF16 : SAGE_FP16;
   desc.causal = c.causal ? 1 : 0;
+  desc.window = c.window;
   const sage_paged_kv kv = cache.kv();
   float* const lse_ptr = c.lse ? lse.as<float>() : nullptr;
   std::vector<std::uint8_t> out;
@@ -2614,6 +2633,7 @@ TEST_P(RuntimeGpuVarlenPaged, MatchesEachSequencesReference) {
   if (c.variant) {  // the named kernel through its launcher, on the problem the API would make of the call
     const auto kernel = launcher(cat("attn_sm90a_", c.variant));
     AttnProblem p = make(batch, hq, hkv, max_q, bound, d, c.causal, Layout::NHD, c.dtype, c.lse);
+    p.window = c.window;
     p.paged = true;
     p.page_size = c.page;
     p.varlen = true;
@@ -2688,7 +2708,8 @@ TEST_P(RuntimeGpuVarlenPaged, MatchesEachSequencesReference) {
       DeviceBuffer dk(hk.size() * 2), dv(hv.size() * 2);
       dk.upload(hk.data(), hk.size() * 2);
       dv.upload(hv.data(), hv.size() * 2);
-      const AttnProblem p = make(1, hq, hkv, lq, lk, d, c.causal, Layout::NHD, c.dtype, true);
+      AttnProblem p = make(1, hq, hkv, lq, lk, d, c.causal, Layout::NHD, c.dtype, true);
+      p.window = c.window;
       AttnArgs a;
       a.q = q.as<char>() + std::size_t(cu_q[std::size_t(b)]) * hq * d * 2;
       a.k = dk.get();
@@ -2769,7 +2790,15 @@ INSTANTIATE_TEST_SUITE_P(
         VarlenPagedCase{96, {1, 0, 40, 3, 129, 3, 0}, 16, true, DType::fp16, true, 2,
                         "wgmma_d128_m128_n64_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 5},
         VarlenPagedCase{256, {1, 0, 150, 1, 65, 3, 0}, 32, true, DType::bf16, true, 2,
-                        "wgmma_d256_m128_n64_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 6}),
+                        "wgmma_d256_m128_n64_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 6},
+        // Sliding windows (the mma.sync kernels' window entries): decoding, mixed batches of a
+        // longest of 60 and of 480 queries (on sm_90a the window defaults' plain kernels after
+        // the decode bands), head dim 256, MQA.
+        VarlenPagedCase{128, {1, 0, 4, 1, 3, 3, 0}, 16, true, DType::fp16, true, 2, nullptr, 0, 200},
+        VarlenPagedCase{64, {5, 0, 60, 1, 33, 3, 2}, 64, true, DType::bf16, false, 2, nullptr, 0, 300},
+        VarlenPagedCase{128, {1, 0, 200, 1, 480, 3, 0}, 256, true, DType::fp16, true, 2, nullptr, 0, 128},
+        VarlenPagedCase{256, {1, 0, 2, 1, 4, 3, 0}, 16, true, DType::fp16, true, 2, nullptr, 0, 500},
+        VarlenPagedCase{128, {1, 0, 37, 5, 50, 3, 0}, 16, true, DType::fp16, true, 1, nullptr, 0, 1000}),
     varlen_paged_case_name);
 
 // Every sequence of the same n queries: a varlen-paged call on the dense call's Q packed as

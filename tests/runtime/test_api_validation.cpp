@@ -388,10 +388,11 @@ TEST(RuntimeApiValidation, PagedKvArguments) {
                   "kv->k_strides.batch (pages) must be a positive multiple of 8 elements (16 bytes), got 12");
   EXPECT_REJECTED(call_paged(d, with([](sage_paged_kv& k) { k.v_strides = {4096, 128, -256}; })),
                   SAGE_ERR_INVALID_ARGUMENT, "kv->v_strides.seq (slots) must be a positive multiple of 8");
+  // A sliding window: causal only, as for dense calls (a causal one is valid: below).
   sage_attention_desc w = d;
-  w.causal = 1;
   w.window = 64;
-  EXPECT_REJECTED(call_paged(w, good_paged()), SAGE_ERR_UNSUPPORTED, "a paged KV cache takes no sliding window yet");
+  EXPECT_REJECTED(call_paged(w, good_paged()), SAGE_ERR_INVALID_ARGUMENT, "desc->window (64) is a sliding window");
+  w.causal = 1;
   sage_attention_desc odd = d;
   odd.head_dim = 100;
   EXPECT_REJECTED(call_paged(odd, good_paged()), SAGE_ERR_UNSUPPORTED, "its head dim must be a multiple of 8");
@@ -406,6 +407,7 @@ TEST(RuntimeApiValidation, PagedKvArguments) {
   std::string why;
   if (!cu::have_device(&why)) {  // valid: as far as needing a device
     EXPECT_EQ(call_paged(d, good_paged()).status, SAGE_ERR_NO_DEVICE);
+    EXPECT_EQ(call_paged(w, good_paged()).status, SAGE_ERR_NO_DEVICE) << sage_last_error();
     EXPECT_EQ(call_paged(d, with([](sage_paged_kv& k) { k.page_size = 1; k.max_pages = 256; })).status,
               SAGE_ERR_NO_DEVICE);
     EXPECT_EQ(call_paged(d, with([](sage_paged_kv& k) { k.k_strides = {16 * 2 * 128 + 64, 128, 256}; })).status,
@@ -455,9 +457,9 @@ TEST(RuntimeApiValidation, VarlenPagedArguments) {
   // The packed tensors are [total_q, heads, head_dim]: HND is refused, naming the layout.
   EXPECT_REJECTED(call_varlen_paged(hnd, ok), SAGE_ERR_INVALID_ARGUMENT,
                   "desc->layout must be SAGE_LAYOUT_NHD (1) for variable-length queries");
-  // The paged call's checks: a window, the head dim, the descriptor's sizes, the cache's geometry.
-  EXPECT_REJECTED(call_varlen_paged(desc_with([](sage_attention_desc& x) { x.causal = 1; x.window = 64; }), ok),
-                  SAGE_ERR_UNSUPPORTED, "a paged KV cache takes no sliding window yet");
+  // The paged call's checks: a window (causal only), the head dim, the descriptor's sizes, the cache's geometry.
+  EXPECT_REJECTED(call_varlen_paged(desc_with([](sage_attention_desc& x) { x.window = 64; }), ok),
+                  SAGE_ERR_INVALID_ARGUMENT, "desc->window (64) is a sliding window");
   EXPECT_REJECTED(call_varlen_paged(desc_with([](sage_attention_desc& x) { x.window = -1; }), ok),
                   SAGE_ERR_INVALID_ARGUMENT, "desc->window must be >= 0");
   EXPECT_REJECTED(call_varlen_paged(desc_with([](sage_attention_desc& x) { x.head_dim = 100; }), ok),
@@ -549,6 +551,8 @@ TEST(RuntimeApiValidation, VarlenPagedArguments) {
     sage_attention_desc causal = d;
     causal.causal = 1;
     causal.seq_q = 900;
+    EXPECT_EQ(call_varlen_paged(causal, ok).status, SAGE_ERR_NO_DEVICE) << sage_last_error();
+    causal.window = 64;  // a sliding window over the paged cache
     EXPECT_EQ(call_varlen_paged(causal, ok).status, SAGE_ERR_NO_DEVICE) << sage_last_error();
     EXPECT_EQ(call_varlen_paged(d, ok, kCuQ, 0).status, SAGE_ERR_NO_DEVICE) << sage_last_error();  // no query rows
     EXPECT_EQ(call_varlen_paged(d, ok, kCuQ, 600, kQ, kO, reinterpret_cast<float*>(0x50000)).status, SAGE_ERR_NO_DEVICE);

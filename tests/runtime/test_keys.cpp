@@ -596,7 +596,15 @@ TEST(RuntimeKeys, PagedCachesHaveABucketOfTheirOwn) {
   EXPECT_EQ(k.seq_kv, dense.seq_kv);
   EXPECT_TRUE(k.str().ends_with("_balanced_paged")) << k.str();
   EXPECT_EQ(BucketKey::parse(k.str()), k);
-  EXPECT_THROW(BucketKey::parse(dense.str() + "_window_paged"), Error);
+  // A sliding window over a paged cache: a bucket of its own (its keys those a query sees).
+  AttnProblem w = p;
+  w.causal = true;
+  w.window = 300;
+  const BucketKey kw = b.key_of(w, Policy::balanced);
+  EXPECT_TRUE(kw.paged && kw.window) << kw.str();
+  EXPECT_TRUE(kw.str().ends_with("_window_paged")) << kw.str();
+  EXPECT_EQ(BucketKey::parse(kw.str()), kw);
+  EXPECT_EQ(kw.seq_kv, b.seq_bucket(300));
   EXPECT_NE(CacheKeyHash()(CacheKey{1, k, 0, 0}), CacheKeyHash()(CacheKey{1, dense, 0, 0}));
   EXPECT_NE(p.str().find(" paged 16"), std::string::npos) << p.str();
   // Its queries' bucket is the next power of two up to 128 (the dense one's 1, 4, 8, 16, 128),
@@ -617,7 +625,7 @@ TEST(RuntimeKeys, PagedCachesHaveABucketOfTheirOwn) {
   p.page_size = 16;
   p.causal = true;
   p.window = 64;
-  EXPECT_THROW(p.validate(), Error);
+  EXPECT_NO_THROW(p.validate());  // a sliding window over the cache
 }
 
 // Variable-length queries over a paged cache (sage_attention_varlen_paged) have a bucket apart from
@@ -682,6 +690,12 @@ TEST(RuntimeKeys, PagedCachesRunOnTheNativeKernels) {
   c.schedule = "decode";
   EXPECT_TRUE(has_paged_entry(c));
   EXPECT_EQ(c.cannot_implement(p), "");
+  // A sliding window over the cache: the mma.sync kernels' window entries.
+  AttnProblem w = p;
+  w.causal = true;
+  w.window = 512;
+  EXPECT_TRUE(has_paged_window_entry(c));
+  EXPECT_EQ(c.cannot_implement(w), "");
   c.head_dim = 256;
   EXPECT_TRUE(has_paged_entry(c));
   c.schedule = "plain";
@@ -698,6 +712,12 @@ TEST(RuntimeKeys, PagedCachesRunOnTheNativeKernels) {
   EXPECT_TRUE(has_paged_entry(c)) << "the plain wgmma kernels";
   p.head_dim = 64;
   EXPECT_EQ(c.cannot_implement(p), "");
+  // ... but not with a window: their TMA boxes of pages start at the sequence's first key.
+  w.head_dim = 64;
+  EXPECT_FALSE(has_paged_window_entry(c));
+  EXPECT_NE(c.cannot_implement(w).find("sliding windows over a paged KV cache run on the native (unquantized) mma.sync"),
+            std::string::npos)
+      << c.cannot_implement(w);
   c.head_dim = 256;
   EXPECT_TRUE(has_paged_entry(c)) << "the plain wgmma kernel of head dim 256";
   c.head_dim = 64;

@@ -433,6 +433,9 @@ TEST_P(PagedDefaults, HaveTheirEntryWithoutSpills) {
       const CompileResult r = compile_with_ptx(*v, arch);
       ASSERT_TRUE(r.ok) << r.log;
       expect_kernels_without_spills(r, {"sage_attn", "sage_attn_paged", "sage_attn_varlen_paged"}, false, name);
+      // The mma.sync ones also take sliding windows (sage_attn_paged_window, ..._varlen_paged_window).
+      if (has_paged_window_entry(kernel_config(*v)))
+        expect_kernels_without_spills(r, {"sage_attn_paged_window", "sage_attn_varlen_paged_window"}, false, name);
       // The block table's entries are read through the read-only path.
       for (const char* entry : {"sage_attn_paged", "sage_attn_varlen_paged"}) {
         const std::size_t at = r.ptx.find(std::string(".entry ") + entry + "(");

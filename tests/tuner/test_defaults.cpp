@@ -203,6 +203,47 @@ TEST(Defaults, PagedCachesTakeKernelsWithThePagedEntry) {
     }
 }
 
+// A sliding window over a paged cache takes a kernel with the window entries (the mma.sync ones:
+// has_paged_window_entry) on every architecture, every policy, head dim and query count where the
+// paged call has a kernel: the paged entries' where they are mma.sync, else the entries that name
+// both `paged` and `window` (sm_90a, before its wgmma ones); the calls without a window keep theirs.
+TEST(Defaults, PagedWindowsTakeKernelsWithTheWindowEntries) {
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  const tuner::ProblemsConfig cfg = tuner::ProblemsConfig::builtin();
+  int windowed_fallbacks = 0;
+  for (const std::string& arch : space.archs())
+    for (int d : {64, 128, 256})
+      for (const auto& [name, policy] : cfg.policies)
+        for (int q : {1, 4, 16, 40, 128, 1024})
+          for (int bh : {8, 64, 512}) {
+            std::string plain;
+            try {
+              plain = tuner::default_variant(arch, d, name, 8192, 1, q, false, bh, 0, false, false, true);
+            } catch (const Error&) {
+              EXPECT_THROW(tuner::default_variant(arch, d, name, 512, 1, q, false, bh, 0, false, true, true), Error);
+              continue;  // no paged kernel at this head dim here
+            }
+            const tuner::DefaultMatch w = tuner::default_match(arch, d, name, 512, 1, q, false, bh, 0, false, true, true);
+            const std::optional<gen::Variant> var = space.find(w.variant);
+            ASSERT_TRUE(var.has_value()) << w.variant;
+            EXPECT_TRUE(has_paged_window_entry(tuner::kernel_config(*var))) << arch << " " << w.variant << " q " << q;
+            const std::optional<gen::Variant> pv = space.find(plain);
+            ASSERT_TRUE(pv.has_value());
+            if (pv->pipeline == "mma") {
+              EXPECT_EQ(w.variant, plain) << arch << " q " << q << ": the paged entry's mma.sync kernel serves windows too";
+            } else {
+              EXPECT_NE(w.conditions.find("window true"), std::string::npos) << w.conditions;
+              ++windowed_fallbacks;
+            }
+          }
+  EXPECT_GT(windowed_fallbacks, 0) << "sm_90a's wgmma paged entries give way to its window entries";
+  // No dense, varlen or window call without a paged cache matches those entries.
+  for (int d : {64, 128, 256}) {
+    const tuner::DefaultMatch w = tuner::default_match("sm_90a", d, "balanced", 4096, 1, 1024, false, 8, 0, false, true);
+    EXPECT_EQ(w.conditions.find("paged"), std::string::npos) << w.conditions;
+  }
+}
+
 TEST(Defaults, EveryArchHasAVarlenKernelAtHeadDims64And128) {
   const gen::SearchSpace space = gen::SearchSpace::builtin();
   const tuner::ProblemsConfig cfg = tuner::ProblemsConfig::builtin();

@@ -161,7 +161,6 @@ int run_bench(const BenchArgs& a) {
     throw Error(Errc::invalid_argument, cat("--paged must be a page size, a power of two, got ", a.paged));
   if (a.paged_order != "shuffled" && a.paged_order != "in-order")
     throw Error(Errc::invalid_argument, cat("--paged-order must be shuffled or in-order, got '", a.paged_order, "'"));
-  if (a.paged > 0 && a.window > 0) throw Error(Errc::invalid_argument, "--paged takes no --window");
   // --varlen with --paged: the sequences' queries over a paged cache of --seq-kv keys each
   // (sage_attention_varlen_paged: a serving step's decodes and prefill chunks).
   if (a.paged > 0 && !a.varlen.empty() && a.seq_kv <= 0)
@@ -305,7 +304,7 @@ int run_bench(const BenchArgs& a) {
     if (names.empty() && a.variants.empty())
       names.push_back(own ? *own
                           : tuner::default_variant(arch, kd, a.policy, p.window > 0 ? std::min(p.seq_kv, p.window) : p.seq_kv,
-                                                   p.causal && p.window == 0 ? 1 : 0, p.seq_q, false, bh, sms,
+                                                   p.causal && (p.window == 0 || p.paged) ? 1 : 0, p.seq_q, false, bh, sms,
                                                    varlen_defaults && !p.paged, p.window > 0, p.paged));
     for (const std::string& name : names) {
       auto k = kernel_for(name);
@@ -318,7 +317,7 @@ int run_bench(const BenchArgs& a) {
         throw Error(Errc::invalid_argument, cat(name, " has no entry for variable-length batches (", k->config().cannot_implement(p), ")"));
       if (p.paged && !has_paged_entry(k->config()))
         throw Error(Errc::invalid_argument, cat(name, " reads no paged KV cache (", k->config().cannot_implement(p), ")"));
-      if (p.window > 0 && !has_window_entry(k->config()))
+      if (p.window > 0 && !(p.paged ? has_paged_window_entry(k->config()) : has_window_entry(k->config())))
         throw Error(Errc::invalid_argument, cat(name, " takes no sliding window (", k->config().cannot_implement(p), ")"));
       // A variable-length batch's packed tensors are a dense [1, total, heads, D] call's.
       AttnProblem buffers = p;
@@ -375,8 +374,9 @@ int run_bench(const BenchArgs& a) {
         int edge = 0;
         for (int t : {4, 2, 1}) {
           if (t >= p.seq_q && a.decode_part < 0) continue;
-          auto c = kernel_for(tuner::default_variant(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, t, false, bh, sms,
-                                                     false, false, true));
+          auto c = kernel_for(tuner::default_variant(arch, kd, a.policy,
+                                                     p.window > 0 ? std::min(p.seq_kv, p.window) : p.seq_kv,
+                                                     p.causal ? 1 : 0, t, false, bh, sms, false, p.window > 0, true));
           if (c->decode()) {
             dk = c;
             edge = t;

@@ -117,8 +117,10 @@ int run_select(const SelectArgs& a) {
                                                     key.seq_q_bucket, rows16, pairs, key.bh_bucket, sms);
   if (p.paged) {
     source = "paged default";
-    why = "a paged KV cache: configs/defaults.yaml's paged entries serve it (their kernels read the block table; tuned "
-          "winners are of dense buckets)";
+    why = window ? "a sliding window over a paged KV cache: configs/defaults.yaml's paged entries of mma.sync kernels, "
+                   "or those that name paged and window, serve it (their kernels have the window entries)"
+                 : "a paged KV cache: configs/defaults.yaml's paged entries serve it (their kernels read the block table; "
+                   "tuned winners are of dense buckets)";
   } else if (varlen_defaults) {
     source = a.varlen ? "varlen default" : "window default";
     why = a.varlen ? "a variable-length batch: configs/defaults.yaml's varlen entries serve it (tuned winners are of "
@@ -157,7 +159,8 @@ int run_select(const SelectArgs& a) {
   }
   if (variant.empty()) {
     // (a window: read as non-causal sequences of the keys a query sees, as the runtime does)
-    entry = tuner::default_match(arch, kd, a.policy, key.seq_kv_bucket, p.causal && !window ? 1 : 0, key.seq_q_bucket,
+    entry = tuner::default_match(arch, kd, a.policy, key.seq_kv_bucket, p.causal && (!window || p.paged) ? 1 : 0,
+                                 key.seq_q_bucket,
                                  rows16 && !varlen_defaults, pairs, sms, varlen_defaults && !p.paged, window, p.paged);
     variant = entry.variant;
     if (source.empty()) source = "default";

@@ -195,7 +195,9 @@ SAGE_API sage_status sage_workspace_size_paged(const sage_attention_desc* desc, 
  * aligned per sequence, a sequence of fewer keys than queries leaves its first rows without
  * keys, O 0 and LSE -inf); `lse` FP32 [B, heads_q, seq_q]. head_dim: a multiple of 8 up to 128,
  * and up to 256 on sm_80, sm_90a and sm_100 (the decode kernel of head dim 256, whatever the
- * queries; SAGE_ERR_UNSUPPORTED elsewhere). desc->window must be 0. The kernels are the
+ * queries; SAGE_ERR_UNSUPPORTED elsewhere). desc->window (causal): a sliding window per sequence,
+ * query i seeing keys (i + seqlens_kv[b] - seq_q - window, i + seqlens_kv[b] - seq_q] (the
+ * mma.sync kernels' window entries; on sm_90a also for the chunks that would take wgmma). The kernels are the
  * unquantized (FP16/BF16 MMA) ones, every policy: the mma.sync decode schedule for up to 4
  * queries on sm_90a (one elsewhere), its plain one beyond, and on sm_90a the wgmma kernels for
  * longer chunks (docs/runtime.md, "Paged KV caches"); an exported static build serves them from
@@ -218,7 +220,8 @@ SAGE_API sage_status sage_attention_paged(const sage_attention_desc* desc, const
  * sequence's queries; where that is not the decode schedule's kernel, the sequences of up to 4
  * queries (the decode schedule's edge; at head dim 64 before a wgmma kernel also 5-8) run on it
  * first, GQA heads packed and keys split, and the longer ones on the selected kernel (docs/runtime.md, "Variable-length queries over a paged
- * cache"); desc->window must be 0. Workspace, stream and thread-safety as sage_attention(). */
+ * cache"); desc->window (causal): a sliding window per sequence, as sage_attention_paged()'s.
+ * Workspace, stream and thread-safety as sage_attention(). */
 SAGE_API sage_status sage_workspace_size_varlen_paged(const sage_attention_desc* desc, int total_q,
                                                       const sage_paged_kv* kv, size_t* bytes);
 SAGE_API sage_status sage_attention_varlen_paged(const sage_attention_desc* desc, const int32_t* cu_seqlens_q,

@@ -228,7 +228,10 @@ std::string KernelConfig::cannot_implement(const AttnProblem& p) const {
     return "variable-length batches run on the native (unquantized) kernels of the plain schedule, head dims 64 and "
            "128 (wgmma: and 256), and on the quantized wgmma kernels of FP8 P.V, the TMA loader and the plain or turns "
            "schedule that quantize Q themselves (fuse_q)";
-  if (p.window > 0 && !has_window_entry(*this))
+  if (p.window > 0 && p.paged && !has_paged_window_entry(*this))
+    return "sliding windows over a paged KV cache run on the native (unquantized) mma.sync kernels of the decode "
+           "schedule, and of the plain schedule at head dims 64 and 128";
+  if (p.window > 0 && !p.paged && !has_window_entry(*this))
     return "sliding windows run on the kernels that take variable-length batches: the native (unquantized) kernels of "
            "the plain schedule (mma.sync at head dims 64 and 128), and the quantized wgmma kernels of FP8 P.V, the TMA "
            "loader and the plain or turns schedule that quantize Q themselves (fuse_q)";
@@ -359,6 +362,12 @@ bool has_paged_entry(const KernelConfig& c) {
          (c.schedule == "decode" || (c.schedule == "plain" && (c.head_dim == 64 || c.head_dim == 128)));
 }
 
+// The variants whose module has the entries of sliding windows over a paged cache (the templates'
+// rule): the mma.sync ones of sage_attn_paged, whose tiles start at their window's first key
+// tile (attn_mma.cuh: kv_range<true>; the decode kernel's range alike). The wgmma kernels' TMA
+// boxes of pages have no window (attn_native.cuh).
+bool has_paged_window_entry(const KernelConfig& c) { return c.pipeline == "mma" && has_paged_entry(c); }
+
 // The variants whose module has an entry of its own for calls of up to three quarters of the
 // head dim, sage_attn_q3 (the templates' rule). Head dim 256 (calls of up to 192 columns):
 // every wgmma one, and on the mma.sync pipeline the unquantized ones and those of FP16 P.V.
@@ -395,6 +404,10 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
     attn_paged_ = module_->function("sage_attn_paged");
     attn_varlen_paged_ = module_->function("sage_attn_varlen_paged");
   }
+  if (has_paged_window_entry(cfg_)) {
+    attn_paged_window_ = module_->function("sage_attn_paged_window");
+    attn_varlen_paged_window_ = module_->function("sage_attn_varlen_paged_window");
+  }
   if (has_varlen_entry(cfg_)) {
     attn_varlen_ = module_->function("sage_attn_varlen");
     if (!native()) {
@@ -404,7 +417,8 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   }
   const cu::Api& a = cu::api();
   if (cfg_.smem_bytes > 48 * 1024)
-    for (CUfunction f : {attn_, attn_lse_, attn_q3_, attn_varlen_, attn_window_, attn_paged_, attn_varlen_paged_})
+    for (CUfunction f : {attn_, attn_lse_, attn_q3_, attn_varlen_, attn_window_, attn_paged_, attn_varlen_paged_,
+                         attn_paged_window_, attn_varlen_paged_window_})
       if (f) SAGE_CU(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, cfg_.smem_bytes));
   CUdevice dev;
   SAGE_CU(cuCtxGetDevice(&dev));
@@ -607,21 +621,26 @@ int AttnKernel::mma_split_ranges(const AttnProblem& p) const {
   const std::int64_t rows = pack > 0 ? std::int64_t(std::min(pack, p.seq_q)) *
                                            std::min(p.heads_q / p.heads_kv, cfg_.block_m / pack)
                                      : std::min(cfg_.block_m, p.seq_q);
+  // The keys a tile sees: with a sliding window (a paged cache's; a dense call's K and V start at
+  // its first query's window already, rt::trim_window) those of its rows' windows.
+  const int tile_rows = pack > 0 ? std::min(pack, p.seq_q) : std::min(cfg_.block_m, p.seq_q);
+  const int keys = p.window > 0 && p.causal ? int(std::min<std::int64_t>(p.seq_kv, std::int64_t(p.window) + tile_rows - 1))
+                                            : p.seq_kv;
   // A group over several tiles (decode_pack_tiles) reads each kv head's keys once from DRAM and
   // again from L2 for every further tile: there the ranges fill the wave, with no merge cap (H100,
   // one query over 32K / 128K keys: 48 / 1 at D=128 24 / 51 us against 27.5 / 67 with the cap,
   // 71 / 1 at D=64 20 / 39 against 24 / 61; docs/kernels.md, 2026-11-27 (z)).
   if (decode())
     return decode_split_ranges(
-        units, slots, p.seq_kv,
-        decode_min_keys_ > 0 ? decode_min_keys_ : decode_min_keys(cfg_.head_dim, p.seq_kv, units),
+        units, slots, keys,
+        decode_min_keys_ > 0 ? decode_min_keys_ : decode_min_keys(cfg_.head_dim, keys, units),
         decode_min_keys_ > 0 || (pack > 0 && units > std::int64_t(p.batch) * p.heads_kv)
             ? 0
             : decode_merge_cap(rows, cfg_.head_dim, cfg_.threads));
   if (units * 2 > slots) return 0;
   const std::int64_t rows_per_warp = cdiv(rows, std::max(1, cfg_.warps));
   const std::int64_t merge_cap = std::max<std::int64_t>(2, kMmaMergeBatch * kMmaMergeTrips / rows_per_warp);
-  const std::int64_t ranges = std::min({slots / units, std::int64_t(p.seq_kv) / kMmaSplitMinKeys, merge_cap});
+  const std::int64_t ranges = std::min({slots / units, std::int64_t(keys) / kMmaSplitMinKeys, merge_cap});
   return ranges >= 2 ? int(ranges) : 0;
 }
 std::int64_t AttnKernel::persistent_grid(const AttnProblem& p) const {
@@ -1272,25 +1291,27 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
   const bool q3 = attn_q3_ && runs_q3_entry(cfg_, p.head_dim);
   // A sliding window: the entry that takes one (dense or packed, its whole head dim).
   const bool window = s.window > 0;
-  if (window && !attn_window_) throw Error(Errc::unsupported, cat(cfg_.name, ": no entry for sliding windows"));
   // A paged KV cache: the entry that reads it (dense queries, its whole head dim).
   const bool paged = s.block_table != nullptr;
+  if (window && !(paged ? attn_paged_window_ : attn_window_))
+    throw Error(Errc::unsupported, cat(cfg_.name, ": no entry for sliding windows", paged ? " over a paged KV cache" : ""));
   if (paged && !attn_paged_) throw Error(Errc::unsupported, cat(cfg_.name, ": no entry for paged KV caches"));
   // (variable-length queries over it: their entry, on the paged call's grid on the mma.sync
-  // pipeline, else on a variable-length batch's)
-  CUfunction paged_f = p.varlen ? attn_varlen_paged_ : attn_paged_;
+  // pipeline, else on a variable-length batch's; with a window, the entries that take one)
+  CUfunction paged_f = p.varlen ? (window ? attn_varlen_paged_window_ : attn_varlen_paged_)
+                                : (window ? attn_paged_window_ : attn_paged_);
   if (p.varlen && paged && mma_native()) {
     if (p.total_q == 0) return;  // no query rows: nothing to compute nor write
   } else if (p.varlen) {
     // (query tiles of the longest sequence, heads, sequences): a CTA past its sequence's tiles
     // returns at once
     if (p.total_q == 0) return;  // no query rows: nothing to compute nor write
-    if (!(paged ? attn_varlen_paged_ : attn_varlen_))
+    if (!(paged ? paged_f : attn_varlen_))
       throw Error(Errc::unsupported, cat(cfg_.name, ": no entry for variable-length batches"));
     if (s.q_tiles > 0x7fffffff || p.batch > kGridYZLimit)
       throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles or sequences for one launch"));
     // (the quantized kernels' entry waits for the preparation: a programmatic dependent)
-    launch(paged ? attn_varlen_paged_ : window ? attn_window_ : attn_varlen_, unsigned(s.q_tiles), unsigned(p.heads_q),
+    launch(paged ? paged_f : window ? attn_window_ : attn_varlen_, unsigned(s.q_tiles), unsigned(p.heads_q),
            unsigned(p.batch), unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s, dependent_);
     return;
   }

@@ -41,7 +41,7 @@ void AttnProblem::strides(int heads, int seq, std::int64_t* sb, std::int64_t* sh
 }
 
 int AttnProblem::window_skip() const {
-  if (window <= 0 || varlen || head_dim % 8 != 0) return 0;
+  if (window <= 0 || varlen || paged || head_dim % 8 != 0) return 0;
   return std::max(0, seq_kv - seq_q - window + 1);  // the first query's first key
 }
 
@@ -92,7 +92,6 @@ void AttnProblem::validate() const {
   if (paged) {
     if (page_size < 1 || (page_size & (page_size - 1)) != 0)
       throw Error(Errc::invalid_argument, cat("a paged KV cache's page size must be a power of two, got ", page_size));
-    if (window > 0) throw Error(Errc::invalid_argument, "a paged KV cache takes no sliding window (yet)");
   }
 }
 

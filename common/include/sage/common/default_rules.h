@@ -11,7 +11,8 @@ namespace sage {
 struct DefaultRule {
   int head_dim = 0;
   bool paged = false;   // `paged: true`: paged KV caches' calls, which match no other entry
-  bool window = false;  // `window: true`: sliding windows' calls only
+  bool window = false;  // `window: true`: sliding windows' calls only (with paged: those over a
+                        // paged cache, which also match the paged entries that do not name it)
   bool varlen = false;  // `varlen: true`: variable-length batches, and windows after the window entries
   // -1 where the entry does not name it.
   int max_seq_kv = -1, max_seq_q = -1, min_seq_q = -1, max_bh = -1;

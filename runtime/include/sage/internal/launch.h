@@ -53,6 +53,10 @@ bool has_window_entry(const KernelConfig& c);
 // the native mma.sync kernels of the decode schedule, and of the plain one at head dims 64 and 128;
 // the native wgmma kernels of the plain schedule.
 bool has_paged_entry(const KernelConfig& c);
+// Whether a variant's module has the entries sage_attn_paged_window and
+// sage_attn_varlen_paged_window (sliding windows over a paged cache): the mma.sync kernels that
+// have sage_attn_paged.
+bool has_paged_window_entry(const KernelConfig& c);
 
 // Whether a variant's module has the entry sage_attn_q3, which computes three quarters of the
 // head dim (calls of up to 192 columns at 256, 96 at 128), and whether a call of `head_dim`
@@ -373,6 +377,8 @@ class AttnKernel {
   CUfunction attn_paged_ = nullptr;   // paged KV caches (sage_attn_paged; has_paged_entry)
   // variable-length queries over paged KV caches (sage_attn_varlen_paged; has_paged_entry)
   CUfunction attn_varlen_paged_ = nullptr;
+  // both with a sliding window (sage_attn_paged_window, sage_attn_varlen_paged_window; has_paged_window_entry)
+  CUfunction attn_paged_window_ = nullptr, attn_varlen_paged_window_ = nullptr;
   // ... and their preparation and exact pass over FP8 V (the quantized kernels)
   CUfunction prep_varlen_ = nullptr, prep_v_varlen_ = nullptr;
   int num_sms_ = 0;  // the device's

@@ -48,7 +48,8 @@ struct AttnProblem {
   std::int64_t kv_elems() const { return std::int64_t(batch) * heads_kv * seq_kv * head_dim; }
   // A sliding window's keys that no query sees: those before the first query's window, which a
   // dense call leaves out (rt::trim_window: K and V start after them; head dims that run on
-  // padded copies, no multiple of 8, keep them); 0 otherwise.
+  // padded copies, no multiple of 8, keep them); 0 otherwise (a paged cache's sequences have
+  // lengths of their own: its kernels start each tile at its window, kv_range<true>).
   int window_skip() const;
   // Leaves out window_skip() keys, then drops a window that holds every key a query sees.
   void trim_window();

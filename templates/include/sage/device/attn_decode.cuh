@@ -45,7 +45,10 @@ SAGE_DEV DecodeRow decode_row(const SageAttnParams& p, int r, int h, int t) {
 // Cfg::SMEM_BYTES dynamic shared memory. QN: the quarters of the head dim computed. PAGED: a
 // paged KV cache (p is the sequence's paged_view). VARLEN: variable-length queries over it (p is
 // the sequence's varlen_paged_view<.., KEEP_B, OUT = false>: packed Q and O, LSE [heads_q, total]).
-template <class Cfg, bool BF16, int QN = 4, bool PAGED = false, bool VARLEN = false>
+// WINDOW: a sliding window (p.window > 0, causal): the tile's keys start at the tile containing
+// its first row's first visible key (kv_range<true>), the ranges split those, and the tiles
+// before mask_before mask the keys left of each row's window too.
+template <class Cfg, bool BF16, int QN = 4, bool PAGED = false, bool VARLEN = false, bool WINDOW = false>
 SAGE_DEV void decode_kernel(const SageAttnParams& p) {
   static_assert(Cfg::DECODE, "the decoding schedule's kernel");
   using L = Layout<Cfg>;
@@ -59,14 +62,15 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
   const int hkv = packed ? cc.h : cc.h / (p.heads_q / p.heads_kv);
   const int m0 = packed ? 0 : cc.q_tile * BM;  // packed: every tile's queries from 0
 
-  int n_tiles, mask_from;
-  kv_range(p, m0, packed ? min_(p.pack_rows, p.seq_q) : BM, BN, &n_tiles, &mask_from);
-  int t0 = 0;
+  int t0, n_tiles, mask_before, mask_from;
+  kv_range<WINDOW>(p, m0, packed ? min_(p.pack_rows, p.seq_q) : BM, BN, &t0, &n_tiles, &mask_before, &mask_from);
   if (p.split_ranges > 0) {
-    const int all = n_tiles, r = split_index(p);
-    t0 = int(i64(all) * r / p.split_ranges);
-    n_tiles = int(i64(all) * (r + 1) / p.split_ranges);
+    const int first = t0, all = n_tiles - t0, r = split_index(p);
+    t0 = first + int(i64(all) * r / p.split_ranges);
+    n_tiles = first + int(i64(all) * (r + 1) / p.split_ranges);
   }
+  // WINDOW (its entries run with p.window > 0 only): a key window or more before a row's last
+  // visible one is left of its window.
 
   const KSource ks = caller_rows<KSource>(p, p.k, PAGED ? 0 : cc.b, hkv);  // paged: the kv head's first page
   const VSource vs = caller_rows<VSource>(p, p.v, PAGED ? 0 : cc.b, hkv);
@@ -153,7 +157,7 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
 
     // The online softmax of each query column over the warp's 16 keys (log2 domain).
     const int kbase = t * BN + key0 + gid;
-    const bool mask = t >= mask_from;
+    const bool mask = t >= mask_from || (WINDOW && t < mask_before);
     float alpha[NB][2];
     u32 pb[NB][2];  // P^T as the B operand: keys 2 tig, + 1 (b0) and + 8 (b1) of query row gid
 #pragma unroll
@@ -163,8 +167,8 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
       for (int c = 0; c < 2; ++c) {
         float x0 = s[j][c] * scale, x1 = s[j][c + 2] * scale;
         if (mask) {
-          if (kbase > vis[j][c] || kbase >= p.seq_kv) x0 = neg_inf();
-          if (kbase + 8 > vis[j][c] || kbase + 8 >= p.seq_kv) x1 = neg_inf();
+          if (kbase > vis[j][c] || kbase >= p.seq_kv || (WINDOW && vis[j][c] - kbase >= p.window)) x0 = neg_inf();
+          if (kbase + 8 > vis[j][c] || kbase + 8 >= p.seq_kv || (WINDOW && vis[j][c] - (kbase + 8) >= p.window)) x1 = neg_inf();
         }
         float mx = fmaxf(x0, x1);
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
