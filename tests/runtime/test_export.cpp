@@ -302,6 +302,24 @@ TEST_F(RuntimeExport, DefaultsOnlyExportServesEveryKindOfCallAtItsHeadDims) {
   EXPECT_NE(src.find("const sage::rt::StaticDefault kDefaults[]"), std::string::npos);
   EXPECT_NE(src.find(cat("static_assert(kStaticTableFormat == ", rt::kStaticTableFormat)), std::string::npos);
   EXPECT_EQ(src.find("kKernels[]"), std::string::npos);  // no winners
+  // The defaults are compiled without -lineinfo (no line tables, no PTX text for profilers):
+  // the first cubin's bytes, decoded from its \xHH escapes, name no such section.
+  EXPECT_EQ(m["defaults_lineinfo"], false);
+  {
+    const std::size_t at = src.find("kCubin0[] =");
+    ASSERT_NE(at, std::string::npos);
+    std::string bytes;
+    for (std::size_t i = at; i + 3 < src.size() && src.compare(i, 6, "    ;\n") != 0; ++i)
+      if (src[i] == '\\' && src[i + 1] == 'x') {
+        bytes += char(std::stoi(src.substr(i + 2, 2), nullptr, 16));
+        i += 3;
+      }
+    ASSERT_GT(bytes.size(), 1000u);
+    EXPECT_EQ(bytes.compare(0, 4, "\x7f" "ELF"), 0);
+    EXPECT_NE(bytes.find(".text.sage_attn"), std::string::npos);
+    EXPECT_EQ(bytes.find(".nv_debug_ptx_txt"), std::string::npos);
+    EXPECT_EQ(bytes.find(".debug_line"), std::string::npos);
+  }
   const std::string cm = read_file(out() + "/sage_tuned.cmake");
   EXPECT_NE(cm.find(cat("set(SAGE_TUNED_DEFAULT_COUNT ", want.size(), ")")), std::string::npos) << cm;
 

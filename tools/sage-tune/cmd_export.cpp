@@ -37,6 +37,7 @@ struct ExportOptions {
   std::vector<int> head_dims;  // empty: every head dim
   bool no_defaults = false;
   bool defaults_only = false;
+  bool lineinfo = false;  // the defaults' cubins with -lineinfo (profilers' source lines)
   unsigned jobs = 0;
   bool json = false;
 };
@@ -256,11 +257,14 @@ int run_export(const ExportOptions& o) {
     for (int d : o.head_dims)
       if (!dims_here.count(d)) missing_dims.push_back({{"arch", arch}, {"head_dim", d}});
   }
-  // Compile them (the cubin cache answers the ones compiled before).
+  // Compile them (the cubin cache answers the ones compiled before). Without -lineinfo unless
+  // asked: the same machine code, about half the bytes (the line tables and the PTX text that
+  // profilers map it to).
   std::size_t to_compile = 0;
   for (const auto& [arch, vs] : default_cubins) to_compile += vs.size();
   if (to_compile) {
     tuner::CompileOptions base;
+    base.lineinfo = o.lineinfo;
     const tuner::VariantBuilder renderer(base);
     ProgressBar bar("compile defaults", to_compile, !o.json);
     std::size_t before = 0;
@@ -416,6 +420,7 @@ int run_export(const ExportOptions& o) {
                              {"generator_hash", gen_hash},
                              {"abi_sha256", abi_sha256()},
                              {"format", rt::kStaticTableFormat},
+                             {"defaults_lineinfo", o.lineinfo},
                              {"kernels", kernels},
                              {"skipped", skipped},
                              {"defaults", dj},
@@ -481,6 +486,8 @@ Registrar reg(
                    "SAGE_ERR_NOT_IN_BUILD");
       sub.add_flag("--defaults-only", o->defaults_only, "no database: the defaults of --arch alone");
       sub.add_option("-j,--jobs", o->jobs, "parallel compiles of the defaults (default: one per CPU)");
+      sub.add_flag("--lineinfo", o->lineinfo,
+                   "compile the defaults with -lineinfo (source lines for Nsight Compute; about twice the bytes)");
       sub.add_flag("--json", o->json, "print the manifest as JSON");
       return [o] { return run_export(*o); };
     },
