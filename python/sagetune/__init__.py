@@ -6,6 +6,7 @@
     o = sagetune.sdpa(q, k, v, is_causal=True)                # F.scaled_dot_product_attention's signature
     o = sagetune.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)  # packed sequences
     o = sagetune.attention_paged(q, k_cache, v_cache, block_table, cache_seqlens)  # over a paged KV cache
+    o = sagetune.attention_paged(q, k8, v8, block_table, cache_seqlens, k_scale=ks, v_scale=vs)  # FP8 (e4m3) pages
     o = sagetune.attention_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q,
                                         max_seqlen_q)  # packed sequences' queries over a paged KV cache
 
@@ -17,6 +18,8 @@ is a PyTorch operator (torch.ops.sagetune.attention), so torch.compile takes a c
 The C library is found as described in sagetune/_capi.py ($SAGETUNE_LIB, next to the package,
 the source tree's build folders, the system library path). See docs/python.md.
 """
+
+import numbers
 
 from ._capi import LIBRARY_PATH, SageError, make_desc, status_string  # noqa: F401
 from . import _capi
@@ -49,11 +52,12 @@ def _physical_layout(tensors, layout):
     return None
 
 
-def _check_tensors(q, k, v, tensor_layout, fn="sagetune.attention", shape=None, names=("q", "k", "v")):
+def _check_tensors(q, k, v, tensor_layout, fn="sagetune.attention", shape=None, names=("q", "k", "v"), fp8_kv=False):
     """q, k, v as the kernels take them: CUDA tensors of one supported dtype and device, k and v
     of one shape, no autograd; `shape` names the dims (default: the 4-D layout's), one string for
     all three or a tuple of three (each tensor's rank is its string's); `names` the arguments,
-    for the messages."""
+    for the messages. fp8_kv (the paged caches): k and v may also both be torch.float8_e4m3fn
+    whatever q's dtype."""
     torch = _torch()
     shape = shape or ("[B, H, N, D]" if tensor_layout == "HND" else "[B, N, H, D]")
     shapes = shape if isinstance(shape, tuple) else (shape,) * 3
@@ -65,11 +69,15 @@ def _check_tensors(q, k, v, tensor_layout, fn="sagetune.attention", shape=None, 
             raise ValueError(f"{fn}: {name} is on {t.device}; the kernels need CUDA tensors")
         if t.dim() != ndim:
             raise ValueError(f"{fn}: {name} must be {ndim}-D ({shp}), got shape {tuple(t.shape)}")
-        if t.dtype not in _op.DTYPES:
-            raise TypeError(f"{fn}: {name} is {t.dtype}; supported: torch.float16, torch.bfloat16")
+        fp8 = fp8_kv and t is not q and t.dtype == _op.FP8
+        if t.dtype not in _op.DTYPES and not fp8:
+            raise TypeError(f"{fn}: {name} is {t.dtype}; supported: torch.float16, torch.bfloat16"
+                            + (f" ({names[1]} and {names[2]} also torch.float8_e4m3fn)" if fp8_kv else ""))
     nq, nk, nv = names
-    if not (q.dtype == k.dtype == v.dtype):
-        raise TypeError(f"{fn}: {nq}, {nk}, {nv} must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if not (q.dtype == k.dtype == v.dtype) and not (fp8_kv and k.dtype == v.dtype == _op.FP8):
+        raise TypeError(f"{fn}: {nq}, {nk}, {nv} must share a dtype"
+                        + (f" (or {nk} and {nv} both be torch.float8_e4m3fn)" if fp8_kv else "")
+                        + f", got {q.dtype}, {k.dtype}, {v.dtype}")
     if not (q.device == k.device == v.device):
         raise ValueError(f"{fn}: {nq}, {nk}, {nv} must be on one device, got {q.device}, {k.device}, {v.device}")
     if k.shape != v.shape:
@@ -198,16 +206,52 @@ def _paged_keys_bound(fn, max_seqlen_k, max_pages, page_size, sm_scale):
     return max_seqlen_k
 
 
+def _page_scales(fn, q, k_cache, k_scale, v_scale):
+    """FP8 caches' scales checked, as the operator takes them: (k_scale, v_scale), each None (1) or
+    an FP32 tensor of 1 or Hkv scales on q's device (a Python number becomes a 1-element tensor
+    there). Caches of q's dtype take no scales; FP8 caches need a head dim that is a multiple of 16."""
+    torch = _torch()
+    if k_cache.dtype != _op.FP8:
+        if k_scale is not None or v_scale is not None:
+            raise ValueError(f"{fn}: k_scale and v_scale are the scales of FP8 caches (torch.float8_e4m3fn); these "
+                             f"caches are {k_cache.dtype}: pass no scales")
+        return None, None
+    d, hkv = k_cache.shape[3], k_cache.shape[2]
+    if d % 16:
+        raise ValueError(f"{fn}: FP8 caches (torch.float8_e4m3fn) need a head_dim that is a multiple of 16 (their rows "
+                         f"are read as 16-byte chunks of 16 elements), got {d}")
+    out = []
+    for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
+        if s is None or isinstance(s, torch.Tensor):
+            pass
+        elif isinstance(s, numbers.Real) and not isinstance(s, bool):
+            # a fill on the device (no host-to-device copy: capturable in a CUDA graph)
+            s = torch.full((1,), float(s), dtype=torch.float32, device=q.device)
+        else:
+            raise TypeError(f"{fn}: {name} must be None, a float or a torch.float32 tensor, got {type(s).__name__}")
+        if s is not None:
+            if s.dtype != torch.float32 or s.device != q.device:
+                raise TypeError(f"{fn}: {name} must be a torch.float32 tensor on {q.device}, got {s.dtype} on "
+                                f"{s.device}")
+            if s.numel() not in (1, hkv):
+                raise ValueError(f"{fn}: {name} must hold one scale, or one a kv head (Hkv = {hkv}), got "
+                                 f"{s.numel()} (shape {tuple(s.shape)})")
+        out.append(s)
+    return tuple(out)
+
+
 def attention_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k=None, is_causal=False,
-                    sm_scale=None, return_lse=False, policy="balanced", tensor_layout="NHD", window=0):
+                    sm_scale=None, return_lse=False, policy="balanced", tensor_layout="NHD", window=0, k_scale=None,
+                    v_scale=None):
     """Attention of dense queries over a paged KV cache (decoding, speculative or chunked steps of a
     serving engine), as flash_attn_with_kvcache takes a block table.
 
     q: [B, Nq, Hq, D] ("NHD", the default) or [B, Hq, Nq, D] ("HND"): Nq queries a sequence (a
     non-contiguous q is copied). k_cache, v_cache: [num_pages, page_size, Hkv, D], one shape, of
-    q's dtype (fp16 or bf16) and device; read in place through their strides (views such as
-    kv_cache[:, 0] and kv_cache[:, 1] of one [num_pages, 2, page_size, Hkv, D] pool too) where the
-    head dim is contiguous and every other stride a multiple of 8 elements; otherwise copied.
+    q's dtype (fp16 or bf16) or both torch.float8_e4m3fn (FP8 pages, below), on q's device; read
+    in place through their strides (views such as kv_cache[:, 0] and kv_cache[:, 1] of one
+    [num_pages, 2, page_size, Hkv, D] pool too) where the head dim is contiguous and every other
+    stride a multiple of 8 elements (FP8: of 16); otherwise copied.
     page_size: a power of two (checked by the library). block_table: int32 CUDA tensor
     [B, max_pages]; sequence b's key i is slot i % page_size of page block_table[b, i // page_size]
     (an entry outside [0, num_pages) reads page 0). cache_seqlens: int32 CUDA tensor [B], each
@@ -223,6 +267,14 @@ def attention_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_
     mma.sync kernels: their window entries). Every policy runs the unquantized (FP16/BF16 MMA)
     kernels. Returns o with q's shape and dtype (and, with return_lse, the natural-log LSE, fp32
     [B, Hq, Nq]).
+
+    FP8 pages (vLLM's kv_cache_dtype "fp8_e4m3"): k_cache and v_cache torch.float8_e4m3fn (OCP
+    e4m3, one byte an element), a key's value e4m3(byte) * k_scale and a value's e4m3(byte) *
+    v_scale; q stays fp16 or bf16, and so does o. k_scale, v_scale: None (1.0), a Python float,
+    or a torch.float32 tensor on q's device of 1 scale (every kv head) or Hkv (one a kv head):
+    vLLM's layer._k_scale / layer._v_scale pass straight through. The kernels read the scales on
+    the device (a CUDA graph's replays see new values). D must be a multiple of 16; the kernels
+    are the mma.sync kernels' FP8 entries. Scales with caches of q's dtype are a ValueError.
     """
     torch = _torch()
     fn = "sagetune.attention_paged"
@@ -233,10 +285,11 @@ def attention_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_
     qshape = "[B, H, N, D]" if tensor_layout == "HND" else "[B, N, H, D]"
     cache_shape = "[num_pages, page_size, Hkv, D]"
     _check_tensors(q, k_cache, v_cache, tensor_layout, fn=fn, shape=(qshape, cache_shape, cache_shape),
-                   names=("q", "k_cache", "v_cache"))
+                   names=("q", "k_cache", "v_cache"), fp8_kv=True)
     if k_cache.shape[3] != q.shape[3]:
         raise ValueError(f"{fn}: k_cache and v_cache must have q's head_dim, got q {tuple(q.shape)}, "
                          f"k_cache {tuple(k_cache.shape)}")
+    k_scale, v_scale = _page_scales(fn, q, k_cache, k_scale, v_scale)
     for name, t, ndim, shape in (("block_table", block_table, 2, "[B, max_pages]"),
                                  ("cache_seqlens", cache_seqlens, 1, "[B]")):
         if not isinstance(t, torch.Tensor) or t.dtype != torch.int32 or t.dim() != ndim or t.device != q.device:
@@ -252,13 +305,13 @@ def attention_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_
     window = _window(fn, window, is_causal)
     call = torch.ops.sagetune.attention_paged if torch.compiler.is_compiling() else _op.launch_paged
     o, lse = call(q, k_cache, v_cache, block_table, cache_seqlens, int(max_seqlen_k), bool(is_causal), tensor_layout,
-                  0.0 if sm_scale is None else float(sm_scale), bool(return_lse), policy, window)
+                  0.0 if sm_scale is None else float(sm_scale), bool(return_lse), policy, window, k_scale, v_scale)
     return (o, lse) if return_lse else o
 
 
 def attention_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q, max_seqlen_q,
                            max_seqlen_k=None, is_causal=False, sm_scale=None, return_lse=False, policy="balanced",
-                           window=0):
+                           window=0, k_scale=None, v_scale=None):
     """Variable-length queries over a paged KV cache: a serving step's prefill chunks and decoding
     sequences in one call, as flash_attn_varlen_func takes them with a block table (vLLM's
     flash_attn_varlen_func(q, k_cache, v_cache, cu_seqlens_q=..., max_seqlen_q=...,
@@ -268,8 +321,9 @@ def attention_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_s
     copied); sequence b's queries are rows cu_seqlens_q[b]:cu_seqlens_q[b + 1], cu_seqlens_q an
     int32 CUDA tensor of batch + 1 nondecreasing offsets from 0. k_cache, v_cache, block_table
     ([batch, max_pages]) and cache_seqlens ([batch], each sequence's keys) as attention_paged()
-    takes them: [num_pages, page_size, Hkv, D] caches of q's dtype (fp16 or bf16) and device, read
-    in place through their strides where the kernels can, int32 CUDA tables. max_seqlen_q: the
+    takes them: [num_pages, page_size, Hkv, D] caches of q's dtype (fp16 or bf16) or both
+    torch.float8_e4m3fn, on q's device, read in place through their strides where the kernels
+    can, int32 CUDA tables. max_seqlen_q: the
     longest sequence's queries (an int; rows of a longer sequence past it are not computed).
     max_seqlen_k: an upper bound of cache_seqlens (an int, which picks the kernel; longer
     sequences are cut to it); None: max_pages * page_size, with no device-to-host sync. D and Hq
@@ -281,6 +335,12 @@ def attention_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_s
     sliding window per sequence, as attention_paged()'s. Every policy runs the unquantized
     (FP16/BF16 MMA) kernels. Returns o [total_q, Hq, D] (and, with
     return_lse, the natural-log LSE, fp32 [Hq, total_q]).
+
+    FP8 pages (vLLM's kv_cache_dtype "fp8_e4m3"), k_scale and v_scale as attention_paged()'s:
+    torch.float8_e4m3fn caches whose values are e4m3(byte) * k_scale (K) and * v_scale (V), the
+    scales None (1.0), a Python float, or a torch.float32 tensor on q's device of 1 or Hkv
+    scales (vLLM's layer._k_scale / layer._v_scale pass straight through); D a multiple of 16;
+    the mma.sync kernels' FP8 entries.
     """
     torch = _torch()
     fn = "sagetune.attention_varlen_paged"
@@ -288,10 +348,11 @@ def attention_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_s
         raise ValueError(f"{fn}: policy must be one of {', '.join(_capi.POLICIES)}, got {policy!r}")
     cache_shape = "[num_pages, page_size, Hkv, D]"
     _check_tensors(q, k_cache, v_cache, "NHD", fn=fn, shape=("[total_q, Hq, D]", cache_shape, cache_shape),
-                   names=("q", "k_cache", "v_cache"))
+                   names=("q", "k_cache", "v_cache"), fp8_kv=True)
     if k_cache.shape[3] != q.shape[2]:
         raise ValueError(f"{fn}: k_cache and v_cache must have q's head_dim, got q {tuple(q.shape)}, "
                          f"k_cache {tuple(k_cache.shape)}")
+    k_scale, v_scale = _page_scales(fn, q, k_cache, k_scale, v_scale)
     for name, t, ndim, shape in (("block_table", block_table, 2, "[batch, max_pages]"),
                                  ("cache_seqlens", cache_seqlens, 1, "[batch]"),
                                  ("cu_seqlens_q", cu_seqlens_q, 1, "[batch + 1]")):
@@ -315,7 +376,8 @@ def attention_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_s
     window = _window(fn, window, is_causal)
     call = torch.ops.sagetune.attention_varlen_paged if torch.compiler.is_compiling() else _op.launch_varlen_paged
     o, lse = call(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q, int(max_seqlen_q), int(max_seqlen_k),
-                  bool(is_causal), 0.0 if sm_scale is None else float(sm_scale), bool(return_lse), policy, window)
+                  bool(is_causal), 0.0 if sm_scale is None else float(sm_scale), bool(return_lse), policy, window,
+                  k_scale, v_scale)
     return (o, lse) if return_lse else o
 
 

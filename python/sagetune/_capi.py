@@ -33,6 +33,10 @@ ERR_INTERNAL = 10
 LAYOUTS = {"HND": 0, "NHD": 1}
 DTYPES = {"fp16": 0, "bf16": 1}
 POLICIES = {"balanced": 0, "accurate": 1, "fast": 2}
+# sage_kv_dtype (sage.h): a paged cache's element type
+KV_DTYPE_INPUT = 0
+KV_DTYPE_FP8_E4M3 = 1
+KV_DTYPES = {"input": KV_DTYPE_INPUT, "fp8_e4m3": KV_DTYPE_FP8_E4M3}
 
 
 class SageError(RuntimeError):
@@ -161,7 +165,12 @@ class PagedKV(ctypes.Structure):
     """sage_paged_kv: a paged KV cache. K and V live in num_pages pages of page_size slots (a power
     of two); sequence b's key i is slot i % page_size of page block_table[b * max_pages + i / page_size].
     k_strides / v_strides: element strides between pages (batch), kv heads (head) and slots (seq);
-    all zero means contiguous [num_pages, page_size, heads_kv, head_dim] pages."""
+    all zero means contiguous [num_pages, page_size, heads_kv, head_dim] pages.
+    kv_dtype: the caches' element type (KV_DTYPES: 0 the queries' fp16/bf16, 1 FP8 e4m3, one byte
+    an element, torch.float8_e4m3fn; FP8 pages need head_dim a multiple of 16 and strides that are
+    positive multiples of 16). FP8 pages' values are e4m3(byte) * k_scale (K) and * v_scale (V):
+    device FP32 arrays (NULL: 1), one scale for every kv head (scale_per_head 0: element 0) or
+    one a kv head (scale_per_head 1: [heads_kv]). Zero-initialized: the queries' type, no scales."""
 
     _fields_ = [
         ("k_pages", ctypes.c_void_p),
@@ -173,6 +182,10 @@ class PagedKV(ctypes.Structure):
         ("page_size", ctypes.c_int),
         ("max_pages", ctypes.c_int),
         ("num_pages", ctypes.c_int),
+        ("kv_dtype", ctypes.c_int),  # sage_kv_dtype
+        ("k_scale", ctypes.c_void_p),  # const float*: 1 or [heads_kv], NULL: 1
+        ("v_scale", ctypes.c_void_p),  # const float*: 1 or [heads_kv], NULL: 1
+        ("scale_per_head", ctypes.c_int),
     ]
 
 
@@ -295,15 +308,18 @@ def attention_varlen(desc, varlen, q, k, v, o, lse=0, workspace=0, workspace_byt
 
 
 def make_paged(k_pages, v_pages, block_table, seqlens_kv, page_size, max_pages, num_pages, k_strides=None,
-               v_strides=None):
+               v_strides=None, kv_dtype=KV_DTYPE_INPUT, k_scale=0, v_scale=0, scale_per_head=0):
     """A sage_paged_kv over raw device addresses (ints): the caches' page 0, the int32 block table
     [batch, max_pages] and the int32 key counts [batch]. k_strides / v_strides: element-stride
     tuples (page, head, slot), or None for contiguous [num_pages, page_size, heads_kv, head_dim]
-    pages."""
+    pages. kv_dtype: KV_DTYPE_INPUT (0, the queries' type) or KV_DTYPE_FP8_E4M3 (1, e4m3 bytes);
+    k_scale / v_scale: FP8 pages' device FP32 scales (addresses, 0: none, a scale of 1), one for
+    every kv head (scale_per_head 0) or [heads_kv] (scale_per_head 1)."""
     def st(x):
         return Strides(*x) if x is not None else Strides(0, 0, 0)
     return PagedKV(k_pages or None, v_pages or None, st(k_strides), st(v_strides), block_table or None,
-                   seqlens_kv or None, int(page_size), int(max_pages), int(num_pages))
+                   seqlens_kv or None, int(page_size), int(max_pages), int(num_pages), int(kv_dtype), k_scale or None,
+                   v_scale or None, int(scale_per_head))
 
 
 def workspace_size_paged(desc, paged):

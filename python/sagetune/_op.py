@@ -14,14 +14,19 @@ a short call (decoding: about 20 us on the GPU) would show. `torch.ops.sagetune.
 (packed variable-length batches), `torch.ops.sagetune.attention_paged` (queries over a paged
 KV cache) and `torch.ops.sagetune.attention_varlen_paged` (packed variable-length queries over a
 paged KV cache) are the other calls' operators, with `launch_varlen`, `launch_paged` and
-`launch_varlen_paged` behind them.
+`launch_varlen_paged` behind them. The paged calls also take FP8 caches (torch.float8_e4m3fn,
+vLLM's kv_cache_dtype "fp8_e4m3") with their FP32 k_scale / v_scale tensors.
 """
+
+from typing import Optional
 
 import torch
 
 from . import _capi
 
 DTYPES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
+# FP8 pages' element type (sage_kv_dtype SAGE_KV_DTYPE_FP8_E4M3); None where torch lacks it.
+FP8 = getattr(torch, "float8_e4m3fn", None)
 
 
 def dims(q, k, layout):
@@ -198,16 +203,49 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, is_caus
 def cache_strides(t):
     """(page, head, slot) element strides of a cache [num_pages, page_size, Hkv, D] when the kernels
     can read it in place (sage_paged_kv's k_strides / v_strides): head dim contiguous, 16-byte
-    aligned, every stride of a dim longer than 1 a positive multiple of 8 elements; else None."""
+    aligned, every stride of a dim longer than 1 a positive multiple of 8 elements (FP8 caches,
+    one byte an element: of 16, and below 2^31); else None."""
     s = t.stride()
     if s[3] != 1 or t.data_ptr() % 16:
         return None
+    fp8 = t.dtype == FP8
+    m = 16 if fp8 else 8  # elements in 16 bytes
     st = (s[0], s[2], s[1])
     sizes = (t.shape[0], t.shape[2], t.shape[1])
     for x, size in zip(st, sizes):
-        if size > 1 and (x % 8 or x <= 0):
+        if size > 1 and (x % m or x <= 0 or (fp8 and x >= 2**31)):
             return None
     return st
+
+
+def _scale_tensor(name, s, hkv):
+    """An FP8 cache's scale as the kernels read it: None (1), or a contiguous FP32 vector of 1 or
+    hkv elements."""
+    if s is None:
+        return None
+    s = s.reshape(-1)
+    if s.dtype != torch.float32:
+        s = s.float()
+    if s.numel() not in (1, hkv):
+        raise ValueError(f"{name} must hold 1 or Hkv = {hkv} scales, got {s.numel()}")
+    return s.contiguous()
+
+
+def page_scales(k_cache, k_scale, v_scale, hkv):
+    """The paged calls' element type and scales: (kv_dtype, k_scale, v_scale, scale_per_head) for
+    _capi.make_paged, the scales as tensors (None: 1; keep them alive through the launch).
+    Caches of the queries' type take no scales. FP8 caches: scale_per_head 1 where a scale holds
+    one a kv head (Hkv > 1), a single value of the other one then expanded to Hkv entries."""
+    if k_cache.dtype != FP8:
+        if k_scale is not None or v_scale is not None:
+            raise ValueError("k_scale / v_scale are FP8 caches' (torch.float8_e4m3fn); these caches are "
+                             f"{k_cache.dtype}")
+        return _capi.KV_DTYPE_INPUT, None, None, 0
+    ks, vs = _scale_tensor("k_scale", k_scale, hkv), _scale_tensor("v_scale", v_scale, hkv)
+    per_head = hkv > 1 and any(s is not None and s.numel() == hkv for s in (ks, vs))
+    if per_head:  # both per head (a missing scale reads as 1 either way)
+        ks, vs = [s.expand(hkv).contiguous() if s is not None and s.numel() == 1 else s for s in (ks, vs)]
+    return _capi.KV_DTYPE_FP8_E4M3, ks, vs, int(per_head)
 
 
 def _paged_inputs(q, k_cache, v_cache, block_table, cache_seqlens):
@@ -227,23 +265,26 @@ def _paged_inputs(q, k_cache, v_cache, block_table, cache_seqlens):
 
 
 def launch_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, is_causal, layout, sm_scale,
-                 return_lse, policy, window=0):
+                 return_lse, policy, window=0, k_scale=None, v_scale=None):
     """(o, lse) of dense queries over a paged KV cache: q [B, Hq, Nq, D] in `layout`, k_cache and
     v_cache [num_pages, page_size, Hkv, D] (read in place through their strides; a cache the
     kernels cannot read so, one whose head dim is not contiguous, say, is copied), block_table an
     int32 CUDA tensor [B, max_pages], cache_seqlens int32 [B], max_seqlen_k the upper bound of any
     sequence's keys (desc->seq_kv); o contiguous in `layout` with q's shape, lse fp32 [B, Hq, Nq]
-    or None. window: a causal sliding window (0: none). A non-contiguous q is copied."""
+    or None. window: a causal sliding window (0: none). A non-contiguous q is copied. FP8 caches
+    (torch.float8_e4m3fn: K's value e4m3 * k_scale, V's e4m3 * v_scale): k_scale / v_scale FP32
+    CUDA tensors of 1 or Hkv scales, None: 1 (page_scales)."""
     q, k_cache, v_cache, ks, vs, block_table, cache_seqlens = _paged_inputs(q, k_cache, v_cache, block_table,
                                                                           cache_seqlens)
     index = q.device.index
     if torch.cuda.current_device() != index:
         with torch.cuda.device(index):
             return launch_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, is_causal, layout,
-                                sm_scale, return_lse, policy, window)
+                                sm_scale, return_lse, policy, window, k_scale, v_scale)
     b, hq, _, nq, _, d = dims(q, q, layout)
     num_pages, page_size, hkv = k_cache.shape[0], k_cache.shape[1], k_cache.shape[2]
     max_pages = block_table.shape[1]
+    kv_dtype, k_scale, v_scale, per_head = page_scales(k_cache, k_scale, v_scale, hkv)
     if b == 0 or nq == 0:  # no query rows: nothing to compute (an empty tensor has no address to pass)
         return torch.empty(q.shape, dtype=q.dtype, device=q.device), (
             torch.empty((b, hq, nq), dtype=torch.float32, device=q.device) if return_lse else None)
@@ -252,11 +293,13 @@ def launch_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, 
     desc = _capi.make_desc(b, hq, hkv, nq, max_seqlen_k, d, layout=layout, dtype=DTYPES[q.dtype], causal=is_causal,
                            sm_scale=sm_scale, policy=policy, window=window)
     kv = _capi.make_paged(k_cache.data_ptr(), v_cache.data_ptr(), block_table.data_ptr(), cache_seqlens.data_ptr(),
-                          page_size, max_pages, num_pages, ks, vs)
+                          page_size, max_pages, num_pages, ks, vs, kv_dtype=kv_dtype,
+                          k_scale=k_scale.data_ptr() if k_scale is not None else 0,
+                          v_scale=v_scale.data_ptr() if v_scale is not None else 0, scale_per_head=per_head)
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device) if return_lse else None
-    key = ("paged", b, hq, hkv, nq, max_seqlen_k, d, layout, q.dtype, is_causal, policy, page_size, max_pages,
-           num_pages, window, index)
+    key = ("paged", b, hq, hkv, nq, max_seqlen_k, d, layout, q.dtype, k_cache.dtype, is_causal, policy, page_size,
+           max_pages, num_pages, window, index)
     ws_bytes = _workspace_bytes(key, lambda: _capi.workspace_size_paged(desc, kv))
     ws = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
     _capi.attention_paged(desc, kv, q.data_ptr(), o.data_ptr(), lse.data_ptr() if return_lse else 0,
@@ -267,15 +310,16 @@ def launch_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, 
 @torch.library.custom_op("sagetune::attention_paged", mutates_args=(), device_types="cuda")
 def attention_paged(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
                     cache_seqlens: torch.Tensor, max_seqlen_k: int, is_causal: bool, layout: str, sm_scale: float,
-                    return_lse: bool, policy: str, window: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+                    return_lse: bool, policy: str, window: int = 0, k_scale: Optional[torch.Tensor] = None,
+                    v_scale: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
     o, lse = launch_paged(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, is_causal, layout, sm_scale,
-                          return_lse, policy, window)
+                          return_lse, policy, window, k_scale, v_scale)
     return o, lse if lse is not None else q.new_empty((0,), dtype=torch.float32)
 
 
 @attention_paged.register_fake
 def _(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, is_causal, layout, sm_scale, return_lse, policy,
-      window=0):
+      window=0, k_scale=None, v_scale=None):
     b, hq, _, nq, _, _ = dims(q, q, layout)
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = q.new_empty((b, hq, nq) if return_lse else (0,), dtype=torch.float32)
@@ -283,14 +327,15 @@ def _(q, k_cache, v_cache, block_table, cache_seqlens, max_seqlen_k, is_causal, 
 
 
 def launch_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q, max_seqlen_q, max_seqlen_k,
-                        is_causal, sm_scale, return_lse, policy, window=0):
+                        is_causal, sm_scale, return_lse, policy, window=0, k_scale=None, v_scale=None):
     """(o, lse) of variable-length queries over a paged KV cache: q packed [total_q, Hq, D] (a
     non-contiguous q is copied), cu_seqlens_q an int32 CUDA tensor of batch + 1 offsets, k_cache
     and v_cache [num_pages, page_size, Hkv, D] (read in place through their strides, copied where
     the kernels cannot read them so, as launch_paged's), block_table int32 [batch, max_pages],
     cache_seqlens int32 [batch], max_seqlen_q the longest sequence's queries (desc->seq_q),
     max_seqlen_k the upper bound of any sequence's keys (desc->seq_kv); o contiguous like q, lse
-    fp32 [Hq, total_q] or None. window: a causal sliding window (0: none)."""
+    fp32 [Hq, total_q] or None. window: a causal sliding window (0: none). FP8 caches and their
+    k_scale / v_scale as launch_paged's."""
     q, k_cache, v_cache, ks, vs, block_table, cache_seqlens = _paged_inputs(q, k_cache, v_cache, block_table,
                                                                           cache_seqlens)
     cu_seqlens_q = cu_seqlens_q.contiguous()
@@ -298,10 +343,11 @@ def launch_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seql
     if torch.cuda.current_device() != index:
         with torch.cuda.device(index):
             return launch_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q, max_seqlen_q,
-                                       max_seqlen_k, is_causal, sm_scale, return_lse, policy, window)
+                                       max_seqlen_k, is_causal, sm_scale, return_lse, policy, window, k_scale, v_scale)
     tq, hq, d = q.shape
     num_pages, page_size, hkv = k_cache.shape[0], k_cache.shape[1], k_cache.shape[2]
     batch, max_pages = block_table.shape[0], block_table.shape[1]
+    kv_dtype, k_scale, v_scale, per_head = page_scales(k_cache, k_scale, v_scale, hkv)
     if tq == 0 or batch == 0:  # no query rows: nothing to compute (an empty tensor has no address to pass)
         return torch.empty(q.shape, dtype=q.dtype, device=q.device), (
             torch.empty((hq, tq), dtype=torch.float32, device=q.device) if return_lse else None)
@@ -311,11 +357,13 @@ def launch_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seql
     desc = _capi.make_desc(batch, hq, hkv, max(1, max_seqlen_q), max_seqlen_k, d, layout="NHD", dtype=DTYPES[q.dtype],
                            causal=is_causal, sm_scale=sm_scale, policy=policy, window=window)
     kv = _capi.make_paged(k_cache.data_ptr(), v_cache.data_ptr(), block_table.data_ptr(), cache_seqlens.data_ptr(),
-                          page_size, max_pages, num_pages, ks, vs)
+                          page_size, max_pages, num_pages, ks, vs, kv_dtype=kv_dtype,
+                          k_scale=k_scale.data_ptr() if k_scale is not None else 0,
+                          v_scale=v_scale.data_ptr() if v_scale is not None else 0, scale_per_head=per_head)
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((hq, tq), dtype=torch.float32, device=q.device) if return_lse else None
-    key = ("varlen_paged", batch, hq, hkv, max_seqlen_q, max_seqlen_k, d, q.dtype, is_causal, policy, page_size,
-           max_pages, num_pages, tq, window, index)
+    key = ("varlen_paged", batch, hq, hkv, max_seqlen_q, max_seqlen_k, d, q.dtype, k_cache.dtype, is_causal, policy,
+           page_size, max_pages, num_pages, tq, window, index)
     ws_bytes = _workspace_bytes(key, lambda: _capi.workspace_size_varlen_paged(desc, tq, kv))
     ws = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device) if ws_bytes else None
     _capi.attention_varlen_paged(desc, cu_seqlens_q.data_ptr(), tq, kv, q.data_ptr(), o.data_ptr(),
@@ -328,15 +376,16 @@ def launch_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seql
 def attention_varlen_paged(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor,
                            cache_seqlens: torch.Tensor, cu_seqlens_q: torch.Tensor, max_seqlen_q: int,
                            max_seqlen_k: int, is_causal: bool, sm_scale: float, return_lse: bool,
-                           policy: str, window: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+                           policy: str, window: int = 0, k_scale: Optional[torch.Tensor] = None,
+                           v_scale: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
     o, lse = launch_varlen_paged(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q, max_seqlen_q,
-                                 max_seqlen_k, is_causal, sm_scale, return_lse, policy, window)
+                                 max_seqlen_k, is_causal, sm_scale, return_lse, policy, window, k_scale, v_scale)
     return o, lse if lse is not None else q.new_empty((0,), dtype=torch.float32)
 
 
 @attention_varlen_paged.register_fake
 def _(q, k_cache, v_cache, block_table, cache_seqlens, cu_seqlens_q, max_seqlen_q, max_seqlen_k, is_causal, sm_scale,
-      return_lse, policy, window=0):
+      return_lse, policy, window=0, k_scale=None, v_scale=None):
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = q.new_empty((q.shape[1], q.shape[0]) if return_lse else (0,), dtype=torch.float32)
     return o, lse

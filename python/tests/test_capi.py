@@ -148,12 +148,17 @@ class CapiTest(unittest.TestCase):
         self.assertEqual(cm.exception.status, _capi.ERR_UNSUPPORTED)
 
     def test_paged_fields_reach_the_library_field_by_field(self):
-        # sage_paged_kv: two pointers, two sage_strides (3 x int64), two pointers, three ints,
-        # padded to the pointers' 8 bytes: 16 + 48 + 16 + 12 + 4 = 96.
-        self.assertEqual(_capi.ctypes.sizeof(_capi.PagedKV), 96)
+        # sage_paged_kv: two pointers, two sage_strides (3 x int64), two pointers, four ints (the
+        # last kv_dtype), two pointers (the FP8 scales), an int padded to the pointers' 8 bytes:
+        # 16 + 48 + 16 + 16 + 16 + 8 = 120 (offsetof / sizeof of the C struct, gcc x86-64 and aarch64).
+        self.assertEqual(_capi.ctypes.sizeof(_capi.PagedKV), 120)
         offsets = {name: getattr(_capi.PagedKV, name).offset for name, _ in _capi.PagedKV._fields_}
         self.assertEqual(offsets, {"k_pages": 0, "v_pages": 8, "k_strides": 16, "v_strides": 40, "block_table": 64,
-                                   "seqlens_kv": 72, "page_size": 80, "max_pages": 84, "num_pages": 88})
+                                   "seqlens_kv": 72, "page_size": 80, "max_pages": 84, "num_pages": 88,
+                                   "kv_dtype": 92, "k_scale": 96, "v_scale": 104, "scale_per_head": 112})
+        types = {name: t for name, t in _capi.PagedKV._fields_}
+        self.assertEqual([types[n] for n in ("kv_dtype", "k_scale", "v_scale", "scale_per_head")],
+                         [_capi.ctypes.c_int, _capi.ctypes.c_void_p, _capi.ctypes.c_void_p, _capi.ctypes.c_int])
         table, lens = 0x90000, 0xA0000
 
         def paged(**over):
@@ -173,6 +178,9 @@ class CapiTest(unittest.TestCase):
         self.assertEqual((kv.k_strides.batch, kv.k_strides.head, kv.k_strides.seq), (1, 2, 3))
         self.assertEqual((kv.v_strides.batch, kv.v_strides.head, kv.v_strides.seq), (4, 5, 6))
         self.assertEqual((paged().k_strides.batch, paged().v_strides.seq), (0, 0))  # None: contiguous pages
+        # Existing callers: the queries' type, no scales.
+        self.assertEqual((paged().kv_dtype, paged().k_scale, paged().v_scale, paged().scale_per_head),
+                         (0, None, None, 0))
         invalid = _capi.ERR_INVALID_ARGUMENT
         # The problem's checks first (the descriptor's, then page size, pages, the table's rows)...
         refused(invalid, "desc->seq_kv must be >= 1, got 0", paged(page_size=12), desc=good(seq_kv=0))
@@ -212,6 +220,66 @@ class CapiTest(unittest.TestCase):
         with self.assertRaises(SageError) as cm:
             _capi.workspace_size_paged(good(head_dim=300), paged())
         self.assertEqual(cm.exception.status, _capi.ERR_UNSUPPORTED)
+
+    def test_fp8_page_fields_reach_the_library_field_by_field(self):
+        """sage_paged_kv's FP8 fields (kv_dtype, k_scale, v_scale, scale_per_head): make_paged fills
+        them, and the library reads each by name (its refusals name the field), all before any
+        device work, through sage_attention_paged, sage_attention_varlen_paged and their
+        workspace sizes."""
+        table, lens, ks, vs = 0x90000, 0xA0000, 0xB0000, 0xC0000
+        fp8 = _capi.KV_DTYPE_FP8_E4M3
+        self.assertEqual((_capi.KV_DTYPE_INPUT, fp8), (0, 1))
+        invalid = _capi.ERR_INVALID_ARGUMENT
+
+        def paged(**over):
+            args = dict(k_pages=K, v_pages=V, block_table=table, seqlens_kv=lens, page_size=16, max_pages=16,
+                        num_pages=40, kv_dtype=fp8, k_scale=ks, v_scale=vs, scale_per_head=1)
+            args.update(over)
+            return _capi.make_paged(**args)
+
+        kv = paged()
+        self.assertEqual((kv.kv_dtype, kv.k_scale, kv.v_scale, kv.scale_per_head), (1, ks, vs, 1))
+        self.assertEqual((kv.page_size, kv.max_pages, kv.num_pages), (16, 16, 40))  # the fields before them
+        kv = paged(k_scale=0, v_scale=0, scale_per_head=0)
+        self.assertEqual((kv.k_scale, kv.v_scale, kv.scale_per_head), (None, None, 0))  # 0: NULL (a scale of 1)
+
+        def refused(status, text, kv, desc=None, q=Q):
+            for call in ("paged", "varlen_paged"):
+                with self.assertRaises(SageError) as cm:
+                    if call == "paged":
+                        _capi.attention_paged(desc or good(), kv, q, O)
+                    else:
+                        d = desc or good()
+                        d.layout = _capi.LAYOUTS["NHD"]
+                        _capi.attention_varlen_paged(d, 0x70000, 300, kv, q, O)
+                self.assertEqual(cm.exception.status, status, f"{call}: {cm.exception}")
+                self.assertIn(text, str(cm.exception), call)
+
+        refused(invalid, "kv->kv_dtype must be SAGE_KV_DTYPE_INPUT (0) or SAGE_KV_DTYPE_FP8_E4M3 (1), got 2",
+                paged(kv_dtype=2))
+        # FP8 rows are 16-byte chunks of 16 elements: head dims of 8 (not 16) elements are refused.
+        refused(_capi.ERR_UNSUPPORTED, "head_dim 72: FP8 pages' rows are read as 16-byte chunks", paged(),
+                desc=good(head_dim=72))
+        # Strides: multiples of 16 elements (bytes) for FP8 pages, of 8 for the queries' type.
+        refused(invalid, "kv->k_strides.head must be a positive multiple of 16 elements (16 bytes of FP8), got 136",
+                paged(k_strides=(1 << 16, 136, 1024)))
+        refused(invalid, "q is NULL", paged(kv_dtype=0, k_strides=(1 << 16, 136, 1024)), q=0)
+        refused(invalid, "kv->v_strides.batch (pages) must be below 2^31 bytes for FP8 pages, got 2147483648",
+                paged(v_strides=(1 << 31, 128, 1024)))
+        # The scales: scale_per_head 0 or 1, 4-byte aligned pointers (read only for FP8 pages).
+        refused(invalid, "kv->scale_per_head must be 0 or 1, got 2", paged(scale_per_head=2))
+        refused(invalid, "kv->k_scale (0xb0002) must be 4-byte aligned", paged(k_scale=ks + 2))
+        refused(invalid, "kv->v_scale (0xc0001) must be 4-byte aligned", paged(v_scale=vs + 1))
+        refused(invalid, "q is NULL", paged(kv_dtype=0, scale_per_head=2, k_scale=ks + 2), q=0)
+        refused(invalid, "q is NULL", paged(), q=0)  # a well-formed FP8 kv gets as far as the dense tensors
+        with self.assertRaises(SageError) as cm:
+            _capi.workspace_size_paged(good(head_dim=72), paged())
+        self.assertEqual(cm.exception.status, _capi.ERR_UNSUPPORTED, str(cm.exception))
+        self.assertIn("multiple of 16", str(cm.exception))
+        with self.assertRaises(SageError) as cm:
+            _capi.workspace_size_varlen_paged(good(layout="NHD"), 300, paged(kv_dtype=3))
+        self.assertEqual(cm.exception.status, invalid, str(cm.exception))
+        self.assertIn("kv->kv_dtype must be", str(cm.exception))
 
     def test_varlen_paged_arguments_reach_the_library(self):
         """sage_attention_varlen_paged / sage_workspace_size_varlen_paged: the descriptor, total_q,

@@ -1144,3 +1144,204 @@ def test_varlen_paged_cuda_graph_replays_give_the_eager_bits(seq_q):
                                                return_lse=True)
 
     _replays_match_eager(make_inputs, call, _capture(make_inputs, call, warm_up=True))
+
+
+# ---- FP8 pages (k_cache, v_cache torch.float8_e4m3fn with k_scale / v_scale) ----------------
+
+FP8 = torch.float8_e4m3fn
+
+
+def _fp8_scales(kind, hkv, seed=0):
+    """(k_scale, v_scale) as the calls take them, and (k, v) as FP32 tensors of Hkv scales (the
+    reference's): "per_head" one a kv head (tensors [Hkv]), "float" Python floats, "tensor1"
+    one-element FP32 tensors (vLLM's layer._k_scale / _v_scale), "mixed" K's one a kv head and
+    V's a float (the single one expanded to Hkv)."""
+    f = 1.0 + 0.1 * seed
+    per_head = torch.linspace(0.015, 0.03, hkv, device=DEV) * f
+    args = {"per_head": (per_head, per_head * 1.5),
+            "float": (0.02 * f, 0.03 * f),
+            "tensor1": (torch.tensor([0.025 * f], device=DEV), torch.tensor([0.02 * f], device=DEV)),
+            "mixed": (per_head, 0.03 * f)}[kind]
+    full = [s.expand(hkv).float() if isinstance(s, torch.Tensor) else torch.full((hkv,), s, device=DEV)
+            for s in args]
+    return args, full
+
+
+def _fp8_pages(cache, scale):
+    """A cache [num_pages, page_size, Hkv, D] as FP8 pages at `scale` (FP32 [Hkv]): (the e4m3
+    bytes (cache / scale, clamped to e4m3's +-448), their values e4m3 * scale in FP32)."""
+    s = scale.view(1, 1, -1, 1)
+    c8 = (cache.float() / s).clamp(-448, 448).to(FP8)
+    return c8, c8.float() * s
+
+
+def _paged_fp8(lens, nq, hq, hkv, d, kind, dtype=torch.float16, page_size=16, seed=7):
+    """_paged's q, tables and caches with the caches as FP8 pages: (q, k8, v8, table, seqlens,
+    k_scale, v_scale, k_deq, v_deq), the *_deq FP32 caches of the pages' values."""
+    q, kc, vc, table, seqlens = _paged(lens, nq, hq, hkv, d, page_size=page_size, dtype=dtype, seed=seed)
+    (ks, vs), (ks_full, vs_full) = _fp8_scales(kind, hkv, seed=seed % 3)
+    k8, kdq = _fp8_pages(kc, ks_full)
+    v8, vdq = _fp8_pages(vc, vs_full)
+    return q, k8, v8, table, seqlens, ks, vs, kdq, vdq
+
+
+@pytest.mark.parametrize("d,dtype,nq,causal,window,kind", [
+    (128, torch.float16, 1, False, 0, "per_head"), (128, torch.bfloat16, 1, True, 0, "float"),
+    (64, torch.float16, 64, True, 0, "tensor1"), (128, torch.bfloat16, 64, False, 0, "per_head"),
+    (64, torch.bfloat16, 4, True, 100, "mixed"), (128, torch.float16, 64, True, 256, "float")])
+def test_paged_fp8_pages_match_the_dequantized_reference(d, dtype, nq, causal, window, kind):
+    """FP8 pages (e4m3 bytes, K's value byte * k_scale, V's byte * v_scale; vLLM's fp8_e4m3 cache)
+    of three sequences of 700, 1 and 2000 keys in 16-slot pages shuffled through a pool, GQA 8 of
+    2 heads, fp16 and bf16 queries, decoding (1 query) and 64-query chunks, scales one a kv head,
+    floats, one-element tensors, or mixed; with and without a sliding window: O against FP32 SDPA
+    on each sequence's gathered dequantized keys and values (k8.float() * k_scale) at the
+    unquantized kernels' thresholds (cos >= 0.99999, rel-L1 <= 0.005), LSE against
+    torch.logsumexp of the scaled scores; rows that see no key are 0 with LSE -inf."""
+    q, k8, v8, table, seqlens, ks, vs, kdq, vdq = _paged_fp8([700, 1, 2000], nq, 8, 2, d, kind, dtype=dtype)
+    with torch.no_grad():
+        o, lse = sagetune.attention_paged(q, k8, v8, table, seqlens, is_causal=causal, return_lse=True, window=window,
+                                          k_scale=ks, v_scale=vs)
+    assert o.shape == q.shape and o.dtype == dtype and o.is_contiguous()
+    assert lse.shape == (3, 8, nq) and lse.dtype == torch.float32
+    ref, ref_lse, seen = _paged_reference(q, kdq, vdq, table, seqlens, causal, window=window)
+    o_rows, ref_rows = o.transpose(1, 2), ref.transpose(1, 2)  # [B, Hq, nq, D]
+    assert (o_rows[~seen] == 0).all() and torch.isneginf(lse[~seen]).all()
+    cos, rel = metrics(o_rows[seen], ref_rows[seen])
+    assert cos >= 0.99999 and rel <= 0.005, (cos, rel)
+    torch.testing.assert_close(lse[seen], ref_lse[seen], atol=2e-3, rtol=0)
+    with torch.no_grad():  # the scales are read: without them (1.0) the result is far off
+        unscaled = sagetune.attention_paged(q, k8, v8, table, seqlens, is_causal=causal, window=window)
+    assert metrics(unscaled.transpose(1, 2)[seen], ref_rows[seen])[1] > 0.05
+
+
+def test_paged_fp8_views_operator_and_torch_compile():
+    """FP8 K and V as views of one [num_pages, 2, page_size, Hkv, D] e4m3 pool (read in place: the
+    bits of contiguous pages), q in HND; torch.ops.sagetune.attention_paged with its k_scale /
+    v_scale tensors gives the eager bits, its fake implementation passes opcheck's fake-tensor
+    test, and torch.compile(fullgraph=True) of a decoding step gives the eager bits."""
+    torch._dynamo.reset()
+    q, k8, v8, table, seqlens, ks, vs, _, _ = _paged_fp8([500, 33, 1200], 4, 8, 2, 128, "per_head", seed=3)
+    pool = torch.stack([k8.view(torch.uint8), v8.view(torch.uint8)], dim=1).view(FP8)
+    kv, vv = pool[:, 0], pool[:, 1]
+    assert not kv.is_contiguous()
+    max_k = table.shape[1] * k8.shape[1]
+    with torch.no_grad():
+        eager, eager_lse = sagetune.attention_paged(q, k8, v8, table, seqlens, is_causal=True, return_lse=True,
+                                                    k_scale=ks, v_scale=vs)
+        o, lse = sagetune.attention_paged(q, kv, vv, table, seqlens, is_causal=True, return_lse=True, k_scale=ks,
+                                          v_scale=vs)
+        assert torch.equal(o, eager) and torch.equal(lse, eager_lse)
+        o_hnd = sagetune.attention_paged(q.transpose(1, 2).contiguous(), kv, vv, table, seqlens, is_causal=True,
+                                         tensor_layout="HND", k_scale=ks, v_scale=vs)
+        cos, rel = metrics(o_hnd.transpose(1, 2), eager)  # (the HND call's kernels may differ in the last bits)
+        assert cos >= 0.99999 and rel <= 0.005, (cos, rel)
+        o, lse = torch.ops.sagetune.attention_paged(q, k8, v8, table, seqlens, max_k, True, "NHD", 0.0, True,
+                                                    "balanced", 0, ks, vs)
+        assert torch.equal(o, eager) and torch.equal(lse, eager_lse)
+
+        def step(q, kc, vc, table, seqlens, ks, vs):
+            o, lse = sagetune.attention_paged(q, kc, vc, table, seqlens, is_causal=True, return_lse=True, k_scale=ks,
+                                              v_scale=vs)
+            return o * 2, lse + 1
+
+        got = torch.compile(step, fullgraph=True)(q, k8, v8, table, seqlens, ks, vs)
+        for g, w in zip(got, step(q, k8, v8, table, seqlens, ks, vs)):
+            assert g.shape == w.shape and torch.equal(g, w)
+    # Only the fake-tensor test: opcheck's schema test compares the inputs with torch.allclose,
+    # which FP8 tensors lack.
+    torch.library.opcheck(torch.ops.sagetune.attention_paged.default,
+                          (q, k8, v8, table, seqlens, max_k, True, "NHD", 0.0, True, "balanced", 0, ks, vs),
+                          test_utils="test_faketensor")
+
+
+@pytest.mark.parametrize("mix,causal,window,d,dtype,page_size,kind", [
+    ("chunk", True, 0, 128, torch.float16, 16, "per_head"), ("chunk", False, 0, 64, torch.bfloat16, 64, "float"),
+    ("decode", True, 0, 128, torch.bfloat16, 16, "tensor1"), ("chunk", True, 128, 64, torch.float16, 16, "mixed")])
+def test_varlen_paged_fp8_pages_match_each_sequences_dequantized_reference(mix, causal, window, d, dtype, page_size,
+                                                                           kind):
+    """A serving step over FP8 pages: packed queries of a mixed batch (a 200-query chunk,
+    decoding tokens, a whole prompt, an empty sequence, 5 queries over 3 keys) or pure decoding,
+    GQA 8 of 2 heads, scales of every kind, one with a sliding window: each sequence's rows of O
+    against FP32 SDPA on its gathered dequantized keys and values at the unquantized kernels'
+    thresholds, LSE against torch.logsumexp; rows that see no key are 0 with LSE -inf; the
+    operator gives the eager bits."""
+    seq_q, lens = _VARLEN_PAGED_MIXES[mix]
+    _, k8, v8, table, seqlens, ks, vs, kdq, vdq = _paged_fp8(lens, 1, 8, 2, d, kind, dtype=dtype, page_size=page_size,
+                                                             seed=13)
+    g = torch.Generator(device=DEV).manual_seed(1013)
+    q = torch.randn(sum(seq_q), 8, d, device=DEV, dtype=dtype, generator=g)
+    cu = torch.tensor([0] + torch.tensor(seq_q).cumsum(0).tolist(), dtype=torch.int32, device=DEV)
+    with torch.no_grad():
+        o, lse = sagetune.attention_varlen_paged(q, k8, v8, table, seqlens, cu, max(seq_q), is_causal=causal,
+                                                 return_lse=True, window=window, k_scale=ks, v_scale=vs)
+        # the operator takes the scales as tensors (a float: one FP32 element, as the call makes it)
+        ks_t, vs_t = [x if isinstance(x, torch.Tensor) else torch.tensor([x], device=DEV) for x in (ks, vs)]
+        op, _ = torch.ops.sagetune.attention_varlen_paged(q, k8, v8, table, seqlens, cu, max(seq_q),
+                                                          table.shape[1] * k8.shape[1], causal, 0.0, False,
+                                                          "balanced", window, ks_t, vs_t)
+    assert torch.equal(op, o)
+    assert o.shape == q.shape and o.dtype == dtype and o.is_contiguous()
+    assert lse.shape == (8, q.shape[0]) and lse.dtype == torch.float32
+    ref, ref_lse, seen = _varlen_paged_reference(q, kdq, vdq, table, seqlens, cu, causal, window=window)
+    o_rows, ref_rows = o.transpose(0, 1), ref.transpose(0, 1)  # [Hq, total_q, D]
+    assert (o_rows[~seen] == 0).all() and torch.isneginf(lse[~seen]).all()
+    cos, rel = metrics(o_rows[seen], ref_rows[seen])
+    assert cos >= 0.99999 and rel <= 0.005, (cos, rel)
+    torch.testing.assert_close(lse[seen], ref_lse[seen], atol=2e-3, rtol=0)
+
+
+def test_varlen_paged_fp8_cuda_graph_replays_see_new_scales():
+    """A serving step over FP8 pages (decoding and a 64-query chunk) captured with
+    torch.cuda.graph, replayed on new queries, pages, tables and scales copied into the captured
+    tensors (K's one a kv head, V's a single one expanded to Hkv inside the graph): the kernels
+    read the scales on the device, so each replay gives the eager call's bits on its inputs."""
+    seq_q, lens = [1, 64, 1, 1], [900, 200, 33, 1]
+
+    def make_inputs(seed):
+        _, k8, v8, table, seqlens, ks, _, _, _ = _paged_fp8(lens, 1, 8, 2, 128, "per_head", seed=seed)
+        g = torch.Generator(device=DEV).manual_seed(seed + 1000)
+        q = torch.randn(sum(seq_q), 8, 128, device=DEV, dtype=torch.float16, generator=g)
+        cu = torch.tensor([0] + torch.tensor(seq_q).cumsum(0).tolist(), dtype=torch.int32, device=DEV)
+        vs = torch.tensor([0.02 + 0.01 * (seed % 2)], device=DEV)
+        return q, k8, v8, table, seqlens, cu, ks * (1 + seed % 2), vs
+
+    def call(q, k8, v8, table, seqlens, cu, ks, vs):
+        return sagetune.attention_varlen_paged(q, k8, v8, table, seqlens, cu, max(seq_q), is_causal=True,
+                                               return_lse=True, k_scale=ks, v_scale=vs)
+
+    _replays_match_eager(make_inputs, call, _capture(make_inputs, call, warm_up=True))
+
+
+def test_fp8_pages_clear_errors():
+    """Scales without FP8 caches, FP8 caches of a head dim that is not a multiple of 16, FP8 mixed
+    with fp16 caches or as queries, and scales of the wrong count, dtype or device: each a
+    TypeError or ValueError before any launch, for both paged calls."""
+    q, kc, vc, table, seqlens = _paged([100, 40], 1, 4, 2, 64)
+    k8, v8 = kc.to(FP8), vc.to(FP8)
+    one = torch.ones(1, device=DEV)
+    cu = torch.tensor([0, 1, 2], dtype=torch.int32, device=DEV)
+    calls = [lambda q, k, v, **kw: sagetune.attention_paged(q, k, v, table, seqlens, **kw),
+             lambda q, k, v, **kw: sagetune.attention_varlen_paged(q[:, 0].contiguous() if q.dim() == 4 else q, k, v,
+                                                                   table, seqlens, cu, 1, **kw)]
+    with torch.no_grad():
+        for f in calls:
+            with pytest.raises(ValueError, match="scales of FP8 caches"):
+                f(q, kc, vc, k_scale=one)
+            with pytest.raises(ValueError, match="scales of FP8 caches"):
+                f(q, kc, vc, v_scale=0.5)
+            q72 = torch.randn(2, 1, 4, 72, device=DEV, dtype=torch.float16)
+            c72 = torch.randn(kc.shape[0], 16, 2, 72, device=DEV).to(FP8)
+            with pytest.raises(ValueError, match="head_dim that is a multiple of 16.*got 72"):
+                f(q72, c72, c72, k_scale=one)
+            with pytest.raises(TypeError, match="share a dtype"):
+                f(q, k8, vc)
+            with pytest.raises(TypeError, match="q is torch.float8_e4m3fn"):
+                f(q.to(FP8), k8, v8)
+            with pytest.raises(ValueError, match="one scale, or one a kv head \\(Hkv = 2\\), got 3"):
+                f(q, k8, v8, k_scale=torch.ones(3, device=DEV))
+            with pytest.raises(TypeError, match="torch.float32 tensor"):
+                f(q, k8, v8, v_scale=one.double())
+            with pytest.raises(TypeError, match="torch.float32 tensor"):
+                f(q, k8, v8, k_scale=one.cpu())
+            with pytest.raises(TypeError, match="None, a float or a torch.float32 tensor"):
+                f(q, k8, v8, k_scale="0.5")

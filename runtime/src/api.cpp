@@ -99,7 +99,9 @@ AttnProblem checked_paged_problem(const sage_attention_desc* d, const sage_paged
   if (!kv) throw Error(Errc::invalid_argument, "kv is NULL");
   DescView v{d->batch, d->heads_q, d->heads_kv, d->seq_q, d->seq_kv, d->head_dim, int(d->layout), int(d->dtype),
              d->causal, d->sm_scale, int(d->policy), d->window};
-  return paged_problem_of(v, kv->page_size, kv->max_pages, kv->num_pages, policy);
+  AttnProblem p = paged_problem_of(v, kv->page_size, kv->max_pages, kv->num_pages, policy);
+  set_kv_dtype(p, kv->kv_dtype);
+  return p;
 }
 
 AttnProblem checked_varlen_paged_problem(const sage_attention_desc* d, int total_q, const sage_paged_kv* kv,
@@ -108,7 +110,9 @@ AttnProblem checked_varlen_paged_problem(const sage_attention_desc* d, int total
   if (!kv) throw Error(Errc::invalid_argument, "kv is NULL");
   DescView v{d->batch, d->heads_q, d->heads_kv, d->seq_q, d->seq_kv, d->head_dim, int(d->layout), int(d->dtype),
              d->causal, d->sm_scale, int(d->policy), d->window};
-  return varlen_paged_problem_of(v, total_q, kv->page_size, kv->max_pages, kv->num_pages, policy);
+  AttnProblem p = varlen_paged_problem_of(v, total_q, kv->page_size, kv->max_pages, kv->num_pages, policy);
+  set_kv_dtype(p, kv->kv_dtype);
+  return p;
 }
 
 }  // namespace
@@ -241,6 +245,7 @@ SAGE_API sage_status sage_attention_paged(const sage_attention_desc* desc, const
     const TensorStrides ks{kv->k_strides.batch, kv->k_strides.head, kv->k_strides.seq};
     const TensorStrides vs{kv->v_strides.batch, kv->v_strides.head, kv->v_strides.seq};
     rt::set_paged_args(p, a, ks, vs, kv->block_table, kv->seqlens_kv, kv->max_pages, kv->num_pages);
+    rt::set_page_scales(p, a, kv->k_scale, kv->v_scale, kv->scale_per_head);
     rt::check_pointers(a, workspace);
     p.return_lse = lse != nullptr;
     rt::run(p, policy, a, workspace, workspace_bytes, static_cast<CUstream>(stream));
@@ -268,6 +273,7 @@ SAGE_API sage_status sage_attention_varlen_paged(const sage_attention_desc* desc
     const TensorStrides ks{kv->k_strides.batch, kv->k_strides.head, kv->k_strides.seq};
     const TensorStrides vs{kv->v_strides.batch, kv->v_strides.head, kv->v_strides.seq};
     rt::set_paged_args(p, a, ks, vs, kv->block_table, kv->seqlens_kv, kv->max_pages, kv->num_pages);
+    rt::set_page_scales(p, a, kv->k_scale, kv->v_scale, kv->scale_per_head);
     a.cu_seqlens_q = cu_seqlens_q;
     rt::check_pointers(a, workspace);
     p.return_lse = lse != nullptr;

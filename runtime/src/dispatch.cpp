@@ -198,19 +198,29 @@ void check_memory(const void* ptr, std::size_t bytes, const char* name) {
                                             start + size - p, " bytes after it"));
 }
 
+// FP8 pages' scales: one FP32 value each, or one a kv head.
+static void check_page_scales(const AttnProblem& p, const AttnArgs& a) {
+  if (!p.kv_fp8) return;
+  const std::size_t n = std::size_t(a.kv_scale_stride ? p.heads_kv : 1) * sizeof(float);
+  if (a.kv_k_scale) check_memory(a.kv_k_scale, n, "kv->k_scale");
+  if (a.kv_v_scale) check_memory(a.kv_v_scale, n, "kv->v_scale");
+}
+
 void check_call_memory(const AttnProblem& p, const AttnArgs& a, const void* ws, std::size_t ws_need) {
   const std::size_t elem = 2;  // FP16 and BF16
+  const std::size_t kv_elem = p.kv_fp8 ? 1 : 2;  // a paged cache's: FP8 pages hold bytes
   if (p.varlen && p.paged) {  // packed queries [total_q, heads_q, D] and LSE [heads_q, total_q]; the caches; the tables
     if (p.total_q > 0) {
       check_memory(a.q, std::size_t(p.total_q) * p.heads_q * p.head_dim * elem, "q");
       check_memory(a.o, std::size_t(p.total_q) * p.heads_q * p.head_dim * elem, "o");
       if (a.lse) check_memory(a.lse, std::size_t(p.heads_q) * p.total_q * sizeof(float), "lse");
     }
-    check_memory(a.k, std::size_t(extent_elems(a.sk, a.num_pages, p.heads_kv, p.page_size, p.head_dim)) * elem, "kv->k_pages");
-    check_memory(a.v, std::size_t(extent_elems(a.sv, a.num_pages, p.heads_kv, p.page_size, p.head_dim)) * elem, "kv->v_pages");
+    check_memory(a.k, std::size_t(extent_elems(a.sk, a.num_pages, p.heads_kv, p.page_size, p.head_dim)) * kv_elem, "kv->k_pages");
+    check_memory(a.v, std::size_t(extent_elems(a.sv, a.num_pages, p.heads_kv, p.page_size, p.head_dim)) * kv_elem, "kv->v_pages");
     check_memory(a.cu_seqlens_q, std::size_t(p.batch + 1) * sizeof(std::int32_t), "cu_seqlens_q");
     check_memory(a.block_table, std::size_t(p.batch) * a.bt_stride * sizeof(std::int32_t), "kv->block_table");
     check_memory(a.seqlens_kv, std::size_t(p.batch) * sizeof(std::int32_t), "kv->seqlens_kv");
+    check_page_scales(p, a);
     if (ws) check_memory(ws, ws_need, "workspace");
     return;
   }
@@ -234,11 +244,12 @@ void check_call_memory(const AttnProblem& p, const AttnArgs& a, const void* ws, 
   if (p.paged) {  // dense Q, O and LSE; the caches' pages; the tables
     check_memory(a.q, std::size_t(p.q_elems()) * elem, "q");
     check_memory(a.o, std::size_t(p.q_elems()) * elem, "o");
-    check_memory(a.k, std::size_t(extent_elems(a.sk, a.num_pages, p.heads_kv, p.page_size, p.head_dim)) * elem, "kv->k_pages");
-    check_memory(a.v, std::size_t(extent_elems(a.sv, a.num_pages, p.heads_kv, p.page_size, p.head_dim)) * elem, "kv->v_pages");
+    check_memory(a.k, std::size_t(extent_elems(a.sk, a.num_pages, p.heads_kv, p.page_size, p.head_dim)) * kv_elem, "kv->k_pages");
+    check_memory(a.v, std::size_t(extent_elems(a.sv, a.num_pages, p.heads_kv, p.page_size, p.head_dim)) * kv_elem, "kv->v_pages");
     if (a.lse) check_memory(a.lse, std::size_t(p.batch) * p.heads_q * p.seq_q * sizeof(float), "lse");
     check_memory(a.block_table, std::size_t(p.batch) * a.bt_stride * sizeof(std::int32_t), "kv->block_table");
     check_memory(a.seqlens_kv, std::size_t(p.batch) * sizeof(std::int32_t), "kv->seqlens_kv");
+    check_page_scales(p, a);
     if (ws) check_memory(ws, ws_need, "workspace");
     return;
   }

@@ -40,7 +40,7 @@ const char* to_string(Source s) {
 std::string BucketKey::str() const {
   return cat("d", head_dim, "_", causal ? "causal" : "noncausal", "_", to_string(dtype), "_", to_string(layout), "_q",
              seq_q, "_kv", seq_kv, "_bh", bh, "_", to_string(policy), rows16 ? "_r16" : "", varlen ? "_varlen" : "",
-             window ? "_window" : "", paged ? "_paged" : "");
+             window ? "_window" : "", kv8 ? "_kv8" : "", paged ? "_paged" : "");
 }
 
 BucketKey BucketKey::parse(const std::string& s) {
@@ -50,13 +50,16 @@ BucketKey BucketKey::parse(const std::string& s) {
   std::vector<std::string> f = split(s, '_');
   const bool paged = f.size() > 8 && f.back() == "paged";
   if (paged) f.pop_back();
+  const bool kv8 = f.size() > 8 && f.back() == "kv8";
+  if (kv8) f.pop_back();
+  if (kv8 && !paged) throw bad("kv8 (FP8 pages) is a paged key's");
   const bool window = f.size() > 8 && f.back() == "window";
   if (window) f.pop_back();
   const bool varlen = f.size() > 8 && f.back() == "varlen";
   if (varlen) f.pop_back();
   if (f.size() != 8 && !(f.size() == 9 && f[8] == "r16"))
     throw bad(cat("expected 8 '_'-separated fields (d128_causal_fp16_HND_q4096_kv4096_bh128_balanced), and an optional "
-                  "ninth, r16, each optionally followed by varlen, then by window, then by paged; got ", f.size()));
+                  "ninth, r16, each optionally followed by varlen, then by window, then by kv8, then by paged; got ", f.size()));
   auto num = [&](const std::string& field, const char* prefix, const char* name) {
     if (!starts_with(field, prefix)) throw bad(cat("field ", name, " must start with '", prefix, "', got '", field, "'"));
     const std::string digits = field.substr(std::string(prefix).size());
@@ -90,6 +93,7 @@ BucketKey BucketKey::parse(const std::string& s) {
   k.window = window;
   if (window && !k.causal) throw bad("a window key must be causal");
   k.paged = paged;
+  k.kv8 = kv8;
   return k;
 }
 
@@ -117,6 +121,7 @@ BucketKey Buckets::key_of(const AttnProblem& p, Policy policy, int call_head_dim
   k.varlen = p.varlen;
   k.window = p.window > 0;
   k.paged = p.paged;
+  k.kv8 = p.paged && p.kv_fp8;
   return k;
 }
 
@@ -137,6 +142,7 @@ std::size_t CacheKeyHash::operator()(const CacheKey& k) const noexcept {
   mix(std::size_t(b.varlen));
   mix(std::size_t(b.window));
   mix(std::size_t(b.paged));
+  mix(std::size_t(b.kv8));
   mix(std::size_t(k.pairs));
   mix(std::size_t(k.sms));
   return h;
@@ -165,6 +171,7 @@ std::string reproduce_command(const AttnProblem& p, Policy policy, const std::st
   s += cat(" --causal ", p.causal ? "yes" : "no");
   if (p.window > 0) s += cat(" --window ", p.window);
   if (p.paged) s += cat(" --paged ", p.page_size);
+  if (p.kv_fp8) s += " --kv-fp8";
   if (p.layout != Layout::HND) s += " --layout NHD";
   if (p.dtype != DType::fp16) s += " --dtype bf16";
   // The policy chose the variant; the bench times the named variant whatever the policy, so

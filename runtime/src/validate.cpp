@@ -156,6 +156,30 @@ AttnProblem varlen_paged_problem_of(const DescView& d, int total_q, int page_siz
   return p;
 }
 
+void set_kv_dtype(AttnProblem& p, int kv_dtype) {
+  if (kv_dtype == 0) return;
+  if (kv_dtype != 1)
+    throw Error(Errc::invalid_argument, cat("kv->kv_dtype must be SAGE_KV_DTYPE_INPUT (0) or SAGE_KV_DTYPE_FP8_E4M3 (1), got ",
+                                            kv_dtype));
+  if (p.head_dim % 16 != 0)
+    throw Error(Errc::unsupported, cat("head_dim ", p.head_dim, ": FP8 pages' rows are read as 16-byte chunks of 16 "
+                                       "elements, so their head dim must be a multiple of 16"));
+  if (p.seq_kv >= (1 << 30))
+    throw Error(Errc::unsupported, cat("desc->seq_kv ", p.seq_kv, ": FP8 pages take fewer than 2^30 keys a sequence"));
+  p.kv_fp8 = true;
+}
+
+void set_page_scales(const AttnProblem& p, AttnArgs& a, const float* k_scale, const float* v_scale, int per_head) {
+  if (!p.kv_fp8) return;  // the queries' type: no scales read
+  if (per_head != 0 && per_head != 1)
+    throw Error(Errc::invalid_argument, cat("kv->scale_per_head must be 0 or 1, got ", per_head));
+  if (k_scale) aligned(k_scale, 4, "kv->k_scale");
+  if (v_scale) aligned(v_scale, 4, "kv->v_scale");
+  a.kv_k_scale = k_scale;
+  a.kv_v_scale = v_scale;
+  a.kv_scale_stride = per_head;
+}
+
 void set_paged_args(const AttnProblem& p, AttnArgs& a, const TensorStrides& ks, const TensorStrides& vs,
                     const std::int32_t* block_table, const std::int32_t* seqlens_kv, int max_pages, int num_pages) {
   if (!a.k) throw Error(Errc::invalid_argument, "kv->k_pages is NULL");
@@ -185,9 +209,13 @@ void set_paged_args(const AttnProblem& p, AttnArgs& a, const TensorStrides& ks, 
         *v[i] = 0;  // never stepped over
         continue;
       }
-      if (*v[i] <= 0 || *v[i] % 8 != 0)
-        throw Error(Errc::invalid_argument, cat("kv->", name, "_strides.", dim[i], " must be a positive multiple of 8 "
-                                                "elements (16 bytes), got ", *v[i]));
+      if (p.kv_fp8 && *v[i] >= (std::int64_t(1) << 31))  // the FP8 kernels' strides are 32-bit (Fp8Pages)
+        throw Error(Errc::invalid_argument, cat("kv->", name, "_strides.", dim[i], " must be below 2^31 bytes for FP8 "
+                                                "pages, got ", *v[i]));
+      const int m = p.kv_fp8 ? 16 : 8;  // elements in 16 bytes
+      if (*v[i] <= 0 || *v[i] % m != 0)
+        throw Error(Errc::invalid_argument, cat("kv->", name, "_strides.", dim[i], " must be a positive multiple of ", m,
+                                                " elements (16 bytes", p.kv_fp8 ? " of FP8" : "", "), got ", *v[i]));
     }
     return s;
   };

@@ -2221,10 +2221,13 @@ TEST_F(RuntimeGpu, CheckPointersRejectsHostMemoryAndShortBuffers) {
 // A paged cache on the device: each sequence's keys in pages drawn in shuffled order from a pool
 // with spare pages; table entries past a sequence's pages hold values outside the pool (never
 // read), and one entry inside the longest sequence's does too (read as page 0, as documented).
+// FP8 pages (fp8 > 0): the caches hold e4m3 bytes of N(0, 1) values over each kv head's scale
+// (fp8 1: one scale for all heads, 2: one a head, 3: none, the bytes' values themselves), and hk /
+// hv the values they stand for (byte x scale, in the queries' type) for the references.
 struct PagedCache {
   PagedCache(int batch, int hkv, int d, int page, int seq_kv_bound, const std::vector<int>& lens, DType dt,
-             std::uint64_t seed)
-      : hkv(hkv), d(d), page(page), lens(lens) {
+             std::uint64_t seed, int fp8 = 0)
+      : hkv(hkv), d(d), page(page), fp8(fp8), lens(lens) {
     max_pages = (seq_kv_bound + page - 1) / page;
     int need = 0;
     for (int l : lens) need += (l + page - 1) / page;
@@ -2247,12 +2250,38 @@ struct PagedCache {
     const std::size_t elems = std::size_t(num_pages) * page * hkv * d;
     hk.resize(elems);
     hv.resize(elems);
-    for (auto* h : {&hk, &hv})
-      for (auto& x : *h) x = dt == DType::bf16 ? tuner::float_to_bf16(n(rng)) : tuner::float_to_half(n(rng));
-    k = DeviceBuffer(elems * 2);
-    v = DeviceBuffer(elems * 2);
-    k.upload(hk.data(), elems * 2);
-    v.upload(hv.data(), elems * 2);
+    auto to16 = [&](float x) { return dt == DType::bf16 ? tuner::float_to_bf16(x) : tuner::float_to_half(x); };
+    if (fp8 == 0) {
+      for (auto* h : {&hk, &hv})
+        for (auto& x : *h) x = to16(n(rng));
+      k = DeviceBuffer(elems * 2);
+      v = DeviceBuffer(elems * 2);
+      k.upload(hk.data(), elems * 2);
+      v.upload(hv.data(), elems * 2);
+    } else {
+      // vLLM-style scales (amax / 448 of values up to about 4.5), not powers of two; K's and V's differ.
+      for (int h = 0; h < hkv; ++h) {
+        const float f = fp8 == 2 ? 1.f + 0.37f * float(h) : 1.f;
+        ks.push_back(fp8 == 3 ? 1.f : 4.5f * f / 448.f);
+        vs.push_back(fp8 == 3 ? 1.f : 3.1f * f / 448.f);
+      }
+      std::vector<std::uint8_t> bk(elems), bv(elems);
+      for (std::size_t i = 0; i < elems; ++i) {
+        const int h = int((i / std::size_t(d)) % std::size_t(hkv));
+        bk[i] = tuner::float_to_e4m3(n(rng) / ks[std::size_t(h)]);
+        bv[i] = tuner::float_to_e4m3(n(rng) / vs[std::size_t(h)]);
+        hk[i] = to16(tuner::e4m3_to_float(bk[i]) * ks[std::size_t(h)]);
+        hv[i] = to16(tuner::e4m3_to_float(bv[i]) * vs[std::size_t(h)]);
+      }
+      k = DeviceBuffer(elems);
+      v = DeviceBuffer(elems);
+      k.upload(bk.data(), elems);
+      v.upload(bv.data(), elems);
+      dks = DeviceBuffer(ks.size() * 4);
+      dvs = DeviceBuffer(vs.size() * 4);
+      dks.upload(ks.data(), ks.size() * 4);
+      dvs.upload(vs.data(), vs.size() * 4);
+    }
     bt = DeviceBuffer(table.size() * 4);
     bt.upload(table.data(), table.size() * 4);
     sl = DeviceBuffer(lens.size() * 4);
@@ -2268,6 +2297,12 @@ struct PagedCache {
     x.page_size = page;
     x.max_pages = max_pages;
     x.num_pages = num_pages;
+    if (fp8 > 0) {
+      x.kv_dtype = SAGE_KV_DTYPE_FP8_E4M3;
+      x.k_scale = fp8 == 3 ? nullptr : dks.as<float>();
+      x.v_scale = fp8 == 3 ? nullptr : dvs.as<float>();
+      x.scale_per_head = fp8 == 2 ? 1 : 0;
+    }
     return x;
   }
   // Sequence b's K or V rows, dense in `layout` ([1, len, hkv, d] or [1, hkv, len, d]).
@@ -2285,11 +2320,12 @@ struct PagedCache {
     }
     return out;
   }
-  int hkv, d, page, max_pages = 0, num_pages = 0;
+  int hkv, d, page, fp8, max_pages = 0, num_pages = 0;
   std::vector<int> lens;
   std::vector<std::int32_t> table;
   std::vector<std::uint16_t> hk, hv;
-  DeviceBuffer k, v, bt, sl;
+  std::vector<float> ks, vs;  // FP8: the scales of each kv head
+  DeviceBuffer k, v, bt, sl, dks, dvs;
 };
 
 struct PagedCase {
@@ -2304,12 +2340,15 @@ struct PagedCase {
   int index = 0;
   int hkv = 2;     // kv heads (of 8 query heads)
   int window = 0;  // a sliding window (causal)
+  int fp8 = 0;     // FP8 pages (PagedCache: 1 one scale, 2 one a head, 3 none)
 };
+const char* fp8_case_name(int fp8) { return fp8 == 1 ? "_Fp8" : fp8 == 2 ? "_Fp8Heads" : fp8 == 3 ? "_Fp8Unscaled" : ""; }
 std::string paged_case_name(const ::testing::TestParamInfo<PagedCase>& i) {
   const PagedCase& c = i.param;
   return cat(c.variant ? cat("W", c.index, "_") : std::string(), "D", c.d, "_Q", c.seq_q, "_Page", c.page,
              c.causal ? "_Causal" : "", c.dtype == DType::bf16 ? "_Bf16" : "", c.layout == Layout::HND ? "_Hnd" : "",
-             c.lse ? "_Lse" : "", c.hkv == 1 ? "_Mqa" : "", c.window ? cat("_Window", c.window) : std::string());
+             c.lse ? "_Lse" : "", c.hkv == 1 ? "_Mqa" : "", c.window ? cat("_Window", c.window) : std::string(),
+             fp8_case_name(c.fp8));
 }
 
 class RuntimeGpuPaged : public RuntimeGpu, public ::testing::WithParamInterface<PagedCase> {};
@@ -2325,7 +2364,7 @@ TEST_P(RuntimeGpuPaged, MatchesEachSequencesReference) {
   const int hq = 8, hkv = c.hkv, bound = 3072;
   const std::vector<int> lens{700, 0, 3000, c.seq_q, 1500};
   const int batch = int(lens.size());
-  const PagedCache cache(batch, hkv, c.d, c.page, bound, lens, c.dtype, 17);
+  const PagedCache cache(batch, hkv, c.d, c.page, bound, lens, c.dtype, 17, c.fp8);
   AttnProblem qp = make(batch, hq, hkv, c.seq_q, c.seq_q, c.d, false, c.layout, c.dtype);
   Tensors t(qp, 5);
   sage_attention_desc desc = sage_attention_desc_init(batch, hq, hkv, c.seq_q, bound, c.d);
@@ -2465,7 +2504,21 @@ INSTANTIATE_TEST_SUITE_P(
                       PagedCase{64, 300, 32, true, DType::fp16, Layout::HND, true, nullptr, 0, 2, 1000},
                       PagedCase{256, 2, 16, true, DType::fp16, Layout::NHD, true, nullptr, 0, 2, 333},
                       PagedCase{128, 8, 16, true, DType::fp16, Layout::NHD, true, nullptr, 0, 1, 64},
-                      PagedCase{128, 16, 64, true, DType::bf16, Layout::HND, true, nullptr, 0, 2, 2000}),
+                      PagedCase{128, 16, 64, true, DType::bf16, Layout::HND, true, nullptr, 0, 2, 2000},
+                      // FP8 pages (the mma.sync kernels' FP8 entries): decoding, speculative and
+                      // chunked steps (on sm_90a the mma.sync kernels where FP16 pages take wgmma),
+                      // head dims 64, 128 and 256, a window, one scale, one a head and none, BF16.
+                      PagedCase{128, 1, 16, false, DType::fp16, Layout::NHD, true, nullptr, 0, 2, 0, 1},
+                      PagedCase{128, 4, 64, true, DType::bf16, Layout::NHD, true, nullptr, 0, 2, 0, 2},
+                      PagedCase{64, 1, 256, true, DType::fp16, Layout::HND, false, nullptr, 0, 1, 0, 2},
+                      PagedCase{64, 16, 16, true, DType::fp16, Layout::NHD, true, nullptr, 0, 2, 0, 3},
+                      PagedCase{128, 40, 1, true, DType::fp16, Layout::NHD, true, nullptr, 0, 2, 0, 2},
+                      PagedCase{128, 300, 16, true, DType::bf16, Layout::NHD, true, nullptr, 0, 2, 0, 1},
+                      PagedCase{64, 200, 32, false, DType::fp16, Layout::NHD, false, nullptr, 0, 2, 0, 2},
+                      PagedCase{256, 1, 16, true, DType::fp16, Layout::NHD, true, nullptr, 0, 2, 0, 2},
+                      PagedCase{256, 40, 64, true, DType::bf16, Layout::NHD, true, nullptr, 0, 2, 0, 1},
+                      PagedCase{128, 8, 16, true, DType::fp16, Layout::NHD, true, nullptr, 0, 2, 700, 2},
+                      PagedCase{64, 100, 64, true, DType::fp16, Layout::HND, true, nullptr, 0, 2, 256, 1}),
     paged_case_name);
 
 // A paged cache whose pages are a dense cache's rows in order, with every sequence full, gives the
@@ -2573,6 +2626,7 @@ struct VarlenPagedCase {
   const char* variant = nullptr;
   int index = 0;
   int window = 0;  // a sliding window (causal)
+  int fp8 = 0;     // FP8 pages (PagedCache)
 };
 // "" where two arrays hold the same bits, else how many elements differ and the first of them
 // (gtest would print every element of such long arrays).
@@ -2589,7 +2643,7 @@ std::string varlen_paged_case_name(const ::testing::TestParamInfo<VarlenPagedCas
   const VarlenPagedCase& c = i.param;
   return cat(c.variant ? cat("W", c.index, "_") : std::string(), "D", c.d, "_MaxQ", varlen_paged_max_q(c), "_Page",
              c.page, c.causal ? "_Causal" : "", c.dtype == DType::bf16 ? "_Bf16" : "", c.lse ? "_Lse" : "",
-             c.hkv == 1 ? "_Mqa" : "", c.window ? cat("_Window", c.window) : std::string());
+             c.hkv == 1 ? "_Mqa" : "", c.window ? cat("_Window", c.window) : std::string(), fp8_case_name(c.fp8));
 }
 
 class RuntimeGpuVarlenPaged : public RuntimeGpu, public ::testing::WithParamInterface<VarlenPagedCase> {};
@@ -2610,7 +2664,7 @@ TEST_P(RuntimeGpuVarlenPaged, MatchesEachSequencesReference) {
   std::vector<std::int32_t> cu_q{0};
   for (int n : c.seq_q) cu_q.push_back(cu_q.back() + n);
   const int tq = cu_q.back(), max_q = varlen_paged_max_q(c);
-  const PagedCache cache(batch, hkv, d, c.page, bound, lens, c.dtype, 31);
+  const PagedCache cache(batch, hkv, d, c.page, bound, lens, c.dtype, 31, c.fp8);
   std::mt19937_64 rng(41);
   std::normal_distribution<float> normal;
   std::vector<std::uint16_t> hq_rows(std::size_t(tq) * hq * d);
@@ -2798,7 +2852,14 @@ INSTANTIATE_TEST_SUITE_P(
         VarlenPagedCase{64, {5, 0, 60, 1, 33, 3, 2}, 64, true, DType::bf16, false, 2, nullptr, 0, 300},
         VarlenPagedCase{128, {1, 0, 200, 1, 480, 3, 0}, 256, true, DType::fp16, true, 2, nullptr, 0, 128},
         VarlenPagedCase{256, {1, 0, 2, 1, 4, 3, 0}, 16, true, DType::fp16, true, 2, nullptr, 0, 500},
-        VarlenPagedCase{128, {1, 0, 37, 5, 50, 3, 0}, 16, true, DType::fp16, true, 1, nullptr, 0, 1000}),
+        VarlenPagedCase{128, {1, 0, 37, 5, 50, 3, 0}, 16, true, DType::fp16, true, 1, nullptr, 0, 1000},
+        // FP8 pages: decoding, mixed batches of a longest of 50 and 480 queries (the decode bands
+        // and the FP8 entries of the mma.sync kernels), head dim 256, a window.
+        VarlenPagedCase{128, {1, 0, 4, 1, 3, 3, 0}, 16, true, DType::fp16, true, 2, nullptr, 0, 0, 2},
+        VarlenPagedCase{64, {5, 0, 50, 1, 33, 3, 2}, 64, true, DType::bf16, true, 2, nullptr, 0, 0, 1},
+        VarlenPagedCase{128, {1, 0, 200, 1, 480, 3, 0}, 256, true, DType::fp16, true, 1, nullptr, 0, 0, 2},
+        VarlenPagedCase{256, {1, 0, 2, 1, 4, 3, 0}, 16, false, DType::bf16, true, 2, nullptr, 0, 0, 3},
+        VarlenPagedCase{128, {1, 0, 37, 5, 50, 3, 0}, 16, true, DType::fp16, true, 2, nullptr, 0, 300, 2}),
     varlen_paged_case_name);
 
 // Every sequence of the same n queries: a varlen-paged call on the dense call's Q packed as

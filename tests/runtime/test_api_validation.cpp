@@ -415,6 +415,63 @@ TEST(RuntimeApiValidation, PagedKvArguments) {
   }
 }
 
+// FP8 pages (sage_paged_kv::kv_dtype SAGE_KV_DTYPE_FP8_E4M3): the element type, the head dim (16-byte
+// chunks of 16 elements), strides of 16 elements below 2^31, the scales' layout and alignment; valid
+// calls (scales or none, one a head, a window) get as far as needing a device, and so does
+// sage_attention_varlen_paged's.
+TEST(RuntimeApiValidation, Fp8PagesArguments) {
+  const sage_attention_desc d = good();
+  auto with = [](void (*f)(sage_paged_kv&)) {
+    sage_paged_kv k = good_paged();
+    f(k);
+    return k;
+  };
+  auto fp8 = [](void (*f)(sage_paged_kv&)) {
+    sage_paged_kv k = good_paged();
+    k.kv_dtype = SAGE_KV_DTYPE_FP8_E4M3;
+    f(k);
+    return k;
+  };
+  EXPECT_REJECTED(call_paged(d, with([](sage_paged_kv& k) { k.kv_dtype = 2; })), SAGE_ERR_INVALID_ARGUMENT,
+                  "kv->kv_dtype must be SAGE_KV_DTYPE_INPUT (0) or SAGE_KV_DTYPE_FP8_E4M3 (1), got 2");
+  sage_attention_desc d72 = d;
+  d72.head_dim = 72;
+  EXPECT_REJECTED(call_paged(d72, fp8([](sage_paged_kv&) {})), SAGE_ERR_UNSUPPORTED,
+                  "head_dim 72: FP8 pages' rows are read as 16-byte chunks of 16 elements");
+  EXPECT_REJECTED(call_paged(d, fp8([](sage_paged_kv& k) { k.k_strides = {16 * 2 * 128, 128 + 8, 256}; })),
+                  SAGE_ERR_INVALID_ARGUMENT,
+                  "kv->k_strides.head must be a positive multiple of 16 elements (16 bytes of FP8), got 136");
+  EXPECT_REJECTED(call_paged(d, fp8([](sage_paged_kv& k) { k.v_strides = {std::int64_t(1) << 32, 128, 256}; })),
+                  SAGE_ERR_INVALID_ARGUMENT, "kv->v_strides.batch (pages) must be below 2^31 bytes for FP8 pages");
+  EXPECT_REJECTED(call_paged(d, fp8([](sage_paged_kv& k) { k.scale_per_head = 2; })), SAGE_ERR_INVALID_ARGUMENT,
+                  "kv->scale_per_head must be 0 or 1, got 2");
+  EXPECT_REJECTED(call_paged(d, fp8([](sage_paged_kv& k) { k.k_scale = reinterpret_cast<const float*>(0x70002); })),
+                  SAGE_ERR_INVALID_ARGUMENT, "kv->k_scale (0x70002) must be 4-byte aligned");
+  // The queries' type: a stride of 8 elements and an unaligned scale are fine (no scale is read).
+  std::string why;
+  if (!cu::have_device(&why)) {
+    EXPECT_EQ(call_paged(d, with([](sage_paged_kv& k) { k.k_scale = reinterpret_cast<const float*>(0x70002); })).status,
+              SAGE_ERR_NO_DEVICE);
+    EXPECT_EQ(call_paged(d, fp8([](sage_paged_kv&) {})).status, SAGE_ERR_NO_DEVICE) << sage_last_error();
+    EXPECT_EQ(call_paged(d, fp8([](sage_paged_kv& k) {
+                k.k_scale = reinterpret_cast<const float*>(0x70000);
+                k.v_scale = reinterpret_cast<const float*>(0x70100);
+                k.scale_per_head = 1;
+              })).status,
+              SAGE_ERR_NO_DEVICE)
+        << sage_last_error();
+    sage_attention_desc w = d;
+    w.causal = 1;
+    w.window = 64;
+    EXPECT_EQ(call_paged(w, fp8([](sage_paged_kv&) {})).status, SAGE_ERR_NO_DEVICE) << sage_last_error();
+    sage_attention_desc v = d;
+    v.layout = SAGE_LAYOUT_NHD;
+    const sage_paged_kv k8 = fp8([](sage_paged_kv&) {});
+    std::size_t n = 0;
+    EXPECT_EQ(sage_workspace_size_varlen_paged(&v, 300, &k8, &n), SAGE_ERR_NO_DEVICE) << sage_last_error();
+  }
+}
+
 // sage_attention_varlen_paged: desc and kv, the packed layout, the paged call's checks, then the
 // packed queries' own (total_q, cu_seqlens_q), the caches' pointers and q and o. A causal call
 // may have desc->seq_q above desc->seq_kv (causal masks are per sequence).

@@ -605,6 +605,22 @@ TEST(RuntimeKeys, PagedCachesHaveABucketOfTheirOwn) {
   EXPECT_TRUE(kw.str().ends_with("_window_paged")) << kw.str();
   EXPECT_EQ(BucketKey::parse(kw.str()), kw);
   EXPECT_EQ(kw.seq_kv, b.seq_bucket(300));
+  // FP8 pages: a bucket of their own too ("_kv8" before "_paged"), with or without a window; kv8
+  // belongs to paged keys only.
+  AttnProblem f = p;
+  f.kv_fp8 = true;
+  const BucketKey kf = b.key_of(f, Policy::balanced);
+  EXPECT_TRUE(kf.paged && kf.kv8 && !kf.window) << kf.str();
+  EXPECT_TRUE(kf.str().ends_with("_balanced_kv8_paged")) << kf.str();
+  EXPECT_EQ(BucketKey::parse(kf.str()), kf);
+  EXPECT_NE(CacheKeyHash()(CacheKey{1, kf, 0, 0}), CacheKeyHash()(CacheKey{1, k, 0, 0}));
+  f.causal = true;
+  f.window = 300;
+  const BucketKey kfw = b.key_of(f, Policy::balanced);
+  EXPECT_TRUE(kfw.str().ends_with("_window_kv8_paged")) << kfw.str();
+  EXPECT_EQ(BucketKey::parse(kfw.str()), kfw);
+  EXPECT_THROW(BucketKey::parse(dense.str() + "_kv8"), Error);
+  EXPECT_NE(f.str().find(" paged 16 fp8"), std::string::npos) << f.str();
   EXPECT_NE(CacheKeyHash()(CacheKey{1, k, 0, 0}), CacheKeyHash()(CacheKey{1, dense, 0, 0}));
   EXPECT_NE(p.str().find(" paged 16"), std::string::npos) << p.str();
   // Its queries' bucket is the next power of two up to 128 (the dense one's 1, 4, 8, 16, 128),
@@ -696,6 +712,21 @@ TEST(RuntimeKeys, PagedCachesRunOnTheNativeKernels) {
   w.window = 512;
   EXPECT_TRUE(has_paged_window_entry(c));
   EXPECT_EQ(c.cannot_implement(w), "");
+  // FP8 pages: the same kernels' FP8 entries, where they have two stages or more (a ring of FP8
+  // stages where the FP16 stages 1.. were).
+  c.stages = 3;
+  AttnProblem f8 = p;
+  f8.kv_fp8 = true;
+  EXPECT_TRUE(has_paged_fp8_entry(c)) << c.stages;
+  EXPECT_EQ(c.cannot_implement(f8), "");
+  {
+    KernelConfig one = c;
+    one.stages = 1;
+    EXPECT_FALSE(has_paged_fp8_entry(one));
+    EXPECT_NE(one.cannot_implement(f8).find("FP8 pages run on the native (unquantized) mma.sync kernels of two stages"),
+              std::string::npos)
+        << one.cannot_implement(f8);
+  }
   c.head_dim = 256;
   EXPECT_TRUE(has_paged_entry(c));
   c.schedule = "plain";
@@ -718,6 +749,10 @@ TEST(RuntimeKeys, PagedCachesRunOnTheNativeKernels) {
   EXPECT_NE(c.cannot_implement(w).find("sliding windows over a paged KV cache run on the native (unquantized) mma.sync"),
             std::string::npos)
       << c.cannot_implement(w);
+  // ... nor FP8 pages (their tiles are converted in shared memory by the mma.sync kernels).
+  f8.head_dim = 64;
+  EXPECT_FALSE(has_paged_fp8_entry(c));
+  EXPECT_NE(c.cannot_implement(f8).find("FP8 pages run on"), std::string::npos) << c.cannot_implement(f8);
   c.head_dim = 256;
   EXPECT_TRUE(has_paged_entry(c)) << "the plain wgmma kernel of head dim 256";
   c.head_dim = 64;

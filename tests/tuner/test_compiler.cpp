@@ -441,6 +441,23 @@ TEST_P(PagedDefaults, HaveTheirEntryWithoutSpills) {
       // The mma.sync ones also take sliding windows (sage_attn_paged_window, ..._varlen_paged_window).
       if (has_paged_window_entry(kernel_config(*v)))
         expect_kernels_without_spills(r, {"sage_attn_paged_window", "sage_attn_varlen_paged_window"}, false, name);
+      // ... and FP8 pages (sage_attn_paged_fp8, ..._varlen_paged_fp8): cp.async into the FP8 ring, each
+      // tile's bytes read back as 16-byte vectors and widened to FP16 (sm_89+: cvt.rn.f16x2.e4m3x2;
+      // sm_80: byte permutes and a rebiasing f16x2 product) and to BF16 (byte permutes and a bf16x2
+      // FMA), the MMAs those of FP16/BF16 (no FP8 MMA).
+      if (has_paged_fp8_entry(kernel_config(*v))) {
+        expect_kernels_without_spills(r, {"sage_attn_paged_fp8", "sage_attn_varlen_paged_fp8"}, false, name);
+        const bool fp8_hw = std::string(arch) != "sm_80";
+        for (const char* entry : {"sage_attn_paged_fp8", "sage_attn_varlen_paged_fp8"}) {
+          const std::size_t at = r.ptx.find(std::string(".entry ") + entry + "(");
+          ASSERT_NE(at, std::string::npos) << name << " " << entry;
+          const std::string body = r.ptx.substr(at, r.ptx.find(".entry ", at + 1) - at);
+          for (const char* want : {"cp.async.cg.shared.global", "ld.shared.v4.u32", "prmt.b32", "fma.rn.bf16x2",
+                                   "st.shared.v4.u32", fp8_hw ? "cvt.rn.f16x2.e4m3x2" : "mul.rn.f16x2"})
+            EXPECT_NE(body.find(want), std::string::npos) << name << " " << entry << ": " << want;
+          EXPECT_EQ(body.find(".e4m3.e4m3"), std::string::npos) << name << " " << entry << ": an FP8 MMA";
+        }
+      }
       // The block table's entries are read through the read-only path.
       for (const char* entry : {"sage_attn_paged", "sage_attn_varlen_paged"}) {
         const std::size_t at = r.ptx.find(std::string(".entry ") + entry + "(");

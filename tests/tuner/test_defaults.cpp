@@ -227,6 +227,8 @@ TEST(Defaults, PagedWindowsTakeKernelsWithTheWindowEntries) {
             const std::optional<gen::Variant> var = space.find(w.variant);
             ASSERT_TRUE(var.has_value()) << w.variant;
             EXPECT_TRUE(has_paged_window_entry(tuner::kernel_config(*var))) << arch << " " << w.variant << " q " << q;
+            // FP8 pages are matched as a windowed call (BucketKey::kv8): those kernels have their entries too.
+            EXPECT_TRUE(has_paged_fp8_entry(tuner::kernel_config(*var))) << arch << " " << w.variant << " q " << q;
             const std::optional<gen::Variant> pv = space.find(plain);
             ASSERT_TRUE(pv.has_value());
             if (pv->pipeline == "mma") {

@@ -44,6 +44,7 @@ struct BenchArgs {
   int window = 0;  // > 0: the causal cells' sliding window (keys a query sees)
   int paged = 0;   // > 0: the keys in a paged cache of pages of this many slots (sage_attention_paged)
   std::string paged_order = "shuffled";
+  bool kv_fp8 = false;  // --paged: FP8 (e4m3) pages (sage_paged_kv::kv_dtype), scales one a kv head
   // --varlen with --paged: the sequences of up to this many queries on the decode kernel (-1: as
   // the runtime, the paged defaults' decode edge; 0: one kernel for all)
   int decode_part = -1;  // the pages' order in the cache: shuffled or in-order
@@ -163,6 +164,7 @@ int run_bench(const BenchArgs& a) {
     throw Error(Errc::invalid_argument, cat("--paged-order must be shuffled or in-order, got '", a.paged_order, "'"));
   // --varlen with --paged: the sequences' queries over a paged cache of --seq-kv keys each
   // (sage_attention_varlen_paged: a serving step's decodes and prefill chunks).
+  if (a.kv_fp8 && a.paged <= 0) throw Error(Errc::invalid_argument, "--kv-fp8 needs --paged (FP8 pages of a paged cache)");
   if (a.paged > 0 && !a.varlen.empty() && a.seq_kv <= 0)
     throw Error(Errc::invalid_argument, "--varlen with --paged needs --seq-kv: every sequence's keys");
   // The cells, in the order they are measured. short-first: by sequence length, then head
@@ -219,6 +221,7 @@ int run_bench(const BenchArgs& a) {
         if (a.paged > 0) {
           p.paged = true;
           p.page_size = a.paged;
+          p.kv_fp8 = a.kv_fp8;
           p.seq_kv = a.seq_kv;
           p.total_kv = 0;
           if (p.seq_kv % p.page_size != 0)
@@ -247,6 +250,7 @@ int run_bench(const BenchArgs& a) {
         p.window = causal ? a.window : 0;
         p.paged = a.paged > 0;
         p.page_size = a.paged;
+        p.kv_fp8 = a.kv_fp8;
         p.validate();
         if (p.paged && p.seq_kv % p.page_size != 0)
           throw Error(Errc::invalid_argument, cat("--paged ", p.page_size, ": the keys (", p.seq_kv,
@@ -305,7 +309,7 @@ int run_bench(const BenchArgs& a) {
       names.push_back(own ? *own
                           : tuner::default_variant(arch, kd, a.policy, p.window > 0 ? std::min(p.seq_kv, p.window) : p.seq_kv,
                                                    p.causal && (p.window == 0 || p.paged) ? 1 : 0, p.seq_q, false, bh, sms,
-                                                   varlen_defaults && !p.paged, p.window > 0, p.paged));
+                                                   varlen_defaults && !p.paged, p.window > 0 || p.kv_fp8, p.paged));
     for (const std::string& name : names) {
       auto k = kernel_for(name);
       if (!first && a.cooldown_s > 0) {
@@ -317,6 +321,8 @@ int run_bench(const BenchArgs& a) {
         throw Error(Errc::invalid_argument, cat(name, " has no entry for variable-length batches (", k->config().cannot_implement(p), ")"));
       if (p.paged && !has_paged_entry(k->config()))
         throw Error(Errc::invalid_argument, cat(name, " reads no paged KV cache (", k->config().cannot_implement(p), ")"));
+      if (p.kv_fp8 && !has_paged_fp8_entry(k->config()))
+        throw Error(Errc::invalid_argument, cat(name, " reads no FP8 pages (", k->config().cannot_implement(p), ")"));
       if (p.window > 0 && !(p.paged ? has_paged_window_entry(k->config()) : has_window_entry(k->config())))
         throw Error(Errc::invalid_argument, cat(name, " takes no sliding window (", k->config().cannot_implement(p), ")"));
       // A variable-length batch's packed tensors are a dense [1, total, heads, D] call's.
@@ -337,6 +343,36 @@ int run_bench(const BenchArgs& a) {
       // sequence full (seq_kv keys), its pages in a shuffled order (a serving engine's cache after
       // some churn: no two consecutive pages of a sequence adjacent in memory, as a rule).
       DeviceBuffer table, lens;
+      // --kv-fp8: each input's K and V as FP8 pages (e4m3 of N(0, 1) values over scales of one a kv
+      // head, as vLLM's amax / 448), in buffers of their own, and the scales.
+      std::vector<DeviceBuffer> k8, v8;
+      DeviceBuffer ksc, vsc;
+      if (p.kv_fp8) {
+        std::vector<float> sk(std::size_t(p.heads_kv)), sv(std::size_t(p.heads_kv));
+        for (int h = 0; h < p.heads_kv; ++h) {
+          sk[std::size_t(h)] = 4.5f / 448.f;
+          sv[std::size_t(h)] = 4.0f / 448.f;
+        }
+        ksc = DeviceBuffer(sk.size() * 4);
+        vsc = DeviceBuffer(sv.size() * 4);
+        ksc.upload(sk.data(), sk.size() * 4);
+        vsc.upload(sv.data(), sv.size() * 4);
+        // A block of codes repeated over the caches (timing does not depend on the values).
+        std::vector<std::uint8_t> block(std::size_t(1) << 20);
+        std::mt19937 rng(11);
+        std::normal_distribution<float> nd;
+        for (auto& x : block) x = tuner::float_to_e4m3(nd(rng) / sk[0]);
+        const std::size_t bytes = std::size_t(buffers.kv_elems());
+        std::vector<std::uint8_t> host(bytes);
+        for (std::size_t i = 0; i < bytes; i += block.size())
+          std::memcpy(host.data() + i, block.data(), std::min(block.size(), bytes - i));
+        for (int s = 0; s < 2; ++s) {
+          k8.emplace_back(bytes);
+          v8.emplace_back(bytes);
+          k8.back().upload(host.data(), bytes);
+          v8.back().upload(host.data(), bytes);
+        }
+      }
       if (p.paged) {
         const int per_seq = p.seq_kv / p.page_size;
         std::vector<std::int32_t> t(std::size_t(p.batch) * per_seq), l(std::size_t(p.batch), p.seq_kv);
@@ -360,6 +396,13 @@ int run_bench(const BenchArgs& a) {
                                       std::int64_t(p.heads_kv) * p.head_dim};
           x.block_table = table.as<std::int32_t>();
           x.seqlens_kv = lens.as<std::int32_t>();
+          if (p.kv_fp8) {
+            x.k = k8[std::size_t(i % 2)].get();
+            x.v = v8[std::size_t(i % 2)].get();
+            x.kv_k_scale = ksc.as<float>();
+            x.kv_v_scale = vsc.as<float>();
+            x.kv_scale_stride = 1;
+          }
           x.bt_stride = p.seq_kv / p.page_size;
           x.num_pages = p.batch * x.bt_stride;
         }
@@ -376,7 +419,8 @@ int run_bench(const BenchArgs& a) {
           if (t >= p.seq_q && a.decode_part < 0) continue;
           auto c = kernel_for(tuner::default_variant(arch, kd, a.policy,
                                                      p.window > 0 ? std::min(p.seq_kv, p.window) : p.seq_kv,
-                                                     p.causal ? 1 : 0, t, false, bh, sms, false, p.window > 0, true));
+                                                     p.causal ? 1 : 0, t, false, bh, sms, false, p.window > 0 || p.kv_fp8,
+                                                     true));
           if (c->decode()) {
             dk = c;
             edge = t;
@@ -448,6 +492,7 @@ int run_bench(const BenchArgs& a) {
       if (p.varlen) out.back()["varlen"] = a.varlen;
       if (p.window > 0) out.back()["window"] = p.window;
       if (p.paged) out.back()["page_size"] = p.page_size;
+      if (p.kv_fp8) out.back()["kv_fp8"] = true;
       if (!a.json) {
         std::fprintf(stderr, "\r\033[K  d%d %s N=%d %s: %.0f TOPS", d, causal ? "causal" : "", n, name.c_str(), tops);
         std::fflush(stderr);
@@ -473,7 +518,7 @@ int run_bench(const BenchArgs& a) {
                 << ", TOPS = 4*B*H*N^2*D / time, halved for causal; preparation included in e2e)\n\n";
     if (a.paged > 0)
       std::cout << "K and V in a paged cache of " << a.paged << "-slot pages, " << a.paged_order
-                << " (sage_attention_paged)\n\n";
+                << (a.kv_fp8 ? ", FP8 e4m3 with a scale a kv head" : "") << " (sage_attention_paged)\n\n";
     if (a.window > 0)
       std::cout << "causal cells with a sliding window of " << a.window
                 << " keys: TOPS count the (query, key) pairs it shows\n\n";
@@ -522,6 +567,9 @@ static Registrar reg_bench(
                      "--varlen with --paged: the sequences of up to N queries on the decode kernel, the rest on the "
                      "longest's (default: as the runtime, the paged defaults' decode edge; 0: one kernel for all; "
                      "the runtime's SAGE_DECODE_PART)");
+      sub.add_flag("--kv-fp8", a->kv_fp8,
+                   "--paged: FP8 (e4m3) pages, one byte an element with scales of one a kv head "
+                   "(sage_paged_kv::kv_dtype SAGE_KV_DTYPE_FP8_E4M3; the mma.sync kernels' FP8 entries)");
       sub.add_option("--paged-order", a->paged_order,
                      "--paged: the pages' order in the cache, shuffled (each sequence's pages scattered) or in-order")
           ->capture_default_str();

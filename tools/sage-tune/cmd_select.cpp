@@ -31,6 +31,7 @@ struct SelectArgs {
   bool varlen = false;  // a variable-length batch (-b sequences, -n / --seq-kv the longest)
   int window = 0;       // a causal sliding window (0: none)
   int paged = 0;        // a paged KV cache's page size (0: none)
+  bool kv_fp8 = false;  // its pages FP8 (e4m3)
 };
 
 // The smallest kernel head dim at or above d (configs/search_space.yaml: 64, 128 and 256 on
@@ -57,7 +58,9 @@ int run_select(const SelectArgs& a) {
   p.window = a.window;
   p.paged = a.paged > 0;
   p.page_size = a.paged;
+  p.kv_fp8 = a.kv_fp8;
   if (a.paged < 0) throw Error(Errc::invalid_argument, cat("--paged must be a page size >= 1, got ", a.paged));
+  if (a.kv_fp8 && a.paged <= 0) throw Error(Errc::invalid_argument, "--kv-fp8 needs --paged (FP8 pages of a paged cache)");
   p.validate();
   if (p.causal && p.seq_q > p.seq_kv && !a.varlen)
     throw Error(Errc::invalid_argument, cat("causal needs -n <= --seq-kv (bottom-right aligned mask), got ", p.seq_q,
@@ -83,7 +86,7 @@ int run_select(const SelectArgs& a) {
   tuner::ProblemKey key = cfg.key_of(kp, a.policy);
   if (p.paged) key.seq_q_bucket = paged_seq_q_bucket(p.seq_q, key.seq_q_bucket);  // as the runtime's BucketKey
   const std::string bucket =
-      key.str() + (a.varlen ? "_varlen" : "") + (window ? "_window" : "") + (p.paged ? "_paged" : "");
+      key.str() + (a.varlen ? "_varlen" : "") + (window ? "_window" : "") + (p.kv_fp8 ? "_kv8" : "") + (p.paged ? "_paged" : "");
 
   // The architecture: --arch, else this GPU's (whose databases are then consulted).
   std::string arch = a.arch, gpu_why;
@@ -117,7 +120,9 @@ int run_select(const SelectArgs& a) {
                                                     key.seq_q_bucket, rows16, pairs, key.bh_bucket, sms);
   if (p.paged) {
     source = "paged default";
-    why = window ? "a sliding window over a paged KV cache: configs/defaults.yaml's paged entries of mma.sync kernels, "
+    why = p.kv_fp8 ? "FP8 pages: configs/defaults.yaml's paged entries of mma.sync kernels, or those that name paged "
+                     "and window, serve it, as a sliding window's call (their kernels have the FP8 entries)"
+          : window ? "a sliding window over a paged KV cache: configs/defaults.yaml's paged entries of mma.sync kernels, "
                    "or those that name paged and window, serve it (their kernels have the window entries)"
                  : "a paged KV cache: configs/defaults.yaml's paged entries serve it (their kernels read the block table; "
                    "tuned winners are of dense buckets)";
@@ -161,7 +166,8 @@ int run_select(const SelectArgs& a) {
     // (a window: read as non-causal sequences of the keys a query sees, as the runtime does)
     entry = tuner::default_match(arch, kd, a.policy, key.seq_kv_bucket, p.causal && (!window || p.paged) ? 1 : 0,
                                  key.seq_q_bucket,
-                                 rows16 && !varlen_defaults, pairs, sms, varlen_defaults && !p.paged, window, p.paged);
+                                 rows16 && !varlen_defaults, pairs, sms, varlen_defaults && !p.paged, window || p.kv_fp8,
+                                 p.paged);
     variant = entry.variant;
     if (source.empty()) source = "default";
   }
@@ -294,6 +300,7 @@ Registrar reg_select(
                      "a paged KV cache of pages of P slots (sage_attention_paged; --seq-kv the keys' upper bound; "
                      "with --varlen, variable-length queries over it: sage_attention_varlen_paged); shows its paged "
                      "default");
+      sub.add_flag("--kv-fp8", a->kv_fp8, "--paged: FP8 (e4m3) pages (sage_paged_kv::kv_dtype); shows the kernel that reads them");
       sub.add_option("--window", a->window,
                      "a causal sliding window: each query sees its W most recent keys (0: none); shows the kernel "
                      "that serves it (a varlen default, at the keys a query sees)");

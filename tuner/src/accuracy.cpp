@@ -87,6 +87,34 @@ std::uint16_t float_to_half(float f) {
   return std::uint16_t(sign | h);
 }
 
+float e4m3_to_float(std::uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  float v;
+  if (e == 15 && m == 7) v = NAN;
+  else if (e == 0) v = std::ldexp(float(m), -9);  // subnormal: m 2^-9
+  else v = std::ldexp(float(8 + m), e - 10);      // (1 + m / 8) 2^(e - 7)
+  return (b & 0x80) ? -v : v;
+}
+
+std::uint8_t float_to_e4m3(float f) {
+  if (std::isnan(f)) return 0x7f;
+  const std::uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  const float a = std::fabs(f);
+  if (a >= 448.0f) return std::uint8_t(sign | 0x7e);
+  if (a < std::ldexp(1.0f, -6)) {  // subnormal (and 2^-6 itself by rounding up: code 8)
+    return std::uint8_t(sign | int(std::nearbyint(a * 512.0f)));
+  }
+  int e;
+  const float m = std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1): exponent e - 1, mantissa 2m - 1
+  int mant = int(std::nearbyint((2.0f * m - 1.0f) * 8.0f)), ex = e - 1 + 7;
+  if (mant == 8) {
+    mant = 0;
+    ++ex;
+  }
+  const int code = std::min((ex << 3) | mant, 0x7e);
+  return std::uint8_t(sign | code);
+}
+
 const char* to_string(InputKind k) { return k == InputKind::gaussian ? "gaussian" : "outliers"; }
 
 AttnBuffers::AttnBuffers(const AttnProblem& p)

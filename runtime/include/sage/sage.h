@@ -174,16 +174,29 @@ SAGE_API sage_status sage_attention_varlen(const sage_attention_desc* desc, cons
  * and sizes its key splits; max_pages * page_size must be at least desc->seq_kv). A table entry
  * outside [0, num_pages) reads page 0, so no table sends an access out of the caches (the
  * library does not read them on the host). */
+/* Element types of a paged cache's K and V (sage_paged_kv::kv_dtype). */
+typedef enum sage_kv_dtype {
+  SAGE_KV_DTYPE_INPUT = 0,    /* the queries' (desc->dtype): FP16 or BF16 */
+  SAGE_KV_DTYPE_FP8_E4M3 = 1  /* FP8 e4m3 (OCP; torch.float8_e4m3fn), one byte an element, with scales */
+} sage_kv_dtype;
+
 typedef struct sage_paged_kv {
   const void* k_pages, *v_pages; /* page 0 of K and of V, 16-byte aligned */
   /* Element strides between pages (batch), kv heads (head) and slots (seq), positive multiples
-   * of 8; all zero: contiguous [num_pages, page_size, heads_kv, head_dim] pages. */
+   * of 8 (FP8 pages: of 16); all zero: contiguous [num_pages, page_size, heads_kv, head_dim] pages. */
   sage_strides k_strides, v_strides;
   const int32_t* block_table; /* device memory, [batch, max_pages] int32, 4-byte aligned */
   const int32_t* seqlens_kv;  /* device memory, [batch] int32: each sequence's keys */
   int page_size;              /* slots a page: a power of two */
   int max_pages;              /* pages a sequence's row of the table holds (its row stride) */
   int num_pages;              /* pages in the caches */
+  /* FP8 pages (vLLM's kv_cache_dtype "fp8_e4m3"): kv_dtype SAGE_KV_DTYPE_FP8_E4M3, head_dim a
+   * multiple of 16; K's element is e4m3(byte) * k_scale, V's e4m3(byte) * v_scale. The scales are
+   * device FP32 (NULL: 1), one for every kv head (scale_per_head 0) or [heads_kv] (1); the kernels
+   * read them, so a CUDA graph's replays see new values. Zero-initialized: the queries' type. */
+  int kv_dtype;               /* sage_kv_dtype */
+  const float* k_scale, *v_scale;
+  int scale_per_head;
 } sage_paged_kv;
 
 /* Bytes of workspace sage_attention_paged() needs (selecting the kernel if needed). */
@@ -197,7 +210,9 @@ SAGE_API sage_status sage_workspace_size_paged(const sage_attention_desc* desc, 
  * and up to 256 on sm_80, sm_90a and sm_100 (the decode kernel of head dim 256, whatever the
  * queries; SAGE_ERR_UNSUPPORTED elsewhere). desc->window (causal): a sliding window per sequence,
  * query i seeing keys (i + seqlens_kv[b] - seq_q - window, i + seqlens_kv[b] - seq_q] (the
- * mma.sync kernels' window entries; on sm_90a also for the chunks that would take wgmma). The kernels are the
+ * mma.sync kernels' window entries; on sm_90a also for the chunks that would take wgmma). FP8 e4m3
+ * pages (kv->kv_dtype, with scales): the same mma.sync kernels' FP8 entries, each tile converted to
+ * the queries' type in shared memory (docs/runtime.md, "FP8 pages"). The kernels are the
  * unquantized (FP16/BF16 MMA) ones, every policy: the mma.sync decode schedule for up to 4
  * queries on sm_90a (one elsewhere), its plain one beyond, and on sm_90a the wgmma kernels for
  * longer chunks (docs/runtime.md, "Paged KV caches"); an exported static build serves them from

@@ -130,6 +130,9 @@ int stat_kinds(const KernelConfig& c) { return int(c.smooth_k) + int(c.smooth_v 
 // good as exact; INT8 V (127 levels, no exponent) keeps exact statistics.
 constexpr int kStatSampleRows = 512;
 constexpr int kGridYZLimit = 65535;  // a launch grid's y and z dimensions
+// FP8 pages without a window: the window their entries run with (past every key a call holds:
+// validate.cpp bounds seq_kv far below it, so kv_range and the masks leave every key in).
+constexpr int kFp8NoWindow = 1 << 30;
 
 // A variable-length batch's packed tensors as the maps describe them: one sequence of every row,
 // [1, total, heads, D]. A map needs a row: a batch without keys (or queries) has a map of one row
@@ -228,6 +231,9 @@ std::string KernelConfig::cannot_implement(const AttnProblem& p) const {
     return "variable-length batches run on the native (unquantized) kernels of the plain schedule, head dims 64 and "
            "128 (wgmma: and 256), and on the quantized wgmma kernels of FP8 P.V, the TMA loader and the plain or turns "
            "schedule that quantize Q themselves (fuse_q)";
+  if (p.kv_fp8 && !has_paged_fp8_entry(*this))
+    return "FP8 pages run on the native (unquantized) mma.sync kernels of two stages or more of the decode schedule, "
+           "and of the plain schedule at head dims 64 and 128";
   if (p.window > 0 && p.paged && !has_paged_window_entry(*this))
     return "sliding windows over a paged KV cache run on the native (unquantized) mma.sync kernels of the decode "
            "schedule, and of the plain schedule at head dims 64 and 128";
@@ -368,6 +374,11 @@ bool has_paged_entry(const KernelConfig& c) {
 // boxes of pages have no window (attn_native.cuh).
 bool has_paged_window_entry(const KernelConfig& c) { return c.pipeline == "mma" && has_paged_entry(c); }
 
+// The variants whose module has the entries of FP8 pages (the templates' rule): the mma.sync ones
+// of sage_attn_paged_window with two stages or more (attn_mma.cuh: Fp8Pages, a ring of FP8 stages
+// where the FP16 stages 1.. were).
+bool has_paged_fp8_entry(const KernelConfig& c) { return has_paged_window_entry(c) && c.stages >= 2; }
+
 // The variants whose module has an entry of its own for calls of up to three quarters of the
 // head dim, sage_attn_q3 (the templates' rule). Head dim 256 (calls of up to 192 columns):
 // every wgmma one, and on the mma.sync pipeline the unquantized ones and those of FP16 P.V.
@@ -408,6 +419,10 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
     attn_paged_window_ = module_->function("sage_attn_paged_window");
     attn_varlen_paged_window_ = module_->function("sage_attn_varlen_paged_window");
   }
+  if (has_paged_fp8_entry(cfg_)) {
+    attn_paged_fp8_ = module_->function("sage_attn_paged_fp8");
+    attn_varlen_paged_fp8_ = module_->function("sage_attn_varlen_paged_fp8");
+  }
   if (has_varlen_entry(cfg_)) {
     attn_varlen_ = module_->function("sage_attn_varlen");
     if (!native()) {
@@ -418,7 +433,7 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   const cu::Api& a = cu::api();
   if (cfg_.smem_bytes > 48 * 1024)
     for (CUfunction f : {attn_, attn_lse_, attn_q3_, attn_varlen_, attn_window_, attn_paged_, attn_varlen_paged_,
-                         attn_paged_window_, attn_varlen_paged_window_})
+                         attn_paged_window_, attn_varlen_paged_window_, attn_paged_fp8_, attn_varlen_paged_fp8_})
       if (f) SAGE_CU(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, cfg_.smem_bytes));
   CUdevice dev;
   SAGE_CU(cuCtxGetDevice(&dev));
@@ -1006,6 +1021,14 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
     int shift = 0;
     while ((1 << shift) < p.page_size) ++shift;
     s.page_shift = shift;
+    if (p.kv_fp8) {
+      // FP8 pages: their scales; the entries have the window code, and a call without a window
+      // runs them with one past every key (kNoWindow: nothing masked by it).
+      s.kv_k_scale = a.kv_k_scale;
+      s.kv_v_scale = a.kv_v_scale;
+      s.kv_scale_stride = a.kv_scale_stride;
+      if (s.window <= 0) s.window = kFp8NoWindow;
+    }
   }
   if (native()) {
     s.pack_rows = pack_rows(p);
@@ -1293,13 +1316,16 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
   const bool window = s.window > 0;
   // A paged KV cache: the entry that reads it (dense queries, its whole head dim).
   const bool paged = s.block_table != nullptr;
-  if (window && !(paged ? attn_paged_window_ : attn_window_))
+  if (p.kv_fp8 && !attn_paged_fp8_) throw Error(Errc::unsupported, cat(cfg_.name, ": no entry for FP8 pages"));
+  if (window && !p.kv_fp8 && !(paged ? attn_paged_window_ : attn_window_))
     throw Error(Errc::unsupported, cat(cfg_.name, ": no entry for sliding windows", paged ? " over a paged KV cache" : ""));
   if (paged && !attn_paged_) throw Error(Errc::unsupported, cat(cfg_.name, ": no entry for paged KV caches"));
   // (variable-length queries over it: their entry, on the paged call's grid on the mma.sync
   // pipeline, else on a variable-length batch's; with a window, the entries that take one)
-  CUfunction paged_f = p.varlen ? (window ? attn_varlen_paged_window_ : attn_varlen_paged_)
-                                : (window ? attn_paged_window_ : attn_paged_);
+  // (FP8 pages: their entries, which take a window or none)
+  CUfunction paged_f = p.kv_fp8   ? (p.varlen ? attn_varlen_paged_fp8_ : attn_paged_fp8_)
+                       : p.varlen ? (window ? attn_varlen_paged_window_ : attn_varlen_paged_)
+                                  : (window ? attn_paged_window_ : attn_paged_);
   if (p.varlen && paged && mma_native()) {
     if (p.total_q == 0) return;  // no query rows: nothing to compute nor write
   } else if (p.varlen) {

@@ -89,6 +89,9 @@ void AttnProblem::validate() const {
       throw Error(Errc::invalid_argument,
                   "a variable-length batch's tensors are packed [total, heads, head_dim]: its layout must be NHD");
   }
+  if (kv_fp8 && !paged) throw Error(Errc::invalid_argument, "FP8 pages (kv_fp8) are a paged KV cache's");
+  if (kv_fp8 && head_dim % 16 != 0)
+    throw Error(Errc::invalid_argument, cat("FP8 pages need a head dim that is a multiple of 16, got ", head_dim));
   if (paged) {
     if (page_size < 1 || (page_size & (page_size - 1)) != 0)
       throw Error(Errc::invalid_argument, cat("a paged KV cache's page size must be a power of two, got ", page_size));
@@ -100,7 +103,7 @@ std::string AttnProblem::str() const {
              to_string(layout), " ", to_string(dtype), causal ? " causal" : "",
              window > 0 ? cat(" window ", window) : std::string(), return_lse ? " lse" : "",
              varlen ? cat(" varlen Tq", total_q, " Tkv", total_kv) : std::string(),
-             paged ? cat(" paged ", page_size) : std::string(),
+             paged ? cat(" paged ", page_size, kv_fp8 ? " fp8" : "") : std::string(),
              sms > 0 ? cat(" on ", sms, " SMs") : std::string());
 }
 

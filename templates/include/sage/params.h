@@ -31,8 +31,10 @@ typedef std::int64_t sage_i64;
 // quantized kernels' variable-length batches (kv_tile_pitch, kv_tile0; varlen = 2). 16: window
 // (sliding-window causal masks). 17: paged KV caches (block_table, seqlens_kv, bt_stride,
 // page_shift, num_pages; the native mma.sync kernels' sage_attn_paged entry). 18: vq_min,
-// vq_max (variable-length queries over a paged cache: the sequences one launch takes).
-#define SAGE_KERNEL_ABI_VERSION 18
+// vq_max (variable-length queries over a paged cache: the sequences one launch takes). 19:
+// kv_k_scale, kv_v_scale, kv_scale_stride (FP8 pages: the entries sage_attn_paged_fp8 and
+// sage_attn_varlen_paged_fp8).
+#define SAGE_KERNEL_ABI_VERSION 19
 
 // Element types of the user's tensors.
 enum SageDType { SAGE_DTYPE_FP16 = 0, SAGE_DTYPE_BF16 = 1 };
@@ -178,6 +180,13 @@ struct SageAttnParams {
   // launch's, the others' CTAs return at once (a mixed batch's decoding sequences on the decode
   // schedule, its longer ones on another kernel: launch.h, AttnArgs::vq_min).
   sage_i32 vq_min, vq_max;
+  // FP8 (e4m3) pages (the entries sage_attn_paged_fp8 and sage_attn_varlen_paged_fp8): K and V
+  // hold one byte an element (their strides above count bytes), key i of kv head h dequantized
+  // as e4m3(byte) * kv_k_scale[h * kv_scale_stride] (V alike with kv_v_scale); a null scale is 1.
+  // kv_scale_stride: 0 (one scale for every head) or 1 (one a kv head).
+  const float* kv_k_scale;
+  const float* kv_v_scale;
+  sage_i32 kv_scale_stride;
 };
 
 // The FP32 reference attention's arguments: O and LSE in FP32, [B, Hq, Nq, D] / [B, Hq, Nq].

@@ -57,6 +57,9 @@ bool has_paged_entry(const KernelConfig& c);
 // sage_attn_varlen_paged_window (sliding windows over a paged cache): the mma.sync kernels that
 // have sage_attn_paged.
 bool has_paged_window_entry(const KernelConfig& c);
+// Whether a variant's module has the entries sage_attn_paged_fp8 and sage_attn_varlen_paged_fp8
+// (FP8 pages, with or without a window): those of has_paged_window_entry with two stages or more.
+bool has_paged_fp8_entry(const KernelConfig& c);
 
 // Whether a variant's module has the entry sage_attn_q3, which computes three quarters of the
 // head dim (calls of up to 192 columns at 256, 96 at 128), and whether a call of `head_dim`
@@ -112,6 +115,11 @@ struct AttnArgs {
   // vq_max queries (vq_max 0: no bound; SageAttnParams::vq_min), the others' rows are another
   // launch's (rt::run: a mixed batch's decoding sequences on the decode schedule).
   int vq_min = 0, vq_max = 0;
+  // FP8 pages (AttnProblem::kv_fp8): device FP32 scales of K and V (null: 1), one for every kv
+  // head (kv_scale_stride 0) or one a kv head (1).
+  const float* kv_k_scale = nullptr;
+  const float* kv_v_scale = nullptr;
+  int kv_scale_stride = 0;
 };
 
 // Where each part of the workspace starts (bytes from its base). Sizes depend on the
@@ -379,6 +387,8 @@ class AttnKernel {
   CUfunction attn_varlen_paged_ = nullptr;
   // both with a sliding window (sage_attn_paged_window, sage_attn_varlen_paged_window; has_paged_window_entry)
   CUfunction attn_paged_window_ = nullptr, attn_varlen_paged_window_ = nullptr;
+  // both over FP8 pages, with or without a window (sage_attn_paged_fp8, sage_attn_varlen_paged_fp8; has_paged_fp8_entry)
+  CUfunction attn_paged_fp8_ = nullptr, attn_varlen_paged_fp8_ = nullptr;
   // ... and their preparation and exact pass over FP8 V (the quantized kernels)
   CUfunction prep_varlen_ = nullptr, prep_v_varlen_ = nullptr;
   int num_sms_ = 0;  // the device's

@@ -40,6 +40,10 @@ struct AttnProblem {
   // (sage_attention_varlen_paged: total_kv 0, the keys the caches').
   bool paged = false;
   int page_size = 0;
+  // FP8 (e4m3) pages (sage_paged_kv::kv_dtype): K and V of one byte an element, dequantized by
+  // the caller's scales (AttnArgs::kv_k_scale), read by the mma.sync kernels' entries
+  // sage_attn_paged_fp8 / sage_attn_varlen_paged_fp8 (has_paged_fp8_entry).
+  bool kv_fp8 = false;
 
   float scale() const;   // sm_scale, or its default
   // Element strides (batch, head, seq) of a [B, heads, seq, D] tensor in this layout.

@@ -54,10 +54,13 @@ struct BucketKey {
   // buckets: the next power of two up to 128 (Buckets::key_of), where the paged defaults move
   // from the mma.sync kernels, which split the keys over the CTAs, to the wgmma ones.
   bool paged = false;
+  // FP8 pages (AttnProblem::kv_fp8, paged): the paged entries whose kernels have sage_attn_paged_fp8,
+  // matched as a windowed paged call's (the mma.sync kernels; the wgmma ones have no such entry).
+  bool kv8 = false;
 
   // "d128_causal_fp16_HND_q4096_kv4096_bh128_balanced": tuner::ProblemKey::str()'s form, with
   // "_r16" appended where rows16 is set, then "_varlen" where varlen is, then "_window" where
-  // window is, then "_paged" where paged is.
+  // window is, then "_kv8" where kv8 is, then "_paged" where paged is.
   std::string str() const;
   // Inverse of str(); throws Error(invalid_argument) naming the key and the bad field.
   static BucketKey parse(const std::string& s);
@@ -164,8 +167,17 @@ AttnProblem varlen_paged_problem_of(const DescView& d, int total_q, int page_siz
 // strides (zero: contiguous [num_pages, page_size, heads_kv, head_dim]; checked as positive
 // multiples of 8 where a dimension has more than one entry), the caches' and tables' pointers
 // (null, misaligned: named as the kv fields).
+// FP8 pages (p.kv_fp8): strides in bytes, positive multiples of 16.
 void set_paged_args(const AttnProblem& p, AttnArgs& a, const TensorStrides& ks, const TensorStrides& vs,
                     const std::int32_t* block_table, const std::int32_t* seqlens_kv, int max_pages, int num_pages);
+// The caches' element type (sage_paged_kv::kv_dtype: 0 the queries', 1 FP8 e4m3) on a paged call's
+// problem: FP8 sets p.kv_fp8; throws Error(invalid_argument) for another value, Error(unsupported)
+// for FP8 pages of a head dim that is no multiple of 16 (rows of 16-byte chunks) or of 2^30 keys
+// or more.
+void set_kv_dtype(AttnProblem& p, int kv_dtype);
+// FP8 pages' scales (device FP32, null: 1) into `a`: one for every kv head (per_head 0) or one a
+// kv head (1); throws Error(invalid_argument) for another per_head, or misaligned scales.
+void set_page_scales(const AttnProblem& p, AttnArgs& a, const float* k_scale, const float* v_scale, int per_head);
 // A sliding window's call as the kernels run it. A dense call leaves out the keys no query
 // sees (those before its first query's window: a decoding step's or a chunk's long cache): K
 // and V start at the first visible key (contiguous tensors become strided views of

@@ -47,8 +47,9 @@ SAGE_DEV DecodeRow decode_row(const SageAttnParams& p, int r, int h, int t) {
 // the sequence's varlen_paged_view<.., KEEP_B, OUT = false>: packed Q and O, LSE [heads_q, total]).
 // WINDOW: a sliding window (p.window > 0, causal): the tile's keys start at the tile containing
 // its first row's first visible key (kv_range<true>), the ranges split those, and the tiles
-// before mask_before mask the keys left of each row's window too.
-template <class Cfg, bool BF16, int QN = 4, bool PAGED = false, bool VARLEN = false, bool WINDOW = false>
+// before mask_before mask the keys left of each row's window too. KV8: FP8 (e4m3) pages
+// (PAGED; attn_mma.cuh: Fp8Pages), their scales folded into the softmax scale and O's normalization.
+template <class Cfg, bool BF16, int QN = 4, bool PAGED = false, bool VARLEN = false, bool WINDOW = false, bool KV8 = false>
 SAGE_DEV void decode_kernel(const SageAttnParams& p) {
   static_assert(Cfg::DECODE, "the decoding schedule's kernel");
   using L = Layout<Cfg>;
@@ -72,6 +73,7 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
   // WINDOW (its entries run with p.window > 0 only): a key window or more before a row's last
   // visible one is left of its window.
 
+  static_assert(!KV8 || PAGED, "FP8 pages are a paged cache's");
   const KSource ks = caller_rows<KSource>(p, p.k, PAGED ? 0 : cc.b, hkv);  // paged: the kv head's first page
   const VSource vs = caller_rows<VSource>(p, p.v, PAGED ? 0 : cc.b, hkv);
   const PagedRows pg = paged_rows<PAGED>(p, cc.b);
@@ -89,11 +91,21 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
   }
   cp_async_commit();
   KvLoader<Cfg> ld;
-  ld.init(ks, vs);
+  typename Fp8Loader<KV8, Fp8Pages<Cfg, true>>::type ld8;  // KV8: each warp its own keys (no CTA barrier in the loop)
+  // The ring's slots, and the tiles loaded ahead: STAGES - 1, or KV8 the whole FP8 ring (each
+  // tile's load goes out once the tile before it in its slot is converted, before the compute).
+  constexpr int R = fp8_ring<KV8, Cfg>(), AHEAD = KV8 ? R : ST - 1;
+  // A tile into its stage (KV8: its ring slot).
+  auto fetch = [&](int t) {
+    if constexpr (KV8) ld8.load(pg, p.seq_kv, t, sK0, sV0, t % R);
+    else ld.template fetch<PAGED>(ks, vs, pg, t, sK0 + (t % ST) * Cfg::SMEM_K_STAGE, sV0 + (t % ST) * Cfg::SMEM_V_STAGE);
+  };
+  if constexpr (KV8) ld8.init(p, hkv);
+  else ld.init(ks, vs);
 #pragma unroll
-  for (int s = 0; s < ST - 1; ++s) {
+  for (int s = 0; s < AHEAD; ++s) {
     const int t = t0 + s;
-    if (t < n_tiles) ld.template fetch<PAGED>(ks, vs, pg, t, sK0 + (t % ST) * Cfg::SMEM_K_STAGE, sV0 + (t % ST) * Cfg::SMEM_V_STAGE);
+    if (t < n_tiles) fetch(t);
     cp_async_commit();
   }
 
@@ -105,7 +117,8 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
   auto q_at = [&](int i, int k) { return swz<L::QCPR>(16 * i + (lane & 7) + 8 * (lane >> 4), 2 * k + ((lane >> 3) & 1)); };
   auto v_at = [&](int mb) { return swz<L::VCPR>(key0 + (lane & 7) + 8 * (lane >> 4), 2 * mb + ((lane >> 3) & 1)); };
 
-  const float scale = p.sm_scale * kLog2e;  // the scores' factor into the log2 domain
+  // the scores' factor into the log2 domain (KV8: K's scale too)
+  const float scale = p.sm_scale * kLog2e * (KV8 ? page_scale(p.kv_k_scale, p.kv_scale_stride, hkv) : 1.f);
   const int off = p.seq_kv - p.seq_q;       // causal, bottom-right: query qr sees keys <= qr + off
   float m[NB][2], l[NB][2], o[D / 16][NB][4];
   int vis[NB][2];  // causal: the last key each of this lane's columns sees
@@ -125,13 +138,23 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[mb][j][e] = 0.f;
 
-  for (int t = t0; t < n_tiles; ++t) {
-    cp_async_wait<ST - 2>();
+  if constexpr (KV8) {  // Q's rows, which every warp reads (then only each warp's own keys)
+    cp_async_wait<AHEAD>();
     __syncthreads();
-    const int nt = t + ST - 1;
-    if (nt < n_tiles) ld.template fetch<PAGED>(ks, vs, pg, nt, sK0 + (nt % ST) * Cfg::SMEM_K_STAGE, sV0 + (nt % ST) * Cfg::SMEM_V_STAGE);
+  }
+  for (int t = t0; t < n_tiles; ++t) {
+    cp_async_wait<AHEAD - 1>();
+    if constexpr (KV8) {  // the warp's FP8 rows into its FP16/BF16 rows at stage 0, then the slot's next tile
+      __syncwarp();
+      ld8.convert(smem, L::K, L::V, t % R, BF16);
+      __syncwarp();
+    } else {
+      __syncthreads();
+    }
+    const int nt = t + AHEAD;
+    if (nt < n_tiles) fetch(nt);
     cp_async_commit();
-    const u32 sK = sK0 + (t % ST) * Cfg::SMEM_K_STAGE, sV = sV0 + (t % ST) * Cfg::SMEM_V_STAGE;
+    const u32 sK = sK0 + (KV8 ? 0 : t % ST) * Cfg::SMEM_K_STAGE, sV = sV0 + (KV8 ? 0 : t % ST) * Cfg::SMEM_V_STAGE;
 
     // S^T: s[j] = keys gid, gid + 8 of the warp's 16 x query rows 8 j + 2 tig, + 1.
     float s[NB][4];
@@ -267,9 +290,11 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
     vo = static_cast<u8*>(p.o) + i64(q0) * p.o_stride_n * 2;
     vl = p.lse ? p.lse + q0 : nullptr;
   }
+  // KV8: V's scale, with O's normalization.
+  const float vsc = KV8 ? page_scale(p.kv_v_scale, p.kv_scale_stride, packed ? ce.h : ce.h / (p.heads_q / p.heads_kv)) : 1.f;
   auto store = [&](int r, int c4, float4 acc, float mx, float sum) {
     const int qh = rqh[r], qr = rqr[r];
-    const float inv = sum > 0.f ? 1.0f / sum : 0.f;
+    const float inv = sum > 0.f ? vsc / sum : 0.f;
     u8* dst = static_cast<u8*>(VARLEN ? vo : p.o) + (ce.b * p.o_stride_b + qh * p.o_stride_h + i64(qr) * p.o_stride_n + c4) * 2;
     *reinterpret_cast<u32x2*>(dst) = u32x2{pack_x2(acc.x * inv, acc.y * inv, p.dtype), pack_x2(acc.z * inv, acc.w * inv, p.dtype)};
     if (p.lse && c4 == 0)

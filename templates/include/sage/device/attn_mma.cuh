@@ -397,6 +397,173 @@ struct KvLoader {
   }
 };
 
+// The ring's slots of the kernels that read FP8 pages (KV8), else their stages.
+template <bool KV8, class Cfg>
+SAGE_DEV constexpr int fp8_ring() {
+  if constexpr (KV8) return 2 * (Cfg::STAGES - 1);
+  else return Cfg::STAGES;
+}
+
+// FP8 (e4m3) pages (the entries sage_attn_paged_fp8 and sage_attn_varlen_paged_fp8; the native
+// kernels, STAGES >= 2): K and V pages of one byte an element, read through the block table as
+// KvLoader::load_paged reads FP16 ones, into an FP8 staging ring in shared memory; each tile is
+// then converted to FP16/BF16 (the queries' type) into one tile that the MMAs read as a dense
+// kernel's. The ring lives where the FP16 stages 1.. were: stage s of K at K + SMEM_K_STAGE +
+// s * BN * D, the FP16 tile at stage 0 (2 (STAGES - 1) FP8 tiles fit where STAGES - 1 FP16 ones
+// did). Per tile: wait, barrier (the FP16 tile free, the tile's FP8 bytes landed), the next
+// load, convert, barrier, compute. The pages' scales are the caller's (SageAttnParams::kv_k_scale,
+// kv_v_scale): K's folds into the softmax scale, V's into O's normalization, so the conversion
+// is exact. Each thread's chunks share a column (THREADS is a multiple of a row's chunks).
+// WARP (the decode kernel, whose warp w reads only keys 16 w .. 16 w + 15 of a tile): each warp
+// loads and converts its own 16 rows, so the loop needs no CTA barrier, only the warp's (its warps
+// then convert and compute out of step, one's conversion under another's MMAs).
+template <class Cfg, bool WARP = false>
+struct Fp8Pages {
+  static constexpr int T = WARP ? 32 : Cfg::THREADS, BN = Cfg::BN, D = Cfg::D;
+  static constexpr int ROWS = WARP ? 16 : BN;  // the rows a thread's group loads and converts
+  static constexpr int CPR = D / 16;        // 16-byte FP8 chunks a row
+  static constexpr int CHUNKS = ROWS * CPR; // of a K (or V) tile, the group's
+  static constexpr int PER = cdiv(CHUNKS, T);
+  static constexpr int ROWS_PER_PASS = T / CPR;
+  static constexpr int TILE = BN * D;       // bytes of an FP8 tile
+  static constexpr int QCPR = Layout<Cfg>::QCPR, VCPR = Layout<Cfg>::VCPR;
+  // Ring slots: two an FP16 stage past the first. The kernels prefetch RING - 1 tiles ahead, where
+  // the FP16 pipeline prefetches STAGES - 1: with three stages, three FP8 tiles in flight (96 KB of
+  // K and V at D=128, 128 keys) against two FP16 ones (128 KB); fewer bytes in flight than that
+  // left FP8 pages slower than FP16 ones (each tile's load latency, not the bytes, sets the pace).
+  static constexpr int RING = fp8_ring<true, Cfg>();
+
+  // This thread's chunks: K's and V's bytes at the kv head's first page plus its column, their
+  // slots and pages k_slot / k_page bytes apart (V alike; 32-bit: validate.cpp bounds them), its
+  // first chunk's row, its bytes within the head dim (past them zero-filled).
+  const u8 *kb, *vb;
+  int k_slot, v_slot, k_page, v_page;
+  int row0, col_bytes;
+
+  // The thread's index in its group (WARP: its lane).
+  static SAGE_DEV int tix() { return WARP ? int(threadIdx.x) % 32 : int(threadIdx.x); }
+
+  // p: the call's (or the sequence's view's) parameters; hkv: the kv head.
+  SAGE_DEV void init(const SageAttnParams& p, int hkv) {
+    static_assert(Cfg::NATIVE && !Cfg::V8 && QCPR == 2 * CPR && VCPR == 2 * CPR, "FP8 pages feed the native kernels' FP16 tiles");
+    static_assert(Cfg::STAGES >= 2, "the FP8 ring lives in the FP16 stages 1..");
+    static_assert(T % CPR == 0, "threads must cover whole rows");
+    static_assert(Cfg::SMEM_K_STAGE == 2 * TILE && Cfg::SMEM_V_STAGE == 2 * TILE, "FP16 tiles of BN x D");
+    static_assert(!WARP || BN == 16 * Cfg::NWARPS, "a warp's 16 keys of every tile");
+    row0 = (WARP ? 16 * (int(threadIdx.x) / 32) : 0) + tix() / CPR;
+    const int col = (tix() % CPR) * 16;
+    col_bytes = min_(max_(p.head_dim - col, 0), 16);
+    kb = static_cast<const u8*>(p.k.ptr) + hkv * p.k.stride_h + col;
+    vb = static_cast<const u8*>(p.v.ptr) + hkv * p.v.stride_h + col;
+    k_slot = int(p.k.stride_n);
+    v_slot = int(p.v.stride_n);
+    k_page = int(p.k.stride_b);
+    v_page = int(p.v.stride_b);
+  }
+  static SAGE_DEV u32 ring(u32 s0, int slot) { return s0 + 2 * TILE + slot * TILE; }
+  SAGE_DEV u32 at(int r) const { return r * D + (tix() % CPR) * 16; }
+
+  // The block-table entries of tile `next_tile`'s chunks of this thread, looked up by the load of
+  // the tile before (the tiles are loaded in order): a lookup right before its copies would stall
+  // them for a round trip to L1 or L2 on every tile (KvLoader's LOOKAHEAD alike).
+  int next_tile = -1;
+  int next[PER];
+
+  // Tile `tile`'s entries of this thread's chunks (rows past rows_valid read none) into `e`.
+  SAGE_DEV void entries(const PagedRows& pg, int rows_valid, int tile, int (&e)[PER]) const {
+    const int n0 = tile * BN;
+    const bool whole = (1 << pg.shift) >= BN;  // the tile within one page: one lookup
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const int n = whole ? n0 : n0 + row0 + i * ROWS_PER_PASS;
+      e[i] = whole && i > 0 ? e[0] : n < rows_valid ? __ldg(pg.table + (n >> pg.shift)) : 0;
+    }
+  }
+
+  // Tile `tile` of the sequence's rows (rows_valid keys; its block table pg.table, pages of
+  // 2^pg.shift slots, pg.count of them) into ring slot `slot`, then the next tile's entries
+  // looked up. Rows past rows_valid and bytes past the head dim are zero-filled; an entry outside
+  // [0, count) reads page 0.
+  SAGE_DEV void load(const PagedRows& pg, int rows_valid, int tile, u32 sK0, u32 sV0, int slot) {
+    const int n0 = tile * BN, mask = (1 << pg.shift) - 1;
+    int e[PER];
+    if (next_tile == tile) {
+#pragma unroll
+      for (int i = 0; i < PER; ++i) e[i] = next[i];
+    } else {
+      entries(pg, rows_valid, tile, e);
+    }
+    const u32 dk = ring(sK0, slot), dv = ring(sV0, slot);
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      if (CHUNKS % T == 0 || tix() + i * T < CHUNKS) {
+        const int r = row0 + i * ROWS_PER_PASS, n = n0 + r;
+        const bool ok = n < rows_valid && col_bytes > 0;
+        const i64 page = unsigned(e[i]) < unsigned(pg.count) ? e[i] : 0;
+        const int s = n & mask;
+        cp_async16(dk + at(r), ok ? kb + page * k_page + s * k_slot : kb, ok ? col_bytes : 0);
+        cp_async16(dv + at(r), ok ? vb + page * v_page + s * v_slot : vb, ok ? col_bytes : 0);
+      }
+    }
+    entries(pg, rows_valid, tile + 1, next);
+    next_tile = tile + 1;
+  }
+
+  // Ring slot `slot` converted into the FP16/BF16 tiles at K and V (byte offsets in `sm`, the
+  // kernel's shared memory; the kernels' layout). Plain shared-memory accesses: the compiler
+  // overlaps one chunk's loads with another's conversion (ordered against the cp.async copies and
+  // the MMAs' reads by the barriers around the call).
+  SAGE_DEV void convert(u8* sm, int K, int V, int slot, bool bf16) const {
+    const int k8 = K + 2 * TILE + slot * TILE, v8 = V + 2 * TILE + slot * TILE;
+    auto chunk = [&](int i) {
+      if (CHUNKS % T == 0 || tix() + i * T < CHUNKS) {
+        // FP8 chunk c becomes FP16 chunks 2c and 2c + 1, stored in the order (2c + b, 2c + 1 - b),
+        // b = bit 2 of c: the 8 chunks of a row a quarter-warp converts then land on 8 different
+        // bank groups in each store (2c alone hits 4 of them twice: 16-byte stores at half speed).
+        const int r = row0 + i * ROWS_PER_PASS, c = tix() % CPR, b = CPR >= 8 ? (c >> 2) & 1 : 0;
+        one(sm + k8 + at(r), sm + K + swz<QCPR>(r, 2 * c + b), sm + K + swz<QCPR>(r, 2 * c + 1 - b), b, bf16);
+        one(sm + v8 + at(r), sm + V + swz<VCPR>(r, 2 * c + b), sm + V + swz<VCPR>(r, 2 * c + 1 - b), b, bf16);
+      }
+    };
+    // A K and a V chunk at a time (two at a time where a thread has more than two): the decode
+    // kernel of head dim 64, held to 128 registers, spilled with its chunks all in flight.
+    if constexpr (PER > 2) {
+#pragma unroll 2
+      for (int i = 0; i < PER; ++i) chunk(i);
+    } else {
+#pragma unroll 1
+      for (int i = 0; i < PER; ++i) chunk(i);
+    }
+  }
+  // A 16-byte FP8 chunk at src into its two FP16 chunks: the first (elements 0-7) at d0 and the
+  // second at d1, or swapped (`swap`).
+  static SAGE_DEV void one(const u8* src, u8* d0, u8* d1, int swap, bool bf16) {
+    const u32x4 x = *reinterpret_cast<const u32x4*>(src);
+    u32x4 a, b;
+    e4m3x4_to_x2(x.x, bf16, a.x, a.y);
+    e4m3x4_to_x2(x.y, bf16, a.z, a.w);
+    e4m3x4_to_x2(x.z, bf16, b.x, b.y);
+    e4m3x4_to_x2(x.w, bf16, b.z, b.w);
+    *reinterpret_cast<u32x4*>(swap ? d1 : d0) = a;
+    *reinterpret_cast<u32x4*>(swap ? d0 : d1) = b;
+  }
+};
+
+// The FP8 pages' loader of the kernels that read them (KV8), else nothing: the other kernels
+// neither instantiate it nor hold its state.
+struct NoFp8Pages {};
+template <bool KV8, class F>
+struct Fp8Loader {
+  using type = F;
+};
+template <class F>
+struct Fp8Loader<false, F> {
+  using type = NoFp8Pages;
+};
+
+// The caller's FP8 pages' scales of kv head hkv (1 where none is given).
+SAGE_DEV float page_scale(const float* s, int stride, int hkv) { return s ? __ldg(s + i64(hkv) * stride) : 1.f; }
+
 // Per-lane ldmatrix offsets, computed once. Within a 16-row block the swizzle phase of a
 // lane's row depends only on the lane, so the offsets for other row blocks and chunk groups
 // are these plus compile-time constants (folded into the instructions' immediates).
@@ -890,8 +1057,9 @@ constexpr int kMaxMergers = 16;
 // i % pack_rows of head h * group + i / pack_rows.
 // VQ: variable-length queries over a paged cache (p: the view with O and the LSE at the
 // sequence's rows, LSE [heads_q, total]: lse_stride_h).
+// o_scale: O's factor (FP8 pages: V's scale).
 template <class Cfg, bool VQ = false>
-SAGE_DEV void split_merge(const SageAttnParams& p, i64 u, int b, int h, int m0) {
+SAGE_DEV void split_merge(const SageAttnParams& p, i64 u, int b, int h, int m0, float o_scale = 1.f) {
   constexpr int D = Cfg::D, BM = Cfg::BM, NW = Cfg::NWARPS;
   constexpr int PER = D / 32;  // columns a lane merges: PER consecutive ones
   static_assert(D % 64 == 0, "a lane merges an even number of columns");
@@ -950,7 +1118,7 @@ SAGE_DEV void split_merge(const SageAttnParams& p, i64 u, int b, int h, int m0) 
       }
       mx = bm;
     }
-    const float inv = lsum > 0.f ? 1.0f / lsum : 0.f;
+    const float inv = lsum > 0.f ? o_scale / lsum : 0.f;
     u32 packed[PER / 2];
 #pragma unroll
     for (int c = 0; c < PER; c += 2) packed[c / 2] = pack_x2(acc[c] * inv, acc[c + 1] * inv, p.dtype);
@@ -974,11 +1142,14 @@ SAGE_DEV void split_merge(const SageAttnParams& p, i64 u, int b, int h, int m0) 
 // launcher picks that entry when p.lse is set). BF16: the native kernel's BF16 inputs (the
 // entry point picks by p.dtype).
 // PAGED: a paged KV cache (native; p is the sequence's paged_view). VQ: variable-length queries
-// over it (p: the sequence's varlen_paged_view<.., KEEP_B, OUT = false>).
+// over it (p: the sequence's varlen_paged_view<.., KEEP_B, OUT = false>). KV8: FP8 (e4m3) pages
+// (Fp8Pages; the plain schedule, STAGES >= 2), their scales folded into the softmax scale and O's
+// normalization.
 template <class Cfg, bool LSE_SUMS = false, bool BF16 = false, int QN = 4, bool WINDOW = false, bool PAGED = false,
-          bool VQ = false>
+          bool VQ = false, bool KV8 = false>
 SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   static_assert(!VQ || PAGED, "variable-length queries over a paged cache");
+  static_assert(!KV8 || (PAGED && Cfg::STAGES > 1), "FP8 pages are a paged cache's, through a ring of stages");
   static_assert(!PAGED || Cfg::NATIVE, "paged caches are read by the native kernels");
   static_assert(!LSE_SUMS || Cfg::V_INT8, "separate LSE sums are the int8 P.V path's");
   static_assert(Cfg::SCHED == Schedule::plain || Cfg::SCHED == Schedule::overlap,
@@ -1046,7 +1217,17 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   const u32 sK0 = smem_addr(smem + L::K);
   const u32 sV0 = smem_addr(smem + L::V);
   KvLoader<Cfg> ld;
-  ld.init(ks, vs);
+  typename Fp8Loader<KV8, Fp8Pages<Cfg>>::type ld8;
+  // The ring's slots, and the tiles loaded ahead: STAGES - 1, or KV8 the whole FP8 ring (each
+  // tile's load goes out once the tile before it in its slot is converted, before the compute).
+  constexpr int R = fp8_ring<KV8, Cfg>(), AHEAD = KV8 ? R : ST - 1;
+  // Tile t into stage `slot` (KV8: its ring slot).
+  auto fetch = [&](int t, int slot) {
+    if constexpr (KV8) ld8.load(pg, p.seq_kv, t, sK0, sV0, slot);
+    else ld.template fetch<PAGED>(ks, vs, pg, t, sK0 + slot * Cfg::SMEM_K_STAGE, sV0 + slot * Cfg::SMEM_V_STAGE);
+  };
+  if constexpr (KV8) ld8.init(p, hkv);
+  else ld.init(ks, vs);
   LaneOffsets<Cfg> lo;
   lo.init();
   if constexpr (Cfg::NATIVE) {  // the caller's Q rows, zero-filled past seq_q and past its head dim
@@ -1069,12 +1250,12 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   cp_async_commit();
   if constexpr (ST > 1) {
 #pragma unroll
-    for (int s = 0; s < ST - 1; ++s) {
-      const int t = t0 + s, slot = t % ST;
-      if (t < n_tiles) ld.template fetch<PAGED>(ks, vs, pg, t, sK0 + slot * Cfg::SMEM_K_STAGE, sV0 + slot * Cfg::SMEM_V_STAGE);
+    for (int s = 0; s < AHEAD; ++s) {
+      const int t = t0 + s, slot = t % R;
+      if (t < n_tiles) fetch(t, slot);
       cp_async_commit();
     }
-    cp_async_wait<Cfg::SCHED == Schedule::overlap ? ST - 2 : ST - 1>();  // overlap: tile 0 too
+    cp_async_wait<Cfg::SCHED == Schedule::overlap ? ST - 2 : AHEAD>();  // overlap: tile 0 too
   } else {
     cp_async_wait<0>();
   }
@@ -1087,7 +1268,8 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   else if constexpr (Cfg::GRAN == Gran::per_warp) qg = warp;
   float qs = 0.f;
   if constexpr (!Cfg::NATIVE) qs = p.q_scale[q_tile_id * Cfg::Q_GROUPS + qg];
-  const float scale = p.sm_scale * kLog2e;  // native: the scores' factor into the log2 domain
+  // native: the scores' factor into the log2 domain (KV8: K's scale too)
+  const float scale = p.sm_scale * kLog2e * (KV8 ? page_scale(p.kv_k_scale, p.kv_scale_stride, hkv) : 1.f);
   u32 qbar[Cfg::QK_KSTEPS][4];
   float qbar_scale = 0.f;
   if constexpr (Cfg::SMOOTH_Q) {
@@ -1125,15 +1307,17 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
         __syncthreads();
         slot = 0;
       } else {
-        cp_async_wait<ST - 2>();
+        cp_async_wait<AHEAD - 1>();
         __syncthreads();
-        const int nt = t + ST - 1;
-        if (nt < n_tiles) {
-          const int ns = nt % ST;
-          ld.template fetch<PAGED>(ks, vs, pg, nt, sK0 + ns * Cfg::SMEM_K_STAGE, sV0 + ns * Cfg::SMEM_V_STAGE);
+        slot = t % R;
+        if constexpr (KV8) {  // the tile's FP8 bytes into the FP16/BF16 tile at stage 0, then the slot's next tile
+          ld8.convert(smem, L::K, L::V, slot, BF16);
+          __syncthreads();
         }
+        const int nt = t + AHEAD;
+        if (nt < n_tiles) fetch(nt, nt % R);
         cp_async_commit();
-        slot = t % ST;
+        if constexpr (KV8) slot = 0;
       }
       const u32 sV = sV0 + slot * Cfg::SMEM_V_STAGE;
       if constexpr (Cfg::NATIVE) {
@@ -1187,6 +1371,8 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
   __syncthreads();
   // The CTA's coordinates again (cheaper than keeping them live through the mainloop).
   const CtaCoords ce = cta_coords<Cfg::SPLIT>(p);
+  // KV8: V's scale, with O's normalization.
+  const float vsc = KV8 ? page_scale(p.kv_v_scale, p.kv_scale_stride, packed ? ce.h : ce.h / (p.heads_q / p.heads_kv)) : 1.f;
   if constexpr (Cfg::SPLIT) {
     if (p.split_ranges > 0) {
       // This range's partial, then one count for it; the tile's last range merges them all.
@@ -1208,9 +1394,9 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
       if constexpr (VQ) {
         SageAttnParams e = p;
         varlen_paged_out(p, ce.b, e);
-        split_merge<Cfg, true>(e, u, ce.b, ce.h, ce.q_tile * BM);
+        split_merge<Cfg, true>(e, u, ce.b, ce.h, ce.q_tile * BM, vsc);
       } else {
-        split_merge<Cfg>(p, u, ce.b, ce.h, ce.q_tile * BM);
+        split_merge<Cfg>(p, u, ce.b, ce.h, ce.q_tile * BM, vsc);
       }
       return;
     }
@@ -1220,9 +1406,9 @@ SAGE_DEV void attn_kernel(const SageAttnParams& p) {
     if constexpr (VQ) {
       SageAttnParams e = p;
       varlen_paged_out(p, ce.b, e);
-      epilogue::store<Cfg, SL>(e, st.m, st.l, st.o, ce.b, hq, 0, warp, row0, smem);
+      epilogue::store<Cfg, SL>(e, st.m, st.l, st.o, ce.b, hq, 0, warp, row0, smem, nullptr, true, vsc);
     } else {
-      epilogue::store<Cfg, SL>(p, st.m, st.l, st.o, ce.b, hq, 0, warp, row0, smem);
+      epilogue::store<Cfg, SL>(p, st.m, st.l, st.o, ce.b, hq, 0, warp, row0, smem, nullptr, true, vsc);
     }
     return;
   }

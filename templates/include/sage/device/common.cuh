@@ -84,6 +84,31 @@ SAGE_DEV u32 pack_bf16x2(float lo, float hi) {
 SAGE_DEV u32 pack_x2(float lo, float hi, int dtype) {
   return dtype == SAGE_DTYPE_BF16 ? pack_bf16x2(lo, hi) : pack_f16x2(lo, hi);
 }
+// Four FP8 e4m3 values (x's bytes, byte 0 first) -> two f16x2 (BF16: bf16x2) words, exactly: each
+// byte's sign, exponent and mantissa bits moved to the 16-bit type's places, then a product by
+// the power of two between the exponent biases (2^8 for FP16, 2^120 for BF16) rebiases them;
+// zeros and e4m3's subnormals come out exact too. (e4m3's NaN, 0x7f / 0xff, comes out as 480.)
+// `lo`: bytes 0 and 1 (byte 0 in the low half), `hi`: bytes 2 and 3. sm_80+; FP16 on sm_89+ (FP8
+// hardware): one cvt a pair, exact as well (NaN stays NaN there).
+SAGE_DEV void e4m3x4_to_x2(u32 x, bool bf16, u32& lo, u32& hi) {
+#if defined(SAGE_HAS_FP8)
+  if (!bf16) {
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(lo) : "h"(u16(x & 0xffffu)));
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(hi) : "h"(u16(x >> 16)));
+    return;
+  }
+#endif
+  const u32 a = __byte_perm(x, 0u, 0x1404), b = __byte_perm(x, 0u, 0x3424);  // bytes 0, 1 / 2, 3 at bits 8-15 of each half
+  if (bf16) {
+    const u32 fa = (a & 0x80008000u) | ((a >> 4) & 0x07f007f0u), fb = (b & 0x80008000u) | ((b >> 4) & 0x07f007f0u);
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(lo) : "r"(fa), "r"(0x7b807b80u), "r"(0x80008000u));
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(hi) : "r"(fb), "r"(0x7b807b80u), "r"(0x80008000u));
+  } else {
+    const u32 fa = (a & 0x80008000u) | ((a >> 1) & 0x3f803f80u), fb = (b & 0x80008000u) | ((b >> 1) & 0x3f803f80u);
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(lo) : "r"(fa), "r"(0x5c005c00u));
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(hi) : "r"(fb), "r"(0x5c005c00u));
+  }
+}
 // Round to nearest even, saturating to [-127, 127] (callers scale so |x| <= 127 anyway;
 // saturation guards the boundary).
 SAGE_DEV i32 quant_s8(float x) {

@@ -17,11 +17,11 @@ using namespace dev;
 // 1024-byte aligned), so the fragment writes do not conflict on banks either (the persistent
 // native kernel stages O in its dead Q rows; the store's tensor map ends at the caller's head
 // dim). write_lse false: no LSE (a partial result). Columns at or past p.head_dim (a call of a
-// smaller head dim than D) are not written.
+// smaller head dim than D) are not written. o_scale: O's factor (FP8 pages: V's scale).
 template <class Cfg, int SL, int TMA_BLOCK = 0>
 SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const float (&l)[SL][2],
                     const float (&o)[SL][Cfg::D / 8][4], int b, int h, i64 kv_bh, int warp, int row0, u8* smem,
-                    const float (*l_lse)[2] = nullptr, bool write_lse = true) {
+                    const float (*l_lse)[2] = nullptr, bool write_lse = true, float o_scale = 1.f) {
   constexpr int D = Cfg::D, WARP_Q = 16 * SL;
   const int lane = threadIdx.x % 32, gid = lane / 4, tig = lane % 4;
   const float shift = p_log2_scale(Cfg::P_SCALE);
@@ -32,7 +32,7 @@ SAGE_DEV void store(const SageAttnParams& p, const float (&m)[SL][2], const floa
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const float lt = Cfg::ROW_SUMS_COMPLETE ? l[a][hh] : quad_sum(l[a][hh]);
-      inv_l[a][hh] = lt > 0.f ? 1.0f / lt : 0.f;
+      inv_l[a][hh] = lt > 0.f ? o_scale / lt : 0.f;
       has[a][hh] = lt > 0.f;
       const int row = row0 + 16 * a + gid + 8 * hh;
       // l_lse: the row sums the LSE is taken from when they differ from O's normalizer

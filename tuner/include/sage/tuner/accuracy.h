@@ -25,6 +25,10 @@ float half_to_float(std::uint16_t h);
 float bf16_to_float(std::uint16_t h);
 std::uint16_t float_to_half(float f);   // round to nearest even
 std::uint16_t float_to_bf16(float f);   // round to nearest even
+// FP8 e4m3 (OCP; torch.float8_e4m3fn: no infinities, 0x7f / 0xff NaN, 448 the largest): the
+// value of a byte, and a float's byte rounded to nearest even, saturated to +-448 (NaN: 0x7f).
+float e4m3_to_float(std::uint8_t b);
+std::uint8_t float_to_e4m3(float f);
 
 enum class InputKind { gaussian, outliers };  // outliers: K += 6 N(0,1), Q += 2, V += 4 per channel
 const char* to_string(InputKind k);
