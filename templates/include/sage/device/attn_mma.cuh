@@ -452,7 +452,7 @@ struct Fp8Pages {
     static_assert(!WARP || BN == 16 * Cfg::NWARPS, "a warp's 16 keys of every tile");
     row0 = (WARP ? 16 * (int(threadIdx.x) / 32) : 0) + tix() / CPR;
     const int col = (tix() % CPR) * 16;
-    col_bytes = min_(max_(p.head_dim - col, 0), 16);
+    col_bytes = p.head_dim > col ? 16 : 0;  // 0 or 16: FP8 pages' head dims are multiples of 16
     kb = static_cast<const u8*>(p.k.ptr) + hkv * p.k.stride_h + col;
     vb = static_cast<const u8*>(p.v.ptr) + hkv * p.v.stride_h + col;
     k_slot = int(p.k.stride_n);
@@ -465,18 +465,27 @@ struct Fp8Pages {
 
   // The block-table entries of tile `next_tile`'s chunks of this thread, looked up by the load of
   // the tile before (the tiles are loaded in order): a lookup right before its copies would stall
-  // them for a round trip to L1 or L2 on every tile (KvLoader's LOOKAHEAD alike).
+  // them for a round trip to L1 or L2 on every tile (KvLoader's LOOKAHEAD alike). Where a page
+  // holds the group's ROWS rows of a tile (pages of at least 16 slots in the decode kernel, whose
+  // warp's 16 keys start 16-aligned; of at least BN elsewhere) one entry serves them all.
   int next_tile = -1;
   int next[PER];
 
+  // The rows of tile `tile` this thread's group loads start at g0 (its warp's, or the tile's).
+  SAGE_DEV int group_row0(int tile) const { return tile * BN + (WARP ? 16 * (int(threadIdx.x) / 32) : 0); }
+  static SAGE_DEV bool one_page(const PagedRows& pg) { return (1 << pg.shift) >= ROWS; }
+
   // Tile `tile`'s entries of this thread's chunks (rows past rows_valid read none) into `e`.
   SAGE_DEV void entries(const PagedRows& pg, int rows_valid, int tile, int (&e)[PER]) const {
-    const int n0 = tile * BN;
-    const bool whole = (1 << pg.shift) >= BN;  // the tile within one page: one lookup
+    const int g0 = group_row0(tile);
+    if (one_page(pg)) {
+      e[0] = g0 < rows_valid ? __ldg(pg.table + (g0 >> pg.shift)) : 0;
+      return;
+    }
 #pragma unroll
     for (int i = 0; i < PER; ++i) {
-      const int n = whole ? n0 : n0 + row0 + i * ROWS_PER_PASS;
-      e[i] = whole && i > 0 ? e[0] : n < rows_valid ? __ldg(pg.table + (n >> pg.shift)) : 0;
+      const int n = tile * BN + row0 + i * ROWS_PER_PASS;
+      e[i] = n < rows_valid ? __ldg(pg.table + (n >> pg.shift)) : 0;
     }
   }
 
@@ -494,15 +503,34 @@ struct Fp8Pages {
       entries(pg, rows_valid, tile, e);
     }
     const u32 dk = ring(sK0, slot), dv = ring(sV0, slot);
+    if (one_page(pg)) {
+      // The group's rows in one page: its first row's address once, each chunk a constant past it.
+      const int g0 = group_row0(tile), rel = row0 - (g0 - n0);
+      const bool full = g0 + ROWS <= rows_valid && col_bytes > 0;
+      const i64 page = unsigned(e[0]) < unsigned(pg.count) ? e[0] : 0;
+      const int s0 = (g0 & mask) + rel;
+      const u8* k = kb + page * k_page + i64(s0) * k_slot;
+      const u8* v = vb + page * v_page + i64(s0) * v_slot;
 #pragma unroll
-    for (int i = 0; i < PER; ++i) {
-      if (CHUNKS % T == 0 || tix() + i * T < CHUNKS) {
-        const int r = row0 + i * ROWS_PER_PASS, n = n0 + r;
-        const bool ok = n < rows_valid && col_bytes > 0;
-        const i64 page = unsigned(e[i]) < unsigned(pg.count) ? e[i] : 0;
-        const int s = n & mask;
-        cp_async16(dk + at(r), ok ? kb + page * k_page + s * k_slot : kb, ok ? col_bytes : 0);
-        cp_async16(dv + at(r), ok ? vb + page * v_page + s * v_slot : vb, ok ? col_bytes : 0);
+      for (int i = 0; i < PER; ++i) {
+        if (CHUNKS % T == 0 || tix() + i * T < CHUNKS) {
+          const int r = row0 + i * ROWS_PER_PASS;
+          const bool ok = full || (n0 + r < rows_valid && col_bytes > 0);
+          cp_async16(dk + at(r), ok ? k + i * ROWS_PER_PASS * k_slot : kb, ok ? 16 : 0);
+          cp_async16(dv + at(r), ok ? v + i * ROWS_PER_PASS * v_slot : vb, ok ? 16 : 0);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < PER; ++i) {
+        if (CHUNKS % T == 0 || tix() + i * T < CHUNKS) {
+          const int r = row0 + i * ROWS_PER_PASS, n = n0 + r;
+          const bool ok = n < rows_valid && col_bytes > 0;
+          const i64 page = unsigned(e[i]) < unsigned(pg.count) ? e[i] : 0;
+          const int s = n & mask;
+          cp_async16(dk + at(r), ok ? kb + page * k_page + s * k_slot : kb, ok ? 16 : 0);
+          cp_async16(dv + at(r), ok ? vb + page * v_page + s * v_slot : vb, ok ? 16 : 0);
+        }
       }
     }
     entries(pg, rows_valid, tile + 1, next);
