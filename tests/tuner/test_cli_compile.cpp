@@ -33,11 +33,11 @@ class CliCompile : public ::testing::Test {
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
-  // Runs sage-tune with `args` (already shell-quoted), the cache in dir_/cache.
-  CliRun run(const std::string& args) {
+  // Runs sage-tune with `args` (already shell-quoted), the cache in dir_/cache, or `cache_env`'s.
+  CliRun run(const std::string& args, const std::string& cache_env = "") {
     std::string out = dir_ + "/stdout", err = dir_ + "/stderr";
-    std::string cmd = cat("SAGE_CACHE_DIR='", dir_, "/cache' '", SAGE_TUNE_EXE, "' ", args, " >'", out,
-                          "' 2>'", err, "'");
+    std::string cmd = cat(cache_env.empty() ? cat("SAGE_CACHE_DIR='", dir_, "/cache'") : cache_env, " '", SAGE_TUNE_EXE,
+                          "' ", args, " >'", out, "' 2>'", err, "'");
     int status = std::system(cmd.c_str());
     CliRun r;
     r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -46,12 +46,16 @@ class CliCompile : public ::testing::Test {
     return r;
   }
   // Compiles exactly the variants `names` for `arch` (`compile --json`): each must build
-  // without spilling. Returns the report's variants (empty when the command failed).
+  // without spilling. Returns the report's variants (empty when the command failed). Through the
+  // PTX tests' cache in the build tree (test_compiler.cpp: compile_with_ptx), keeping each
+  // module's PTX there (SAGE_CACHE_PTX): the defaults checked here are many of theirs, and a hit
+  // is the very compile a miss would run (content-hash keys).
   nlohmann::json compile_without_spills(const std::string& arch, const std::set<std::string>& names) {
     std::string filter;
     for (const std::string& n : names) filter += (filter.empty() ? "^(" : "|") + n;
     filter += ")$";
-    CliRun r = run("compile --arch " + arch + " --filter '" + filter + "' --json");
+    CliRun r = run("compile --arch " + arch + " --filter '" + filter + "' --json",
+                   cat("SAGE_CACHE_PTX=1 SAGE_CACHE_DIR='", SAGE_BINARY_DIR, "/test-cache/shared'"));
     EXPECT_EQ(r.rc, 0) << r.out << r.err;
     if (r.rc != 0) return nlohmann::json::array();
     nlohmann::json v = nlohmann::json::parse(r.out).at("variants");

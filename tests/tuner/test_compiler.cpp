@@ -61,13 +61,14 @@ CompileOptions no_cache(const std::string& arch) {
 }
 
 // A variant compiled for `arch`, its PTX kept (the PTX-counting tests). Through a cubin cache of
-// these tests' own in the build tree: several tests check the same default variants (the decode
-// kernels of every architecture, say), and the cache's key is the content hash of the source and
-// options, so a hit is the very compile a miss would run (its cubin, PTX and ptxas report).
+// the tests' own in the build tree, which the defaults' CLI sweeps (test_cli_compile.cpp) fill with
+// their PTX too (SAGE_CACHE_PTX): several tests check the same default variants (the decode kernels
+// of every architecture, say), and the cache's key is the content hash of the source and options,
+// so a hit is the very compile a miss would run (its cubin, PTX and ptxas report).
 CompileResult compile_with_ptx(const gen::Variant& v, const std::string& arch) {
   CompileOptions o;
   o.arch = arch;
-  o.cache_dir = std::string(SAGE_BINARY_DIR) + "/test-cache/compiler-ptx";
+  o.cache_dir = std::string(SAGE_BINARY_DIR) + "/test-cache/shared/cubins";
   o.keep_ptx = true;
   return VariantBuilder(o).compile(v);
 }

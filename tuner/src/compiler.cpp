@@ -4,6 +4,7 @@
 #include <nvrtc.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -264,6 +265,11 @@ std::optional<CompileResult> load_cached(const std::string& name, const std::str
   return r;
 }
 
+static bool cache_keeps_ptx() {
+  const char* v = std::getenv("SAGE_CACHE_PTX");
+  return v && *v && std::string(v) != "0";
+}
+
 CompileResult compile(const std::string& name, const std::string& source, const CompileOptions& opts) {
   auto t0 = std::chrono::steady_clock::now();
   CompileResult r;
@@ -285,7 +291,9 @@ CompileResult compile(const std::string& name, const std::string& source, const 
     r.compile_ms = ms_since(t0);
     return r;
   }
-  run_nvrtc(source, options, opts.keep_ptx, r);
+  // SAGE_CACHE_PTX=1: the entry keeps the PTX too (NVRTC made it anyway), so that a later request
+  // for it (CompileOptions::keep_ptx) is a hit; the PTX tests share such a cache with the CLI's.
+  run_nvrtc(source, options, opts.keep_ptx || cache_keeps_ptx(), r);
   // Failed compiles are not stored: the fix is usually in a template or header, which
   // changes the key anyway, but a transient failure (out of memory) must not stick either.
   if (r.ok) {

@@ -57,7 +57,8 @@ struct CompileOptions {
   bool lineinfo = true;                // -lineinfo: source lines for profilers (no speed cost)
   bool use_cache = true;               // false: neither read nor write the cache
   std::string cache_dir;               // the cubin cache folder; empty: default_cache_dir()
-  bool keep_ptx = false;               // also return the PTX (for inspection)
+  bool keep_ptx = false;               // also return the PTX (for inspection); SAGE_CACHE_PTX=1 (cache_keeps_ptx)
+                                       // stores it in every new cache entry too
 };
 
 // $SAGE_CACHE_DIR/cubins when SAGE_CACHE_DIR is set, else sage::cache_dir() + "/cubins".
