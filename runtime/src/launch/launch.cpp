@@ -1023,7 +1023,7 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
     s.page_shift = shift;
     if (p.kv_fp8) {
       // FP8 pages: their scales; the entries have the window code, and a call without a window
-      // runs them with one past every key (kNoWindow: nothing masked by it).
+      // runs them with one past every key (kFp8NoWindow: nothing masked by it).
       s.kv_k_scale = a.kv_k_scale;
       s.kv_v_scale = a.kv_v_scale;
       s.kv_scale_stride = a.kv_scale_stride;
