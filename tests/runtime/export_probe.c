@@ -35,6 +35,7 @@ int cuCtxSynchronize(void);
   } while (0)
 
 static CUdeviceptr q, k, v, o, lse, tables, ints;
+static CUdeviceptr k8, v8, scales; /* FP8 pages: ELEMS bytes each; K's and V's scales */
 static unsigned char host[ELEMS * 2];
 
 static uint64_t fnv(uint64_t h, const unsigned char* p, size_t n) {
@@ -52,6 +53,16 @@ static void fill(CUdeviceptr dst, uint32_t seed) {
     h[i] = (uint16_t)(sign | (exp << 10) | man);
   }
   CHECK(cuMemcpyHtoD_v2(dst, host, ELEMS * 2));
+}
+
+/* FP8 e4m3 bytes of magnitudes up to 1.875 (no NaN code, 0x7f / 0xff), signs random. */
+static void fill8(CUdeviceptr dst, uint32_t seed) {
+  uint32_t s = seed;
+  for (size_t i = 0; i < ELEMS; ++i) {
+    s = s * 1664525u + 1013904223u;
+    host[i] = (unsigned char)(((s >> 31) << 7) | ((s >> 8) & 0x3f));
+  }
+  CHECK(cuMemcpyHtoD_v2(dst, host, ELEMS));
 }
 
 static void clear_out(void) {
@@ -111,7 +122,7 @@ static void varlen(const char* name, int n, const int* q_lens, const int* kv_len
  * scrambled order; q_lens NULL: dense queries of `seq_q` each (sage_attention_paged), else packed
  * variable-length queries (sage_attention_varlen_paged). */
 static void paged(const char* name, int n, const int* q_lens, int seq_q, const int* kv_lens, int hq, int hkv, int d,
-                  int causal, int page) {
+                  int causal, int page, int fp8) {
   int max_kv = 0, max_q = seq_q;
   for (int i = 0; i < n; ++i) {
     if (kv_lens[i] > max_kv) max_kv = kv_lens[i];
@@ -139,6 +150,13 @@ static void paged(const char* name, int n, const int* q_lens, int seq_q, const i
   kv.page_size = page;
   kv.max_pages = max_pages;
   kv.num_pages = num_pages;
+  if (fp8) { /* FP8 pages (ELEMS bytes: as many pages of bytes as the FP16 ones), one scale each */
+    kv.k_pages = (const void*)k8;
+    kv.v_pages = (const void*)v8;
+    kv.kv_dtype = SAGE_KV_DTYPE_FP8_E4M3;
+    kv.k_scale = (const float*)scales;
+    kv.v_scale = (const float*)(scales + 4);
+  }
   sage_attention_desc desc = sage_attention_desc_init(n, hq, hkv, max_q, max_kv, d);
   desc.layout = SAGE_LAYOUT_NHD;
   desc.causal = causal;
@@ -170,6 +188,15 @@ int main(int argc, char** argv) {
   fill(q, 1);
   fill(k, 2);
   fill(v, 3);
+  CHECK(cuMemAlloc_v2(&k8, ELEMS));
+  CHECK(cuMemAlloc_v2(&v8, ELEMS));
+  CHECK(cuMemAlloc_v2(&scales, 256));
+  fill8(k8, 4);
+  fill8(v8, 5);
+  {
+    const float sc[2] = {0.37f, 1.9f};
+    CHECK(cuMemcpyHtoD_v2(scales, sc, sizeof sc));
+  }
 
   /* Dense calls: short and long, causal, GQA, few (sequence, head) pairs (the defaults by the
    * call's own batch x query heads), decoding, a head dim below the kernels' (rows16 at 72 or 40). */
@@ -188,12 +215,14 @@ int main(int argc, char** argv) {
   }
   {
     const int kl[4] = {4096, 1000, 17, 3000};
-    paged("paged_decode", 4, NULL, 1, kl, 32, 8, d, 1, 16);
-    paged("paged_chunk_200", 4, NULL, 200, kl, 32, 8, d, 1, 64);
+    paged("paged_decode", 4, NULL, 1, kl, 32, 8, d, 1, 16, 0);
+    paged("paged_chunk_200", 4, NULL, 200, kl, 32, 8, d, 1, 64, 0);
+    paged("paged_decode_fp8", 4, NULL, 1, kl, 32, 8, d, 1, 16, 1);
   }
   {
     const int ql[6] = {1, 1, 1, 1, 1, 300}, kl[6] = {2048, 100, 777, 1500, 3, 1200};
-    paged("varlen_paged_mixed", 6, ql, 0, kl, 32, 8, d, 1, 16);
+    paged("varlen_paged_mixed", 6, ql, 0, kl, 32, 8, d, 1, 16, 0);
+    paged("varlen_paged_mixed_fp8", 6, ql, 0, kl, 32, 8, d, 1, 16, 1);
   }
   return 0;
 }

@@ -3,7 +3,8 @@
 // database), and the C program tests/runtime/export_probe.c built against it and against the
 // JIT runtime of this build tree. The program makes calls of every kind (dense short and long,
 // few (sequence, head) pairs, rows of 16 but not 32 bytes, decoding, a sliding window, a
-// variable-length batch, paged caches with dense and with variable-length queries) and prints
+// variable-length batch, paged caches with dense and with variable-length queries, FP16 and FP8
+// pages) and prints
 // each one's status and a hash of O's and the LSE's bytes: the two builds must print the same
 // lines, and every call must succeed.
 #include <gtest/gtest.h>
@@ -81,7 +82,7 @@ TEST_P(RuntimeExportGpu, StaticDefaultsGiveTheJitBuildsBits) {
       run(cat("SAGE_LOG=1 ", test::quote(static_exe), " ", d, " 2>", test::quote(dir_.file("static.stderr"))), "static.log");
   ASSERT_EQ(stat.rc, 0) << stat.output << read_file(dir_.file("static.stderr"));
   const std::vector<std::string> a = split(trim(jit.output), '\n'), b = split(trim(stat.output), '\n');
-  ASSERT_EQ(a.size(), 13u) << jit.output;
+  ASSERT_EQ(a.size(), 15u) << jit.output;
   ASSERT_EQ(a.size(), b.size()) << "JIT:\n" << jit.output << "static:\n" << stat.output;
   for (std::size_t i = 0; i < a.size(); ++i) {
     EXPECT_NE(a[i].find(" ok "), std::string::npos) << a[i];
