@@ -22,6 +22,7 @@ bool default_rule_matches(const DefaultRule& r, const DefaultCall& c) {
   if (r.paged != c.paged) return false;
   // A window's call reads as a variable-length one after the window entries.
   const bool varlen = c.varlen || c.window;
+  if (r.kv8 && (!c.kv8 || r.window != c.window)) return false;  // FP8 pages' own entries
   if (c.paged) {
     if (r.window && !c.window) return false;  // a paged entry of windows: windowed calls only
   } else if (r.window) {

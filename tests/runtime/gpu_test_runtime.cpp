@@ -2383,7 +2383,9 @@ TEST_P(RuntimeGpuPaged, MatchesEachSequencesReference) {
     a.k = kv.k_pages;
     a.v = kv.v_pages;
     a.lse = c.lse ? t.lse.as<float>() : nullptr;
+    rt::set_kv_dtype(p, kv.kv_dtype);
     rt::set_paged_args(p, a, {}, {}, kv.block_table, kv.seqlens_kv, kv.max_pages, kv.num_pages);
+    rt::set_page_scales(p, a, kv.k_scale, kv.v_scale, kv.scale_per_head);
     ASSERT_EQ(kernel->config().cannot_implement(p), "") << c.variant;
     DeviceBuffer ws(std::max<std::size_t>(kernel->workspace_size(p), 256));
     t.poison();
@@ -2518,7 +2520,33 @@ INSTANTIATE_TEST_SUITE_P(
                       PagedCase{256, 1, 16, true, DType::fp16, Layout::NHD, true, nullptr, 0, 2, 0, 2},
                       PagedCase{256, 40, 64, true, DType::bf16, Layout::NHD, true, nullptr, 0, 2, 0, 1},
                       PagedCase{128, 8, 16, true, DType::fp16, Layout::NHD, true, nullptr, 0, 2, 700, 2},
-                      PagedCase{64, 100, 64, true, DType::fp16, Layout::HND, true, nullptr, 0, 2, 256, 1}),
+                      PagedCase{64, 100, 64, true, DType::fp16, Layout::HND, true, nullptr, 0, 2, 256, 1},
+                      // FP8 pages on the native wgmma kernels' FP8 entries (each tile converted
+                      // into the FP16/BF16 tile wgmma reads): two warpgroups and one, pages of 1
+                      // slot to more than a tile, head dims 64, 128, 96 in 128 and 256, one kv
+                      // head, BF16 and HND, each scale mode.
+                      PagedCase{128, 300, 16, true, DType::fp16, Layout::NHD, true,
+                                "wgmma_d128_m128_n128_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 12, 2, 0, 1},
+                      PagedCase{128, 100, 1, false, DType::bf16, Layout::HND, false,
+                                "wgmma_d128_m128_n128_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 13, 2, 0, 2},
+                      PagedCase{128, 77, 256, true, DType::fp16, Layout::NHD, true,
+                                "wgmma_d128_m64_n128_wg1_s1_qk-native_pv-native_tma_sch-plain_occ1", 14, 1, 0, 3},
+                      PagedCase{64, 500, 8, true, DType::fp16, Layout::NHD, true,
+                                "wgmma_d64_m128_n128_wg2_s3_qk-native_pv-native_tma_sch-plain_occ2", 15, 2, 0, 2},
+                      PagedCase{64, 129, 64, false, DType::bf16, Layout::NHD, true,
+                                "wgmma_d64_m64_n64_wg1_s2_qk-native_pv-native_tma_sch-plain_occ1", 16, 2, 0, 1},
+                      PagedCase{96, 40, 32, true, DType::fp16, Layout::NHD, true,
+                                "wgmma_d128_m128_n64_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 17, 2, 0, 1},
+                      PagedCase{256, 150, 32, true, DType::bf16, Layout::NHD, true,
+                                "wgmma_d256_m64_n64_wg1_s2_qk-native_pv-native_tma_sch-plain_occ1", 18, 2, 0, 2},
+                      PagedCase{192, 33, 2, false, DType::fp16, Layout::HND, false,
+                                "wgmma_d256_m64_n64_wg1_s2_qk-native_pv-native_tma_sch-plain_occ1", 19, 2, 0, 1},
+                      // (one FP8 slot: head dim 256 of two warpgroups)
+                      PagedCase{256, 300, 16, true, DType::fp16, Layout::NHD, true,
+                                "wgmma_d256_m128_n64_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 20, 2, 0, 2},
+                      // ... and chosen by the defaults: a long chunk (wgmma on sm_90a), head dim 256.
+                      PagedCase{128, 600, 16, true, DType::fp16, Layout::NHD, true, nullptr, 0, 2, 0, 2},
+                      PagedCase{256, 300, 16, true, DType::fp16, Layout::NHD, true, nullptr, 0, 2, 0, 1}),
     paged_case_name);
 
 // A paged cache whose pages are a dense cache's rows in order, with every sequence full, gives the
@@ -2700,7 +2728,9 @@ TEST_P(RuntimeGpuVarlenPaged, MatchesEachSequencesReference) {
     a.o = o.get();
     a.lse = lse_ptr;
     a.cu_seqlens_q = cq.as<std::int32_t>();
+    rt::set_kv_dtype(p, kv.kv_dtype);
     rt::set_paged_args(p, a, {}, {}, kv.block_table, kv.seqlens_kv, kv.max_pages, kv.num_pages);
+    rt::set_page_scales(p, a, kv.k_scale, kv.v_scale, kv.scale_per_head);
     ASSERT_EQ(kernel->config().cannot_implement(p), "") << c.variant;
     DeviceBuffer ws(std::max<std::size_t>(kernel->workspace_size(p), 256));
     o.fill_bytes(0xff);
@@ -2859,7 +2889,20 @@ INSTANTIATE_TEST_SUITE_P(
         VarlenPagedCase{64, {5, 0, 50, 1, 33, 3, 2}, 64, true, DType::bf16, true, 2, nullptr, 0, 0, 1},
         VarlenPagedCase{128, {1, 0, 200, 1, 480, 3, 0}, 256, true, DType::fp16, true, 1, nullptr, 0, 0, 2},
         VarlenPagedCase{256, {1, 0, 2, 1, 4, 3, 0}, 16, false, DType::bf16, true, 2, nullptr, 0, 0, 3},
-        VarlenPagedCase{128, {1, 0, 37, 5, 50, 3, 0}, 16, true, DType::fp16, true, 2, nullptr, 0, 300, 2}),
+        VarlenPagedCase{128, {1, 0, 37, 5, 50, 3, 0}, 16, true, DType::fp16, true, 2, nullptr, 0, 300, 2},
+        // FP8 pages on named wgmma variants' FP8 entries (sm_90a), and a longest of 700 queries
+        // by the defaults (sm_90a: the decode bands, then wgmma).
+        VarlenPagedCase{128, {1, 0, 200, 5, 300, 3, 0}, 16, true, DType::fp16, true, 2,
+                        "wgmma_d128_m128_n128_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 7, 0, 2},
+        VarlenPagedCase{64, {5, 0, 130, 1, 480, 3, 0}, 64, false, DType::bf16, false, 2,
+                        "wgmma_d64_m128_n128_wg2_s3_qk-native_pv-native_tma_sch-plain_occ2", 8, 0, 1},
+        VarlenPagedCase{128, {1, 0, 77, 2, 40, 3, 0}, 1, true, DType::bf16, true, 1,
+                        "wgmma_d128_m64_n128_wg1_s1_qk-native_pv-native_tma_sch-plain_occ1", 9, 0, 3},
+        VarlenPagedCase{256, {1, 0, 150, 1, 65, 3, 0}, 32, true, DType::fp16, true, 2,
+                        "wgmma_d256_m64_n64_wg1_s2_qk-native_pv-native_tma_sch-plain_occ1", 10, 0, 2},
+        VarlenPagedCase{256, {2, 0, 130, 1, 300, 3, 0}, 64, true, DType::bf16, true, 2,
+                        "wgmma_d256_m128_n64_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 11, 0, 1},
+        VarlenPagedCase{128, {1, 0, 700, 1, 480, 3, 0}, 16, true, DType::fp16, true, 2, nullptr, 0, 0, 1}),
     varlen_paged_case_name);
 
 // Every sequence of the same n queries: a varlen-paged call on the dense call's Q packed as

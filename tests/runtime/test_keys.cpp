@@ -749,10 +749,26 @@ TEST(RuntimeKeys, PagedCachesRunOnTheNativeKernels) {
   EXPECT_NE(c.cannot_implement(w).find("sliding windows over a paged KV cache run on the native (unquantized) mma.sync"),
             std::string::npos)
       << c.cannot_implement(w);
-  // ... nor FP8 pages (their tiles are converted in shared memory by the mma.sync kernels).
+  // FP8 pages: their FP8 entries (each tile converted into the FP16 tile wgmma reads), where two
+  // FP16 slots of K and V, Q and the FP8 slots fit 227 KiB (two FP8 slots, else one) ...
   f8.head_dim = 64;
-  EXPECT_FALSE(has_paged_fp8_entry(c));
+  EXPECT_TRUE(has_paged_fp8_entry(c));
+  EXPECT_EQ(c.cannot_implement(f8), "");
+  c.block_n = 64;
+  EXPECT_EQ(paged_fp8_smem_bytes(c), 128 * 64 * 2 + 4 * 64 * 64 * 2 + 4 * 64 * 64 + 1024);
+  c.head_dim = 256;
+  EXPECT_EQ(paged_fp8_smem_bytes(c), 128 * 256 * 2 + 4 * 64 * 256 * 2 + 2 * 64 * 256 + 1024) << "one FP8 slot";
+  EXPECT_TRUE(has_paged_fp8_entry(c));
+  c.block_n = 128;
+  EXPECT_FALSE(has_paged_fp8_entry(c)) << "128x128 tiles at head dim 256 do not fit";
   EXPECT_NE(c.cannot_implement(f8).find("FP8 pages run on"), std::string::npos) << c.cannot_implement(f8);
+  c.head_dim = 64;
+  // ... but no window.
+  AttnProblem f8w = w;
+  f8w.kv_fp8 = true;
+  EXPECT_NE(c.cannot_implement(f8w).find("FP8 pages with a sliding window run on the native mma.sync"),
+            std::string::npos)
+      << c.cannot_implement(f8w);
   c.head_dim = 256;
   EXPECT_TRUE(has_paged_entry(c)) << "the plain wgmma kernel of head dim 256";
   c.head_dim = 64;

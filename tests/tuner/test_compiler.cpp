@@ -425,13 +425,15 @@ TEST_P(PagedDefaults, HaveTheirEntryWithoutSpills) {
         for (int bh : {64, 512}) {
           try {
             seen.insert(default_variant(arch, d, "balanced", 4096, 0, q, false, bh, 0, false, false, true));
+            // FP8 pages' defaults (the same, or a `kv8` entry's)
+            seen.insert(default_variant(arch, d, "balanced", 4096, 0, q, false, bh, 0, false, false, true, true));
           } catch (const Error&) {
             EXPECT_EQ(d, 256) << arch;  // sm_89's GPUs lack the decode kernel's shared memory at 256
           }
         }
     // sm_90a: at D=64 and 128 the mma.sync decode, 64x64 and 128x128 kernels and wgmma (D=64:
-    // 64x64 and 128x128), at 256 the decode kernel and wgmma.
-    EXPECT_EQ(seen.size(), std::string(arch) == "sm_90a" ? 11u : std::string(arch) == "sm_89" ? 4u : 5u) << arch;
+    // 64x64 and 128x128), at 256 the decode kernel and wgmma (FP8 pages at D=128: wgmma 128x128).
+    EXPECT_EQ(seen.size(), std::string(arch) == "sm_90a" ? 12u : std::string(arch) == "sm_89" ? 4u : 5u) << arch;
     for (const std::string& name : seen) {
       const std::optional<gen::Variant> v = space.find(name);
       ASSERT_TRUE(v.has_value()) << name;
@@ -446,7 +448,22 @@ TEST_P(PagedDefaults, HaveTheirEntryWithoutSpills) {
       // tile's bytes read back as 16-byte vectors and widened to FP16 (sm_89+: cvt.rn.f16x2.e4m3x2;
       // sm_80: byte permutes and a rebiasing f16x2 product) and to BF16 (byte permutes and a bf16x2
       // FMA), the MMAs those of FP16/BF16 (no FP8 MMA).
-      if (has_paged_fp8_entry(kernel_config(*v))) {
+      // The wgmma ones' FP8 entries (attn_native_fp8.cuh): TMA boxes of FP8 rows, read back as
+      // 16-byte vectors, widened as above into the tile wgmma reads (its generic stores fenced for
+      // the async proxy), FP16/BF16 wgmma.
+      if (has_paged_fp8_entry(kernel_config(*v)) && v->pipeline == "wgmma") {
+        expect_kernels_without_spills(r, {"sage_attn_paged_fp8", "sage_attn_varlen_paged_fp8"}, false, name);
+        for (const char* entry : {"sage_attn_paged_fp8", "sage_attn_varlen_paged_fp8"}) {
+          const std::size_t at = r.ptx.find(std::string(".entry ") + entry + "(");
+          ASSERT_NE(at, std::string::npos) << name << " " << entry;
+          const std::string body = r.ptx.substr(at, r.ptx.find(".entry ", at + 1) - at);
+          for (const char* want : {"cp.async.bulk.tensor.4d", "ld.shared.v4.u32", "cvt.rn.f16x2.e4m3x2", "prmt.b32",
+                                   "fma.rn.bf16x2", "st.shared.v4.u32", "fence.proxy.async.shared::cta",
+                                   "wgmma.mma_async.sync.aligned"})
+            EXPECT_NE(body.find(want), std::string::npos) << name << " " << entry << ": " << want;
+          EXPECT_EQ(body.find(".e4m3.e4m3"), std::string::npos) << name << " " << entry << ": an FP8 MMA";
+        }
+      } else if (has_paged_fp8_entry(kernel_config(*v))) {
         expect_kernels_without_spills(r, {"sage_attn_paged_fp8", "sage_attn_varlen_paged_fp8"}, false, name);
         const bool fp8_hw = std::string(arch) != "sm_80";
         for (const char* entry : {"sage_attn_paged_fp8", "sage_attn_varlen_paged_fp8"}) {

@@ -227,8 +227,6 @@ TEST(Defaults, PagedWindowsTakeKernelsWithTheWindowEntries) {
             const std::optional<gen::Variant> var = space.find(w.variant);
             ASSERT_TRUE(var.has_value()) << w.variant;
             EXPECT_TRUE(has_paged_window_entry(tuner::kernel_config(*var))) << arch << " " << w.variant << " q " << q;
-            // FP8 pages are matched as a windowed call (BucketKey::kv8): those kernels have their entries too.
-            EXPECT_TRUE(has_paged_fp8_entry(tuner::kernel_config(*var))) << arch << " " << w.variant << " q " << q;
             const std::optional<gen::Variant> pv = space.find(plain);
             ASSERT_TRUE(pv.has_value());
             if (pv->pipeline == "mma") {
@@ -244,6 +242,58 @@ TEST(Defaults, PagedWindowsTakeKernelsWithTheWindowEntries) {
     const tuner::DefaultMatch w = tuner::default_match("sm_90a", d, "balanced", 4096, 1, 1024, false, 8, 0, false, true);
     EXPECT_EQ(w.conditions.find("paged"), std::string::npos) << w.conditions;
   }
+}
+
+// FP8 pages (BucketKey::kv8) take a kernel with the FP8 entries on every architecture, every
+// policy, head dim, query count and batch x heads where the paged call has a kernel: the FP16
+// pages' paged default, or an entry that names `kv8` before it (sm_90a's head dim 128 from the
+// query counts of its wgmma kernel: 128x128 tiles of two warpgroups, not one warpgroup's 64x128);
+// with a window, an mma.sync kernel (the wgmma FP8 entries take none).
+TEST(Defaults, Fp8PagesTakeKernelsWithTheFp8Entries) {
+  const gen::SearchSpace space = gen::SearchSpace::builtin();
+  const tuner::ProblemsConfig cfg = tuner::ProblemsConfig::builtin();
+  int own = 0, wgmma = 0;
+  for (const std::string& arch : space.archs())
+    for (int d : {64, 128, 256})
+      for (const auto& [name, policy] : cfg.policies)
+        for (int q : {1, 4, 16, 40, 128, 1024})
+          for (int bh : {8, 64, 512}) {
+            std::string plain;
+            try {
+              plain = tuner::default_variant(arch, d, name, 8192, 1, q, false, bh, 0, false, false, true);
+            } catch (const Error&) {
+              EXPECT_THROW(tuner::default_variant(arch, d, name, 8192, 1, q, false, bh, 0, false, false, true, true), Error);
+              continue;  // no paged kernel at this head dim here
+            }
+            const tuner::DefaultMatch f = tuner::default_match(arch, d, name, 8192, 1, q, false, bh, 0, false, false, true, true);
+            const std::optional<gen::Variant> var = space.find(f.variant);
+            ASSERT_TRUE(var.has_value()) << f.variant;
+            EXPECT_TRUE(has_paged_fp8_entry(tuner::kernel_config(*var))) << arch << " " << f.variant << " q " << q;
+            if (f.variant != plain) {
+              EXPECT_NE(f.conditions.find("kv8 true"), std::string::npos) << f.conditions;
+              ++own;
+            }
+            wgmma += var->pipeline == "wgmma";
+            const tuner::DefaultMatch w = tuner::default_match(arch, d, name, 512, 1, q, false, bh, 0, false, true, true, true);
+            const std::optional<gen::Variant> wv = space.find(w.variant);
+            ASSERT_TRUE(wv.has_value()) << w.variant;
+            EXPECT_TRUE(has_paged_fp8_entry(tuner::kernel_config(*wv))) << arch << " " << w.variant << " q " << q;
+            EXPECT_EQ(wv->pipeline, "mma") << arch << " " << w.variant << " q " << q;
+            EXPECT_EQ(tuner::kernel_config(*wv).cannot_implement([&] {
+              AttnProblem p;
+              p.batch = 1; p.heads_q = 8; p.heads_kv = 8; p.seq_q = q; p.seq_kv = 512; p.head_dim = d;
+              p.causal = true; p.paged = true; p.page_size = 16; p.kv_fp8 = true; p.window = 256;
+              return p;
+            }()), "") << w.variant;
+          }
+  EXPECT_GT(own, 0) << "sm_90a's head dim 128 takes its kv8 entry";
+  EXPECT_GT(wgmma, 0) << "long chunks over FP8 pages run on wgmma";
+  // The kv8 entries match no call over FP16 pages.
+  for (int d : {64, 128, 256})
+    for (int q : {1, 1024}) {
+      const tuner::DefaultMatch m = tuner::default_match("sm_90a", d, "balanced", 8192, 1, q, false, 8, 0, false, false, true);
+      EXPECT_EQ(m.conditions.find("kv8"), std::string::npos) << m.conditions;
+    }
 }
 
 TEST(Defaults, EveryArchHasAVarlenKernelAtHeadDims64And128) {
@@ -942,7 +992,7 @@ TEST(Defaults, EveryEntryNamesKnownKeysOnly) {
   const YAML::Node root = YAML::Load(std::string(f->view()));
   const std::vector<std::string> known = {"head_dim", "policies", "max_seq_kv", "max_seq_q", "min_seq_q",
                                           "causal",   "rows16",   "max_bh",     "varlen",    "window", "paged",
-                                          "params"};
+                                          "kv8",      "params"};
   int entries = 0;
   for (const auto& arch : root["defaults"])
     for (std::size_t i = 0; i < arch.second.size(); ++i) {

@@ -309,7 +309,7 @@ int run_bench(const BenchArgs& a) {
       names.push_back(own ? *own
                           : tuner::default_variant(arch, kd, a.policy, p.window > 0 ? std::min(p.seq_kv, p.window) : p.seq_kv,
                                                    p.causal && (p.window == 0 || p.paged) ? 1 : 0, p.seq_q, false, bh, sms,
-                                                   varlen_defaults && !p.paged, p.window > 0 || p.kv_fp8, p.paged));
+                                                   varlen_defaults && !p.paged, p.window > 0, p.paged, p.kv_fp8));
     for (const std::string& name : names) {
       auto k = kernel_for(name);
       if (!first && a.cooldown_s > 0) {
@@ -419,8 +419,8 @@ int run_bench(const BenchArgs& a) {
           if (t >= p.seq_q && a.decode_part < 0) continue;
           auto c = kernel_for(tuner::default_variant(arch, kd, a.policy,
                                                      p.window > 0 ? std::min(p.seq_kv, p.window) : p.seq_kv,
-                                                     p.causal ? 1 : 0, t, false, bh, sms, false, p.window > 0 || p.kv_fp8,
-                                                     true));
+                                                     p.causal ? 1 : 0, t, false, bh, sms, false, p.window > 0, true,
+                                                     p.kv_fp8));
           if (c->decode()) {
             dk = c;
             edge = t;

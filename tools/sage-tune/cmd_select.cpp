@@ -166,8 +166,8 @@ int run_select(const SelectArgs& a) {
     // (a window: read as non-causal sequences of the keys a query sees, as the runtime does)
     entry = tuner::default_match(arch, kd, a.policy, key.seq_kv_bucket, p.causal && (!window || p.paged) ? 1 : 0,
                                  key.seq_q_bucket,
-                                 rows16 && !varlen_defaults, pairs, sms, varlen_defaults && !p.paged, window || p.kv_fp8,
-                                 p.paged);
+                                 rows16 && !varlen_defaults, pairs, sms, varlen_defaults && !p.paged, window, p.paged,
+                                 p.kv_fp8);
     variant = entry.variant;
     if (source.empty()) source = "default";
   }

@@ -65,8 +65,10 @@ std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r) {
 }
 
 std::string default_variant(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
-                            int causal, int seq_q, bool rows16, int bh, int sms, bool varlen, bool window, bool paged) {
-  return default_match(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, bh, sms, varlen, window, paged).variant;
+                            int causal, int seq_q, bool rows16, int bh, int sms, bool varlen, bool window, bool paged,
+                            bool kv8) {
+  return default_match(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, bh, sms, varlen, window, paged, kv8)
+      .variant;
 }
 
 namespace {
@@ -131,6 +133,9 @@ std::vector<DefaultEntry> read_entries(const YAML::Node& root, const std::string
       e.rule.paged = named_bool(entry["paged"]) == 1;
       e.rule.window = named_bool(entry["window"]) == 1;
       e.rule.varlen = named_bool(entry["varlen"]) == 1;
+      e.rule.kv8 = named_bool(entry["kv8"]) == 1;
+      if (e.rule.kv8 && !e.rule.paged)
+        throw Error(Errc::parse_error, cat("configs/defaults.yaml: ", arch, " entry ", i, ": kv8 (FP8 pages) needs paged: true"));
       e.rule.max_seq_kv = named_int(entry["max_seq_kv"]);
       e.rule.max_seq_q = named_int(entry["max_seq_q"]);
       e.rule.min_seq_q = named_int(entry["min_seq_q"]);
@@ -238,7 +243,7 @@ std::optional<std::string> entry_variant(const std::string& arch, const DefaultE
 }
 
 DefaultMatch default_match(const std::string& arch, int head_dim, const std::string& policy, int seq_kv, int causal,
-                           int seq_q, bool rows16, int bh, int sms, bool varlen, bool window, bool paged) {
+                           int seq_q, bool rows16, int bh, int sms, bool varlen, bool window, bool paged, bool kv8) {
   const ArchDefaults& d = arch_defaults(arch);  // Error(not_found) where the file has no list for arch
   DefaultCall call;
   call.head_dim = head_dim;
@@ -251,6 +256,7 @@ DefaultMatch default_match(const std::string& arch, int head_dim, const std::str
   call.varlen = varlen;
   call.window = window;
   call.paged = paged;
+  call.kv8 = paged && kv8;
   for (const DefaultEntry& e : d.entries) {
     if (!default_rule_matches(e.rule, call)) continue;
     std::optional<std::string> v = entry_variant(arch, e);

@@ -187,10 +187,11 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
     try {
       // A paged KV cache's call: its `paged` entries (kernels with sage_attn_paged), by its
       // queries and its keys' upper bound (with a window, the keys a query sees); with a window
-      // also those that name `window` (kernels with sage_attn_paged_window). FP8 pages match as a
-      // window does (the mma.sync kernels, all of which have sage_attn_paged_fp8 where stages >= 2).
+      // also those that name `window` (kernels with sage_attn_paged_window). FP8 pages match them
+      // as FP16 pages do, and those that name `kv8` (each paged default's kernel has
+      // sage_attn_paged_fp8, or a kv8 entry before it serves FP8 pages: Defaults.*Fp8*).
       c.variant = tuner::default_variant(arch, key.head_dim, to_string(key.policy), key.seq_kv, key.causal ? 1 : 0,
-                                         key.seq_q, false, p.batch * p.heads_q, sms, false, key.window || key.kv8, true);
+                                         key.seq_q, false, p.batch * p.heads_q, sms, false, key.window, true, key.kv8);
     } catch (const Error& e) {
       if (e.code() != Errc::not_found) throw;
       throw Error(Errc::unsupported, cat("paged KV caches at head dim ", key.head_dim, " have no kernel on ", arch, " (",

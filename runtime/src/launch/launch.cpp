@@ -233,7 +233,10 @@ std::string KernelConfig::cannot_implement(const AttnProblem& p) const {
            "schedule that quantize Q themselves (fuse_q)";
   if (p.kv_fp8 && !has_paged_fp8_entry(*this))
     return "FP8 pages run on the native (unquantized) mma.sync kernels of two stages or more of the decode schedule, "
-           "and of the plain schedule at head dims 64 and 128";
+           "and of the plain schedule at head dims 64 and 128, and on the native wgmma kernels of the plain schedule "
+           "whose FP8 tiles fit shared memory";
+  if (p.kv_fp8 && p.window > 0 && pipeline == "wgmma")
+    return "FP8 pages with a sliding window run on the native mma.sync kernels (the wgmma kernels' take no window)";
   if (p.window > 0 && p.paged && !has_paged_window_entry(*this))
     return "sliding windows over a paged KV cache run on the native (unquantized) mma.sync kernels of the decode "
            "schedule, and of the plain schedule at head dims 64 and 128";
@@ -374,10 +377,25 @@ bool has_paged_entry(const KernelConfig& c) {
 // boxes of pages have no window (attn_native.cuh).
 bool has_paged_window_entry(const KernelConfig& c) { return c.pipeline == "mma" && has_paged_entry(c); }
 
+// The dynamic shared memory of a native wgmma kernel's FP8 entries (the templates' rule,
+// attn_native_fp8.cuh: Fp8PagesLayout): Q, two FP16 slots of K and V, two FP8 slots of K and V
+// where they fit 227 KiB, else one (or O's staging rows, if more), and 1 KiB of alignment.
+int paged_fp8_smem_bytes(const KernelConfig& c) {
+  const int base = c.block_m * c.head_dim * 2 + 4 * c.block_n * c.head_dim * 2;
+  const int slots = base + 4 * c.block_n * c.head_dim + 1024 <= 227 * 1024 ? 2 : 1;
+  const int main = base + 2 * slots * c.block_n * c.head_dim;
+  const int epi = c.block_m * (c.head_dim * 2 + 16);
+  return std::max(main, epi) + 1024;
+}
+
 // The variants whose module has the entries of FP8 pages (the templates' rule): the mma.sync ones
 // of sage_attn_paged_window with two stages or more (attn_mma.cuh: Fp8Pages, a ring of FP8 stages
-// where the FP16 stages 1.. were).
-bool has_paged_fp8_entry(const KernelConfig& c) { return has_paged_window_entry(c) && c.stages >= 2; }
+// where the FP16 stages 1.. were), and the wgmma ones of sage_attn_paged whose FP8 entries' tiles
+// fit an SM's 227 KiB (attn_native_fp8.cuh: each tile converted into the FP16/BF16 tile wgmma reads).
+bool has_paged_fp8_entry(const KernelConfig& c) {
+  if (c.pipeline == "wgmma") return has_paged_entry(c) && paged_fp8_smem_bytes(c) <= 227 * 1024;
+  return has_paged_window_entry(c) && c.stages >= 2;
+}
 
 // The variants whose module has an entry of its own for calls of up to three quarters of the
 // head dim, sage_attn_q3 (the templates' rule). Head dim 256 (calls of up to 192 columns):
@@ -431,10 +449,15 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
     }
   }
   const cu::Api& a = cu::api();
+  // The wgmma kernels' FP8 entries have shared memory of their own (paged_fp8_smem_bytes).
+  fp8_smem_ = cfg_.pipeline == "wgmma" && attn_paged_fp8_ ? paged_fp8_smem_bytes(cfg_) : cfg_.smem_bytes;
   if (cfg_.smem_bytes > 48 * 1024)
     for (CUfunction f : {attn_, attn_lse_, attn_q3_, attn_varlen_, attn_window_, attn_paged_, attn_varlen_paged_,
-                         attn_paged_window_, attn_varlen_paged_window_, attn_paged_fp8_, attn_varlen_paged_fp8_})
+                         attn_paged_window_, attn_varlen_paged_window_})
       if (f) SAGE_CU(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, cfg_.smem_bytes));
+  if (fp8_smem_ > 48 * 1024)
+    for (CUfunction f : {attn_paged_fp8_, attn_varlen_paged_fp8_})
+      if (f) SAGE_CU(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, fp8_smem_));
   CUdevice dev;
   SAGE_CU(cuCtxGetDevice(&dev));
   SAGE_CU(cuDeviceGetAttribute(&num_sms_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
@@ -1022,12 +1045,13 @@ void AttnKernel::fill(const AttnProblem& p, const AttnArgs& a, void* ws, const W
     while ((1 << shift) < p.page_size) ++shift;
     s.page_shift = shift;
     if (p.kv_fp8) {
-      // FP8 pages: their scales; the entries have the window code, and a call without a window
-      // runs them with one past every key (kFp8NoWindow: nothing masked by it).
+      // FP8 pages: their scales; the mma.sync entries have the window code, and a call without a
+      // window runs them with one past every key (kFp8NoWindow: nothing masked by it); the wgmma
+      // ones take no window.
       s.kv_k_scale = a.kv_k_scale;
       s.kv_v_scale = a.kv_v_scale;
       s.kv_scale_stride = a.kv_scale_stride;
-      if (s.window <= 0) s.window = kFp8NoWindow;
+      if (s.window <= 0 && cfg_.pipeline == "mma") s.window = kFp8NoWindow;
     }
   }
   if (native()) {
@@ -1123,6 +1147,23 @@ void encode_tile_scales(void* map, const float* base, std::int64_t tiles) {
                                  CU_TENSOR_MAP_L2_PROMOTION_L2_64B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
 }
 
+// A 4-D tensor map (head_dim bytes, page_size, Hkv, num_pages) over FP8 (e4m3) pages, boxes of
+// `box_bytes` (the variant's head dim; columns past the call's read as zeros) by `box_rows`
+// rows, no swizzle: a tile's boxes land as its rows in order (attn_native_fp8.cuh converts them).
+void encode_fp8_pages(void* map, const SageTensor& x, const AttnProblem& p, int box_bytes, int box_rows, int num_pages) {
+  const cuuint64_t dims[4] = {cuuint64_t(p.head_dim), cuuint64_t(p.page_size), cuuint64_t(p.heads_kv),
+                              cuuint64_t(num_pages)};
+  const cuuint64_t strides[3] = {cuuint64_t(x.stride_n), cuuint64_t(x.stride_h), cuuint64_t(x.stride_b)};
+  const cuuint32_t box[4] = {cuuint32_t(box_bytes), cuuint32_t(box_rows), 1, 1};
+  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  const bool sector_rows = (x.stride_n | x.stride_h | x.stride_b) % 32 == 0 && reinterpret_cast<std::uintptr_t>(x.ptr) % 32 == 0;
+  SAGE_CU(cuTensorMapEncodeTiled(static_cast<CUtensorMap*>(map), CU_TENSOR_MAP_DATA_TYPE_UINT8, 4,
+                                 const_cast<void*>(x.ptr), dims, strides, box, elem_strides,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                 sector_rows ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B : CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+}
+
 // A 4-D tensor map (D, N, H, B) over one of the caller's tensors in its own dtype, boxes of
 // 64 columns (128-byte rows, 128B swizzle) by `box_rows` rows; rows past the sequence's end
 // read as zeros. Rows that do not all start on a 32-byte sector (a pitch or head offset not a
@@ -1149,11 +1190,11 @@ void encode_user(void* map, const SageTensor& x, const AttnProblem& p, int heads
 
 // The maps of the caller's tensors are re-encoded only when the pointers or this changes: the
 // problem's shape and the tensors' strides (O's as the kernel's parameters hold them).
-std::array<std::int64_t, 20> user_shape(const AttnProblem& p, const SageAttnParams& s) {
+std::array<std::int64_t, 21> user_shape(const AttnProblem& p, const SageAttnParams& s) {
   return {p.batch,      p.heads_q,    p.heads_kv,   p.seq_q,      p.seq_kv,     p.head_dim,   int(p.dtype),
           s.q.stride_b, s.q.stride_h, s.q.stride_n, s.k.stride_b, s.k.stride_h, s.k.stride_n, s.v.stride_b,
           s.v.stride_h, s.v.stride_n, s.o_stride_b, s.o_stride_h, s.o_stride_n,
-          p.paged ? (std::int64_t(s.num_pages) << 32) | p.page_size : 0};
+          p.paged ? (std::int64_t(s.num_pages) << 32) | p.page_size : 0, p.kv_fp8 ? 1 : 0};
 }
 
 // TMA reads the caller's tensors: each must start 16-byte aligned.
@@ -1177,7 +1218,7 @@ void AttnKernel::native_tensor_maps(const AttnProblem& p, SageAttnParams& s) con
   require_tma_aligned(c.name, "Q, K and V", {s.q.ptr, s.k.ptr, s.v.ptr});
   SageTensor o{persistent() ? s.o : nullptr, s.o_stride_b, s.o_stride_h, s.o_stride_n};
   if (o.ptr) require_tma_aligned(c.name, "O", {o.ptr});
-  const std::array<std::int64_t, 20> key = user_shape(p, s);
+  const std::array<std::int64_t, 21> key = user_shape(p, s);
   std::lock_guard<std::mutex> lock(tma_mu_);
   TmaCache& t = tma_cache_;
   if (t.q != s.q.ptr || t.k != s.k.ptr || t.v != s.v.ptr || t.o != o.ptr || t.shape != key) {
@@ -1197,8 +1238,13 @@ void AttnKernel::native_tensor_maps(const AttnProblem& p, SageAttnParams& s) con
         if (x.stride_b == 0) x.stride_b = std::int64_t(p.page_size) * p.heads_kv * p.head_dim;
         return x;
       };
-      encode_user(t.maps[1], filled(s.k), p, p.heads_kv, p.page_size, rows, 1, s.num_pages);
-      encode_user(t.maps[2], filled(s.v), p, p.heads_kv, p.page_size, rows, 1, s.num_pages);
+      if (p.kv_fp8) {  // FP8 pages: boxes of whole FP8 rows (attn_native_fp8.cuh)
+        encode_fp8_pages(t.maps[1], filled(s.k), p, c.head_dim, rows, s.num_pages);
+        encode_fp8_pages(t.maps[2], filled(s.v), p, c.head_dim, rows, s.num_pages);
+      } else {
+        encode_user(t.maps[1], filled(s.k), p, p.heads_kv, p.page_size, rows, 1, s.num_pages);
+        encode_user(t.maps[2], filled(s.v), p, p.heads_kv, p.page_size, rows, 1, s.num_pages);
+      }
     } else {
       encode_user(t.maps[1], s.k, p, p.heads_kv, p.seq_kv, c.block_n);
       encode_user(t.maps[2], s.v, p, p.heads_kv, p.seq_kv, c.block_n);
@@ -1251,7 +1297,7 @@ void AttnKernel::tensor_maps(const WorkspacePlan& w, const AttnProblem& p, SageA
   // fuse_q: Q is the caller's tensor (4-D map, like the native family's), K and V the workspace's.
   const void* q_src = c.fuse_q ? s.q.ptr : static_cast<const void*>(s.q_quant);
   if (c.fuse_q) require_tma_aligned(c.name, "Q", {q_src});
-  const std::array<std::int64_t, 20> key = c.fuse_q ? user_shape(packed, s) : std::array<std::int64_t, 20>{};
+  const std::array<std::int64_t, 21> key = c.fuse_q ? user_shape(packed, s) : std::array<std::int64_t, 21>{};
   std::lock_guard<std::mutex> lock(tma_mu_);
   TmaCache& t = tma_cache_;
   if (t.q != q_src || t.k != s.k_quant || t.v != s.v_prep || t.q_rows != q_rows || t.k_rows != k_rows ||
@@ -1326,6 +1372,7 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
   CUfunction paged_f = p.kv_fp8   ? (p.varlen ? attn_varlen_paged_fp8_ : attn_paged_fp8_)
                        : p.varlen ? (window ? attn_varlen_paged_window_ : attn_varlen_paged_)
                                   : (window ? attn_paged_window_ : attn_paged_);
+  const unsigned smem = unsigned(paged && p.kv_fp8 ? fp8_smem_ : cfg_.smem_bytes);
   if (p.varlen && paged && mma_native()) {
     if (p.total_q == 0) return;  // no query rows: nothing to compute nor write
   } else if (p.varlen) {
@@ -1338,7 +1385,7 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
       throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles or sequences for one launch"));
     // (the quantized kernels' entry waits for the preparation: a programmatic dependent)
     launch(paged ? paged_f : window ? attn_window_ : attn_varlen_, unsigned(s.q_tiles), unsigned(p.heads_q),
-           unsigned(p.batch), unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s, dependent_);
+           unsigned(p.batch), unsigned(cfg_.threads), smem, stream, s, dependent_);
     return;
   }
   if (mma_native() && (s.split_ranges > 0 || s.pack_rows > 0)) {
@@ -1347,7 +1394,7 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
     if (x > 0x7fffffff) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for one launch"));
     launch(paged ? paged_f : window ? attn_window_ : q3 ? attn_q3_ : attn_, unsigned(x),
            unsigned(s.pack_rows > 0 ? p.heads_kv : p.heads_q),
-           unsigned(p.batch), unsigned(cfg_.threads), unsigned(cfg_.smem_bytes), stream, s);
+           unsigned(p.batch), unsigned(cfg_.threads), smem, stream, s);
     return;
   }
   if (persistent()) {
@@ -1363,12 +1410,12 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
   if (p.causal) {
     if (s.q_tiles > kGridYZLimit) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for a causal launch"));
     const int g = causal_group(p, cfg_);
-    launch(f, unsigned(g), unsigned(s.q_tiles), unsigned(p.batch * p.heads_q / g), unsigned(cfg_.threads),
-           unsigned(cfg_.smem_bytes), stream, s, dependent_);
+    launch(f, unsigned(g), unsigned(s.q_tiles), unsigned(p.batch * p.heads_q / g), unsigned(cfg_.threads), smem,
+           stream, s, dependent_);
     return;
   }
-  launch(f, unsigned(s.q_tiles), unsigned(p.heads_q), unsigned(p.batch), unsigned(cfg_.threads),
-         unsigned(cfg_.smem_bytes), stream, s, dependent_);
+  launch(f, unsigned(s.q_tiles), unsigned(p.heads_q), unsigned(p.batch), unsigned(cfg_.threads), smem, stream, s,
+         dependent_);
 }
 
 void AttnKernel::run_prep(const AttnProblem& p, const AttnArgs& a, void* ws, CUstream stream) const {

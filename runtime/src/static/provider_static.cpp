@@ -190,7 +190,8 @@ Resolved resolve(const BucketKey& call_key, const AttnProblem& p, const Device& 
   call.bh = pairs > 0 ? pairs : key.bh;
   if (key.paged) {
     call.paged = true;
-    call.window = key.window || key.kv8;  // FP8 pages: matched as a window (the mma.sync kernels)
+    call.window = key.window;
+    call.kv8 = key.kv8;  // FP8 pages: the paged entries, and those that name kv8
   } else if (key.varlen || key.window) {
     // A window's call: its entries, then the varlen ones, read as non-causal sequences of its
     // window's keys (BucketKey::window).

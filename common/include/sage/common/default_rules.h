@@ -14,6 +14,8 @@ struct DefaultRule {
   bool window = false;  // `window: true`: sliding windows' calls only (with paged: those over a
                         // paged cache, which also match the paged entries that do not name it)
   bool varlen = false;  // `varlen: true`: variable-length batches, and windows after the window entries
+  bool kv8 = false;     // `kv8: true`: calls over FP8 pages only (with window: those with a window,
+                        // else those without); FP8 pages also match every paged entry as FP16 ones
   // -1 where the entry does not name it.
   int max_seq_kv = -1, max_seq_q = -1, min_seq_q = -1, max_bh = -1;
   int causal = -1, rows16 = -1;  // 0 or 1 where named
@@ -30,6 +32,7 @@ struct DefaultCall {
   bool rows16 = false;
   int bh = 0;         // batch x query heads at the measured SMs (default_pairs); 0: entries with max_bh do not match
   bool varlen = false, window = false, paged = false;
+  bool kv8 = false;   // a paged call over FP8 pages
 };
 
 bool default_rule_matches(const DefaultRule& r, const DefaultCall& c);

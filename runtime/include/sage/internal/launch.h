@@ -58,8 +58,12 @@ bool has_paged_entry(const KernelConfig& c);
 // have sage_attn_paged.
 bool has_paged_window_entry(const KernelConfig& c);
 // Whether a variant's module has the entries sage_attn_paged_fp8 and sage_attn_varlen_paged_fp8
-// (FP8 pages, with or without a window): those of has_paged_window_entry with two stages or more.
+// (FP8 pages): those of has_paged_window_entry with two stages or more (with or without a
+// window), and the wgmma ones of has_paged_entry whose FP8 tiles fit (paged_fp8_smem_bytes up to
+// 227 KiB; no window).
 bool has_paged_fp8_entry(const KernelConfig& c);
+// The dynamic shared memory of a wgmma kernel's FP8 entries (attn_native_fp8.cuh: Fp8PagesLayout).
+int paged_fp8_smem_bytes(const KernelConfig& c);
 
 // Whether a variant's module has the entry sage_attn_q3, which computes three quarters of the
 // head dim (calls of up to 192 columns at 256, 96 at 128), and whether a call of `head_dim`
@@ -366,7 +370,7 @@ class AttnKernel {
     const void* v = nullptr;
     const void* o = nullptr;  // persistent native: the output the O map describes
     std::int64_t q_rows = 0, k_rows = 0, v_rows = 0, npad = 0;
-    std::array<std::int64_t, 20> shape = {};  // native, fuse_q: the problem and strides the maps describe
+    std::array<std::int64_t, 21> shape = {};  // native, fuse_q: the problem and strides the maps describe
     // native FP8 P.V: the workspace's V^T tiles and tile scales the maps 4 and 5 describe
     const void* v8 = nullptr;
     const void* vs = nullptr;
@@ -389,6 +393,7 @@ class AttnKernel {
   CUfunction attn_paged_window_ = nullptr, attn_varlen_paged_window_ = nullptr;
   // both over FP8 pages, with or without a window (sage_attn_paged_fp8, sage_attn_varlen_paged_fp8; has_paged_fp8_entry)
   CUfunction attn_paged_fp8_ = nullptr, attn_varlen_paged_fp8_ = nullptr;
+  int fp8_smem_ = 0;  // the FP8 entries' dynamic shared memory (wgmma: paged_fp8_smem_bytes)
   // ... and their preparation and exact pass over FP8 V (the quantized kernels)
   CUfunction prep_varlen_ = nullptr, prep_v_varlen_ = nullptr;
   int num_sms_ = 0;  // the device's

@@ -86,9 +86,12 @@ std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r);
 // sees, min(seq_kv, window); causal 0: each query tile sees about that many), which the entries
 // that name `window: true` match (and nothing else), then the `varlen: true` ones (their kernels
 // all take windows: the entry sage_attn_window).
+// `paged`: a paged KV cache's call, which only the `paged: true` entries match (and with a
+// window also those that name `window: true`). `kv8`: over FP8 pages, which also the entries that
+// name `kv8: true` match (and nothing else), and they first where they come first.
 std::string default_variant(const std::string& arch, int head_dim, const std::string& policy, int seq_kv = 0,
                             int causal = -1, int seq_q = 0, bool rows16 = false, int bh = 0, int sms = 0,
-                            bool varlen = false, bool window = false, bool paged = false);
+                            bool varlen = false, bool window = false, bool paged = false, bool kv8 = false);
 // The SM count configs/defaults.yaml's max_bh edges of `arch` were measured on (0: none given).
 int measured_sms(const std::string& arch);
 // `pairs` (batch x query heads) on `sms` SMs as the count that fills the measured GPU's waves
@@ -110,7 +113,7 @@ struct DefaultMatch {
 };
 DefaultMatch default_match(const std::string& arch, int head_dim, const std::string& policy, int seq_kv = 0,
                            int causal = -1, int seq_q = 0, bool rows16 = false, int bh = 0, int sms = 0,
-                           bool varlen = false, bool window = false, bool paged = false);
+                           bool varlen = false, bool window = false, bool paged = false, bool kv8 = false);
 // One entry of an architecture's list in configs/defaults.yaml, in the order default_match walks
 // them (the list's, then its continuation's): its conditions, the params that name its variant,
 // and where it is, for messages. `sage-tune export` writes them into static builds.
