@@ -54,8 +54,8 @@ struct BucketKey {
   // buckets: the next power of two up to 128 (Buckets::key_of), where the paged defaults move
   // from the mma.sync kernels, which split the keys over the CTAs, to the wgmma ones.
   bool paged = false;
-  // FP8 pages (AttnProblem::kv_fp8, paged): the paged entries whose kernels have sage_attn_paged_fp8,
-  // matched as a windowed paged call's (the mma.sync kernels; the wgmma ones have no such entry).
+  // FP8 pages (AttnProblem::kv_fp8, paged): the paged entries as an FP16 pages' call matches them,
+  // and those that name `kv8: true` (their kernels all have sage_attn_paged_fp8).
   bool kv8 = false;
 
   // "d128_causal_fp16_HND_q4096_kv4096_bh128_balanced": tuner::ProblemKey::str()'s form, with
