@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "sage/common/default_rules.h"
 #include "sage/common/embedded.h"
 #include "sage/common/paged.h"
 #include "sage/gen/search_space.h"
@@ -242,6 +243,49 @@ TEST(Defaults, PagedWindowsTakeKernelsWithTheWindowEntries) {
     const tuner::DefaultMatch w = tuner::default_match("sm_90a", d, "balanced", 4096, 1, 1024, false, 8, 0, false, true);
     EXPECT_EQ(w.conditions.find("paged"), std::string::npos) << w.conditions;
   }
+}
+
+// The matcher's `kv8` (sage/common/default_rules.h, which static builds share): an entry that
+// names it matches calls over FP8 pages only, windowed ones where it names `window` too and
+// unwindowed ones where not; an FP8 call matches every paged entry as an FP16 one does.
+TEST(Defaults, Kv8EntriesMatchCallsOverFp8PagesOnly) {
+  DefaultRule paged, window, kv8, kv8_window;
+  for (DefaultRule* r : {&paged, &window, &kv8, &kv8_window}) {
+    r->head_dim = 128;
+    r->paged = true;
+  }
+  window.window = kv8_window.window = true;
+  kv8.kv8 = kv8_window.kv8 = true;
+  auto call = [](bool win, bool fp8) {
+    DefaultCall c;
+    c.head_dim = 128;
+    c.policy = "balanced";
+    c.paged = true;
+    c.window = win;
+    c.kv8 = fp8;
+    return c;
+  };
+  // FP16 pages: the paged entries (with a window, the window ones too), never a kv8 one.
+  EXPECT_TRUE(default_rule_matches(paged, call(false, false)));
+  EXPECT_FALSE(default_rule_matches(window, call(false, false)));
+  EXPECT_FALSE(default_rule_matches(kv8, call(false, false)));
+  EXPECT_FALSE(default_rule_matches(kv8_window, call(false, false)));
+  EXPECT_TRUE(default_rule_matches(window, call(true, false)));
+  EXPECT_FALSE(default_rule_matches(kv8, call(true, false)));
+  EXPECT_FALSE(default_rule_matches(kv8_window, call(true, false)));
+  // FP8 pages: the same, and the kv8 entries of their window or none.
+  EXPECT_TRUE(default_rule_matches(paged, call(false, true)));
+  EXPECT_FALSE(default_rule_matches(window, call(false, true)));
+  EXPECT_TRUE(default_rule_matches(kv8, call(false, true)));
+  EXPECT_FALSE(default_rule_matches(kv8_window, call(false, true)));
+  EXPECT_TRUE(default_rule_matches(paged, call(true, true)));
+  EXPECT_TRUE(default_rule_matches(window, call(true, true)));
+  EXPECT_FALSE(default_rule_matches(kv8, call(true, true)));
+  EXPECT_TRUE(default_rule_matches(kv8_window, call(true, true)));
+  // ... and no dense call.
+  DefaultCall dense = call(false, false);
+  dense.paged = false;
+  EXPECT_FALSE(default_rule_matches(kv8, dense));
 }
 
 // FP8 pages (BucketKey::kv8) take a kernel with the FP8 entries on every architecture, every
