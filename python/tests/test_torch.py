@@ -1188,11 +1188,13 @@ def _paged_fp8(lens, nq, hq, hkv, d, kind, dtype=torch.float16, page_size=16, se
 @pytest.mark.parametrize("d,dtype,nq,causal,window,kind", [
     (128, torch.float16, 1, False, 0, "per_head"), (128, torch.bfloat16, 1, True, 0, "float"),
     (64, torch.float16, 64, True, 0, "tensor1"), (128, torch.bfloat16, 64, False, 0, "per_head"),
-    (64, torch.bfloat16, 4, True, 100, "mixed"), (128, torch.float16, 64, True, 256, "float")])
+    (64, torch.bfloat16, 4, True, 100, "mixed"), (128, torch.float16, 64, True, 256, "float"),
+    (128, torch.float16, 300, True, 0, "per_head"), (64, torch.bfloat16, 256, False, 0, "tensor1")])
 def test_paged_fp8_pages_match_the_dequantized_reference(d, dtype, nq, causal, window, kind):
     """FP8 pages (e4m3 bytes, K's value byte * k_scale, V's byte * v_scale; vLLM's fp8_e4m3 cache)
     of three sequences of 700, 1 and 2000 keys in 16-slot pages shuffled through a pool, GQA 8 of
-    2 heads, fp16 and bf16 queries, decoding (1 query) and 64-query chunks, scales one a kv head,
+    2 heads, fp16 and bf16 queries, decoding (1 query), 64-query chunks and 256-300-query ones (on
+    sm_90a the wgmma kernels' FP8 entries), scales one a kv head,
     floats, one-element tensors, or mixed; with and without a sliding window: O against FP32 SDPA
     on each sequence's gathered dequantized keys and values (k8.float() * k_scale) at the
     unquantized kernels' thresholds (cos >= 0.99999, rel-L1 <= 0.005), LSE against
