@@ -212,6 +212,26 @@ TEST(CliSelect, TextNamesTheBucketTheEntryAndHowToTimeIt) {
   EXPECT_NE(r.out.find("--batch 1 --heads 8 --heads-kv 1 --causal no"), std::string::npos) << r.out;
 }
 
+// A call over FP8 pages: its bucket, the entry that serves it (sm_90a, a 2048-query chunk at
+// D=128: the `kv8` entry's 128x128 wgmma kernel) and a bench command that times FP8 pages.
+TEST(CliSelect, Fp8PagesNameTheirBucketEntryAndBench) {
+  CliSandbox s;
+  CliRun r = s.run("select --arch sm_90a -d 128 -n 2048 --seq-kv 8192 --batch 4 --heads 32 --heads-kv 8 --causal yes "
+                   "--paged 16 --kv-fp8");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("_kv8_paged"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kv8 true"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("attn_sm90a_wgmma_d128_m128_n128_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("--paged 16 --kv-fp8"), std::string::npos) << r.out;
+  // with a window: an mma.sync kernel, and the window in the bench command
+  CliRun w = s.run("select --arch sm_90a -d 128 -n 2048 --seq-kv 8192 --batch 4 --heads 32 --heads-kv 8 --causal yes "
+                   "--paged 16 --kv-fp8 --window 512");
+  ASSERT_EQ(w.rc, 0) << w.err;
+  EXPECT_NE(w.out.find("attn_sm90a_mma_"), std::string::npos) << w.out;
+  EXPECT_NE(w.out.find("--window 512 --paged 16 --kv-fp8"), std::string::npos) << w.out;
+}
+
 TEST(CliSelect, BadInputIsAClearError) {
   CliSandbox s;
   CliRun r = s.run("select --arch sm_75 -d 64 -n 1024");

@@ -245,7 +245,8 @@ int run_select(const SelectArgs& a) {
               << cat("sage-tune bench --variant ", variant, " -d ", bench_d, " -n ", p.seq_q, " --seq-kv ", p.seq_kv,
                      " --batch ", p.batch, " --heads ", p.heads_q,
                      p.heads_kv != p.heads_q ? cat(" --heads-kv ", p.heads_kv) : std::string(), " --causal ", a.causal,
-                     " --paged ", p.page_size, a.layout != "HND" ? " --layout " + a.layout : std::string(),
+                     window ? cat(" --window ", p.window) : std::string(), " --paged ", p.page_size,
+                     p.kv_fp8 ? " --kv-fp8" : "", a.layout != "HND" ? " --layout " + a.layout : std::string(),
                      a.dtype != "fp16" ? " --dtype " + a.dtype : std::string())
               << "\n";
     return kOk;
