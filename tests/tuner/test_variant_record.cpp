@@ -4,7 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sage/common/strings.h"
 #include "sage/gen/search_space.h"
+#include "sage/internal/launch.h"
 #include "sage/tuner/tune.h"
 #include "sage/tuner/variants.h"
 
@@ -58,15 +60,18 @@ TEST(VariantRecord, OtherRecordsHaveNoStoredConfig) {
 
 // The launcher looks its entries up by name when it loads a module (AttnKernel: sage_prep for
 // the quantized variants, sage_prep_v for their FP8 P.V, sage_attn_lse for INT8 P.V, sage_attn_q3 where
-// has_q3_entry says so), and a missing one fails the call. So every rendered module defines
-// exactly the entries the launcher's rules name for its config.
+// has_q3_entry says so; the varlen, window, paged and FP8 pages' entries by has_varlen_entry,
+// has_window_entry, has_paged_entry, has_paged_window_entry and has_paged_fp8_entry), and a
+// missing one fails the call on the GPU. So every rendered module defines exactly the entries the
+// launcher's rules name for its config, and the wgmma FP8 entries' shared memory is the
+// launcher's paged_fp8_smem_bytes (the template's static_assert holds it to the kernel's).
 TEST(VariantRecord, EveryModuleDefinesTheEntriesTheLauncherLoads) {
   const gen::SearchSpace space = gen::SearchSpace::builtin();
   const tuner::VariantBuilder builder(tuner::CompileOptions{});
   auto defines = [](const std::string& src, const char* entry) {
     return src.find(std::string("\n") + entry + "(const __grid_constant__") != std::string::npos;
   };
-  int n = 0, q3 = 0, lse = 0, prep_v = 0;
+  int n = 0, q3 = 0, lse = 0, prep_v = 0, paged = 0, fp8_wgmma = 0;
   for (const gen::Variant& v : space.enumerate().variants) {
     if (v.pipeline == "reference") continue;
     const KernelConfig c = tuner::kernel_config(v);
@@ -79,6 +84,20 @@ TEST(VariantRecord, EveryModuleDefinesTheEntriesTheLauncherLoads) {
     EXPECT_EQ(defines(src, "sage_prep_v"), c.pv == "fp8" && !native) << v.name;
     EXPECT_EQ(defines(src, "sage_attn_lse"), c.pv == "int8") << v.name;
     EXPECT_EQ(defines(src, "sage_attn_q3"), has_q3_entry(c)) << v.name;
+    EXPECT_EQ(defines(src, "sage_attn_varlen"), has_varlen_entry(c)) << v.name;
+    EXPECT_EQ(defines(src, "sage_attn_window"), has_window_entry(c)) << v.name;
+    EXPECT_EQ(defines(src, "sage_attn_paged"), has_paged_entry(c)) << v.name;
+    EXPECT_EQ(defines(src, "sage_attn_varlen_paged"), has_paged_entry(c)) << v.name;
+    EXPECT_EQ(defines(src, "sage_attn_paged_window"), has_paged_window_entry(c)) << v.name;
+    EXPECT_EQ(defines(src, "sage_attn_varlen_paged_window"), has_paged_window_entry(c)) << v.name;
+    EXPECT_EQ(defines(src, "sage_attn_paged_fp8"), has_paged_fp8_entry(c)) << v.name;
+    EXPECT_EQ(defines(src, "sage_attn_varlen_paged_fp8"), has_paged_fp8_entry(c)) << v.name;
+    if (has_paged_fp8_entry(c) && c.pipeline == "wgmma") {
+      EXPECT_NE(src.find(cat("Fp8PagesLayout<Cfg>::SMEM_BYTES == ", paged_fp8_smem_bytes(c), ",")), std::string::npos)
+          << v.name;
+      ++fp8_wgmma;
+    }
+    paged += has_paged_entry(c);
     ++n;
     q3 += has_q3_entry(c);
     lse += c.pv == "int8";
@@ -88,6 +107,8 @@ TEST(VariantRecord, EveryModuleDefinesTheEntriesTheLauncherLoads) {
   EXPECT_GT(q3, 0);
   EXPECT_GT(lse, 0);
   EXPECT_GT(prep_v, 0);
+  EXPECT_GT(paged, 0);
+  EXPECT_GT(fp8_wgmma, 0);
 }
 
 }  // namespace
