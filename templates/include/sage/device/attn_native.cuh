@@ -621,6 +621,42 @@ SAGE_DEV bool fast_tile(const SageAttnParams& p, float (&m)[2], float (&l)[2], f
   return softmax_tile<Cfg, MASK>(p, m, l, s, scale, col_base, row0, alpha, fast == 2 ? 0.f : Cfg::SLACK);
 }
 
+// The plain kernel's Q K^T of one tile: with Q's first k-steps in registers (Cfg::Q_REG_STEPS,
+// head dim 256), one straight wgmma sequence a box count (a bound inside the sequence makes
+// ptxas fence every wgmma, C7519); else every k-step from shared memory.
+template <class Cfg, bool BF16>
+SAGE_DEV void issue_qk_boxes(float (&s)[Cfg::BN / 2], const u32 (&qa)[Cfg::Q_REG_STEPS > 0 ? Cfg::Q_REG_STEPS : 1][4],
+                             int boxes, u32 sQw, u32 sK) {
+  if constexpr (Cfg::Q_REG_STEPS > 0) {
+    if (boxes == 4) issue_qk<Cfg, BF16, 16>(s, qa, sQw, sK);
+    else if (boxes == 3) issue_qk<Cfg, BF16, 12>(s, qa, sQw, sK);
+    else if (boxes == 2) issue_qk<Cfg, BF16, 8>(s, qa, sQw, sK);
+    else issue_qk<Cfg, BF16, 4>(s, qa, sQw, sK);
+  } else {
+    issue_qk<Cfg, BF16>(s, sQw, sK);
+  }
+}
+// ... and its P V: at head dim 256 over the `boxes` quarters of O whose V boxes were loaded.
+template <class Cfg, bool BF16>
+SAGE_DEV void issue_pv_boxes(float (&of)[Cfg::D / 2], const u32 (&pa)[Cfg::BN / 16][4], int boxes, u32 sV) {
+  if constexpr (Cfg::D == 256) {
+    if (boxes == 4) issue_pv_quarters<Cfg, BF16, 4>(of, pa, sV);
+    else if (boxes == 3) issue_pv_quarters<Cfg, BF16, 3>(of, pa, sV);
+    else if (boxes == 2) issue_pv_quarters<Cfg, BF16, 2>(of, pa, sV);
+    else issue_pv_quarters<Cfg, BF16, 1>(of, pa, sV);
+  } else {
+    issue_pv<Cfg, BF16>(of, pa, sV);
+  }
+}
+// O's rows rescaled where their reference maximum moved (alpha: the rows' factors).
+template <int D>
+SAGE_DEV void rescale_o(float (&o)[1][D / 8][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[0][j][e] *= alpha[e / 2];
+}
+
 // A paged KV cache's key tiles as TMA boxes (the plain kernel's PAGED entry, sage_attn_paged):
 // the maps tma_k and tma_v are 4-D (D, page_size, Hkv, num_pages) over the caches (launch.cpp:
 // native_tensor_maps), boxes of 64 columns by R = min(page_size, BN) rows, so a tile is BN / R
@@ -823,16 +859,7 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p, const SageAttnParams& g) {
     }
     mbar_wait(k_full(slot), phase);
     float s[BN / 2];
-    if constexpr (QR > 0) {
-      // one straight wgmma sequence a box count (a bound inside the sequence makes ptxas fence
-      // every wgmma, C7519)
-      if (boxes == 4) issue_qk<Cfg, BF16, 16>(s, qa, sQw, sK);
-      else if (boxes == 3) issue_qk<Cfg, BF16, 12>(s, qa, sQw, sK);
-      else if (boxes == 2) issue_qk<Cfg, BF16, 8>(s, qa, sQw, sK);
-      else issue_qk<Cfg, BF16, 4>(s, qa, sQw, sK);
-    } else {
-      issue_qk<Cfg, BF16>(s, sQw, sK);
-    }
+    issue_qk_boxes<Cfg, BF16>(s, qa, boxes, sQw, sK);
     wgmma_wait<0>();
     fence_regs(s);
     if (SPLIT && !FAST && lane0) mbar_arrive(k_empty(slot));
@@ -868,12 +895,7 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p, const SageAttnParams& g) {
       for (int i = 0; i < BN / 2; ++i) s[i] = 0.f;
     }
     pack_p<Cfg, BF16>(s, pa);
-    if (moved) {
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[0][j][e] *= alpha[e / 2];
-    }
+    if (moved) rescale_o<D>(o, alpha);
     mbar_wait(v_full(slot), phase);
     if constexpr (PAGED) {
       // The sequence's last tile: V's rows past its keys are zeroed (their slots of its last
@@ -888,14 +910,7 @@ SAGE_DEV void attn_kernel_t(const SageAttnParams& p, const SageAttnParams& g) {
         __syncthreads();
       }
     }
-    if constexpr (D == 256) {
-      if (boxes == 4) issue_pv_quarters<Cfg, BF16, 4>(of, pa, sV);
-      else if (boxes == 3) issue_pv_quarters<Cfg, BF16, 3>(of, pa, sV);
-      else if (boxes == 2) issue_pv_quarters<Cfg, BF16, 2>(of, pa, sV);
-      else issue_pv_quarters<Cfg, BF16, 1>(of, pa, sV);
-    } else {
-      issue_pv<Cfg, BF16>(of, pa, sV);
-    }
+    issue_pv_boxes<Cfg, BF16>(of, pa, boxes, sV);
     // SPLIT, under this P V: this slot's K, once every warp's Q K^T of it has completed.
     if (SPLIT && !FAST && loader && t + ST < n_tiles) {
       mbar_wait(k_empty(slot), phase);

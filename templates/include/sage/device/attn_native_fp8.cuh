@@ -190,14 +190,7 @@ SAGE_DEV void attn_kernel_fp8_t(const SageAttnParams& p, const SageAttnParams& g
     const u32 ph8 = u32((t + 1) / S8) & 1u;
     const int rem = p.seq_kv - (t + 1) * BN;  // tile t + 1's keys
     float s[BN / 2];
-    if constexpr (QR > 0) {
-      if (boxes == 4) issue_qk<Cfg, BF16, 16>(s, qa, sQw, k16(cur));
-      else if (boxes == 3) issue_qk<Cfg, BF16, 12>(s, qa, sQw, k16(cur));
-      else if (boxes == 2) issue_qk<Cfg, BF16, 8>(s, qa, sQw, k16(cur));
-      else issue_qk<Cfg, BF16, 4>(s, qa, sQw, k16(cur));
-    } else {
-      issue_qk<Cfg, BF16>(s, sQw, k16(cur));
-    }
+    issue_qk_boxes<Cfg, BF16>(s, qa, boxes, sQw, k16(cur));
     // Tile t + 1's K under this Q K^T (its FP16 slot's last reader, tile t - 1's Q K^T, ended
     // before the last barrier).
     if (next) {
@@ -211,20 +204,8 @@ SAGE_DEV void attn_kernel_fp8_t(const SageAttnParams& p, const SageAttnParams& g
                                       : softmax_tile<Cfg, 0>(p, m[0], l[0], s, scale, t * BN, row0, alpha);
     u32 pa[BN / 16][4];
     pack_p<Cfg, BF16>(s, pa);
-    if (moved) {
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[0][j][e] *= alpha[e / 2];
-    }
-    if constexpr (D == 256) {
-      if (boxes == 4) issue_pv_quarters<Cfg, BF16, 4>(of, pa, v16(cur));
-      else if (boxes == 3) issue_pv_quarters<Cfg, BF16, 3>(of, pa, v16(cur));
-      else if (boxes == 2) issue_pv_quarters<Cfg, BF16, 2>(of, pa, v16(cur));
-      else issue_pv_quarters<Cfg, BF16, 1>(of, pa, v16(cur));
-    } else {
-      issue_pv<Cfg, BF16>(of, pa, v16(cur));
-    }
+    if (moved) rescale_o<D>(o, alpha);
+    issue_pv_boxes<Cfg, BF16>(of, pa, boxes, v16(cur));
     // ... and its V under this P V.
     if (next) {
       mbar_wait(v8_full(s8), ph8);
