@@ -2544,6 +2544,12 @@ INSTANTIATE_TEST_SUITE_P(
                       // (one FP8 slot: head dim 256 of two warpgroups)
                       PagedCase{256, 300, 16, true, DType::fp16, Layout::NHD, true,
                                 "wgmma_d256_m128_n64_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 20, 2, 0, 2},
+                      // (head dim 64 of one CTA an SM: the converting warpgroup, as at 128 and 256
+                      // with two warpgroups; W15's two CTAs an SM convert in the consumers)
+                      PagedCase{64, 257, 4, false, DType::bf16, Layout::HND, true,
+                                "wgmma_d64_m128_n128_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 21, 1, 0, 1},
+                      PagedCase{64, 70, 128, true, DType::fp16, Layout::NHD, false,
+                                "wgmma_d64_m128_n64_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1", 22, 2, 0, 3},
                       // ... and chosen by the defaults: a long chunk (wgmma on sm_90a), head dim 256.
                       PagedCase{128, 600, 16, true, DType::fp16, Layout::NHD, true, nullptr, 0, 2, 0, 2},
                       PagedCase{256, 300, 16, true, DType::fp16, Layout::NHD, true, nullptr, 0, 2, 0, 1}),

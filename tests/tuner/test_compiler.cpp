@@ -462,6 +462,17 @@ TEST_P(PagedDefaults, HaveTheirEntryWithoutSpills) {
                                    "wgmma.mma_async.sync.aligned"})
             EXPECT_NE(body.find(want), std::string::npos) << name << " " << entry << ": " << want;
           EXPECT_EQ(body.find(".e4m3.e4m3"), std::string::npos) << name << " " << entry << ": an FP8 MMA";
+          // Two warpgroups of one CTA an SM (paged_fp8_threads 512: D=128's kv8 default): two
+          // converting warpgroups hand their registers to the consumers (48 and 208 a thread) and
+          // pass the FP16 slots through mbarriers of plain arrivals; else the consumers convert,
+          // one CTA barrier a tile, no register handoff.
+          const bool ws = paged_fp8_threads(kernel_config(*v)) == kernel_config(*v).threads + 256;
+          if (kernel_config(*v).head_dim == 128 && kernel_config(*v).warps == 8) EXPECT_TRUE(ws) << name;
+          for (const char* want : {"setmaxnreg.dec.sync.aligned.u32 48", "setmaxnreg.inc.sync.aligned.u32 208",
+                                   "mbarrier.arrive.shared::cta.b64"})
+            EXPECT_EQ(body.find(want) != std::string::npos, ws) << name << " " << entry << ": " << want;
+          EXPECT_NE(body.find(".maxntid " + std::to_string(paged_fp8_threads(kernel_config(*v))) + ", 1, 1"),
+                    std::string::npos) << name << " " << entry;
         }
       } else if (has_paged_fp8_entry(kernel_config(*v))) {
         expect_kernels_without_spills(r, {"sage_attn_paged_fp8", "sage_attn_varlen_paged_fp8"}, false, name);

@@ -95,6 +95,8 @@ TEST(VariantRecord, EveryModuleDefinesTheEntriesTheLauncherLoads) {
     if (has_paged_fp8_entry(c) && c.pipeline == "wgmma") {
       EXPECT_NE(src.find(cat("Fp8PagesLayout<Cfg>::SMEM_BYTES == ", paged_fp8_smem_bytes(c), ",")), std::string::npos)
           << v.name;
+      EXPECT_NE(src.find(cat("Fp8PagesLayout<Cfg>::THREADS == ", paged_fp8_threads(c), ",")), std::string::npos)
+          << v.name;
       ++fp8_wgmma;
     }
     paged += has_paged_entry(c);

@@ -388,6 +388,16 @@ int paged_fp8_smem_bytes(const KernelConfig& c) {
   return std::max(main, epi) + 1024;
 }
 
+// The FP8 entries' CTA (the templates' rule, Fp8PagesLayout::WS and THREADS): two consumer
+// warpgroups and two converting ones where the FP8 tiles leave one CTA an SM (its shared memory,
+// or the variant's occupancy target), at head dim 64 or 128.
+int paged_fp8_threads(const KernelConfig& c) {
+  if (c.pipeline != "wgmma" || c.warps != 8 || c.head_dim > 128) return c.threads;
+  const int ctas_smem = (228 * 1024) / (paged_fp8_smem_bytes(c) + 1024);
+  const int min_ctas = ctas_smem < c.min_ctas ? std::max(ctas_smem, 1) : c.min_ctas;
+  return min_ctas == 1 ? c.threads + 256 : c.threads;
+}
+
 // The variants whose module has the entries of FP8 pages (the templates' rule): the mma.sync ones
 // of sage_attn_paged_window with two stages or more (attn_mma.cuh: Fp8Pages, a ring of FP8 stages
 // where the FP16 stages 1.. were), and the wgmma ones of sage_attn_paged whose FP8 entries' tiles
@@ -451,6 +461,7 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
   const cu::Api& a = cu::api();
   // The wgmma kernels' FP8 entries have shared memory of their own (paged_fp8_smem_bytes).
   fp8_smem_ = cfg_.pipeline == "wgmma" && attn_paged_fp8_ ? paged_fp8_smem_bytes(cfg_) : cfg_.smem_bytes;
+  fp8_threads_ = attn_paged_fp8_ ? paged_fp8_threads(cfg_) : cfg_.threads;
   if (cfg_.smem_bytes > 48 * 1024)
     for (CUfunction f : {attn_, attn_lse_, attn_q3_, attn_varlen_, attn_window_, attn_paged_, attn_varlen_paged_,
                          attn_paged_window_, attn_varlen_paged_window_})
@@ -1373,6 +1384,7 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
                        : p.varlen ? (window ? attn_varlen_paged_window_ : attn_varlen_paged_)
                                   : (window ? attn_paged_window_ : attn_paged_);
   const unsigned smem = unsigned(paged && p.kv_fp8 ? fp8_smem_ : cfg_.smem_bytes);
+  const unsigned threads = unsigned(paged && p.kv_fp8 ? fp8_threads_ : cfg_.threads);
   if (p.varlen && paged && mma_native()) {
     if (p.total_q == 0) return;  // no query rows: nothing to compute nor write
   } else if (p.varlen) {
@@ -1385,7 +1397,7 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
       throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles or sequences for one launch"));
     // (the quantized kernels' entry waits for the preparation: a programmatic dependent)
     launch(paged ? paged_f : window ? attn_window_ : attn_varlen_, unsigned(s.q_tiles), unsigned(p.heads_q),
-           unsigned(p.batch), unsigned(cfg_.threads), smem, stream, s, dependent_);
+           unsigned(p.batch), threads, smem, stream, s, dependent_);
     return;
   }
   if (mma_native() && (s.split_ranges > 0 || s.pack_rows > 0)) {
@@ -1394,7 +1406,7 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
     if (x > 0x7fffffff) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for one launch"));
     launch(paged ? paged_f : window ? attn_window_ : q3 ? attn_q3_ : attn_, unsigned(x),
            unsigned(s.pack_rows > 0 ? p.heads_kv : p.heads_q),
-           unsigned(p.batch), unsigned(cfg_.threads), smem, stream, s);
+           unsigned(p.batch), threads, smem, stream, s);
     return;
   }
   if (persistent()) {
@@ -1410,11 +1422,11 @@ void AttnKernel::launch_attn(const AttnProblem& p, const SageAttnParams& s, CUst
   if (p.causal) {
     if (s.q_tiles > kGridYZLimit) throw Error(Errc::unsupported, cat(p.str(), ": too many query tiles for a causal launch"));
     const int g = causal_group(p, cfg_);
-    launch(f, unsigned(g), unsigned(s.q_tiles), unsigned(p.batch * p.heads_q / g), unsigned(cfg_.threads), smem,
+    launch(f, unsigned(g), unsigned(s.q_tiles), unsigned(p.batch * p.heads_q / g), threads, smem,
            stream, s, dependent_);
     return;
   }
-  launch(f, unsigned(s.q_tiles), unsigned(p.heads_q), unsigned(p.batch), unsigned(cfg_.threads), smem, stream, s,
+  launch(f, unsigned(s.q_tiles), unsigned(p.heads_q), unsigned(p.batch), threads, smem, stream, s,
          dependent_);
 }
 

@@ -64,6 +64,10 @@ bool has_paged_window_entry(const KernelConfig& c);
 bool has_paged_fp8_entry(const KernelConfig& c);
 // The dynamic shared memory of a wgmma kernel's FP8 entries (attn_native_fp8.cuh: Fp8PagesLayout).
 int paged_fp8_smem_bytes(const KernelConfig& c);
+// The FP8 entries' threads a CTA: the variant's, and on the wgmma kernels of two warpgroups at
+// head dim 64 or 128 that hold one CTA an SM two converting warpgroups more (256 threads;
+// Fp8PagesLayout::WS: attn_kernel_fp8_ws_t).
+int paged_fp8_threads(const KernelConfig& c);
 
 // Whether a variant's module has the entry sage_attn_q3, which computes three quarters of the
 // head dim (calls of up to 192 columns at 256, 96 at 128), and whether a call of `head_dim`
@@ -394,6 +398,7 @@ class AttnKernel {
   // both over FP8 pages, with or without a window (sage_attn_paged_fp8, sage_attn_varlen_paged_fp8; has_paged_fp8_entry)
   CUfunction attn_paged_fp8_ = nullptr, attn_varlen_paged_fp8_ = nullptr;
   int fp8_smem_ = 0;  // the FP8 entries' dynamic shared memory (wgmma: paged_fp8_smem_bytes)
+  int fp8_threads_ = 0;  // and their threads a CTA (paged_fp8_threads)
   // ... and their preparation and exact pass over FP8 V (the quantized kernels)
   CUfunction prep_varlen_ = nullptr, prep_v_varlen_ = nullptr;
   int num_sms_ = 0;  // the device's

@@ -12,6 +12,9 @@
 //     slots (each 16 FP8 bytes of a row read at once, conflict-free; their 32 FP16 bytes stored
 //     as two swizzled chunks, in an order that puts a quarter-warp's stores on 8 bank groups);
 //   - one CTA barrier a tile orders the slots' uses (attn_kernel_fp8_t).
+// Where one CTA an SM leaves the registers (two warpgroups, head dim 64 or 128 at occupancy 1),
+// two converting warpgroups of their own load and convert instead, and the consumers only wait
+// for the FP16 slots (mbarriers: attn_kernel_fp8_ws_t).
 // Rows past the sequence's keys are stored as zeros (its last page's slots past them may hold
 // anything: P = 0 times a NaN of V is NaN). K's scale folds into the softmax scale, V's into
 // O's normalization, so no element is rescaled. The softmax is the exact (lazy) one.
@@ -40,6 +43,19 @@ struct Fp8PagesLayout {
   // at most the module's occupancy target: the entry's __launch_bounds__.
   static constexpr int CTAS_SMEM = (228 * 1024) / (SMEM_BYTES + 1024);
   static constexpr int MIN_CTAS = CTAS_SMEM < Cfg::MIN_CTAS ? (CTAS_SMEM > 0 ? CTAS_SMEM : 1) : Cfg::MIN_CTAS;
+  // WS: two converting warpgroups beside two consumer warpgroups (attn_kernel_fp8_ws_t), where
+  // one CTA an SM leaves the registers for them: setmaxnreg lowers the converters to
+  // CONVERTER_REGS a thread and raises the consumers to CONSUMER_REGS. Else the consumers
+  // convert (attn_kernel_fp8_t): one warpgroup; two CTAs an SM (head dim 64's occupancy 2); head
+  // dim 256, whose O takes 128 registers a thread (with one converting warpgroup and 224
+  // registers its 128x64 kernel ran 5.04 ms against 4.55, H200, 4 x 2048 queries over 8K keys).
+  static constexpr bool WS = Cfg::WGS == 2 && MIN_CTAS == 1 && D <= 128;
+  static constexpr int CONVERTERS = WS ? 256 : 0;  // the converting warpgroups' threads
+  static constexpr int THREADS = Cfg::CONSUMERS + CONVERTERS;
+  static constexpr int LAUNCH_REGS = (65536 / THREADS) / 8 * 8;
+  static constexpr int CONVERTER_REGS = 48, CONSUMER_REGS = 208;
+  static_assert(!WS || (CONSUMER_REGS - LAUNCH_REGS) * Cfg::CONSUMERS <= (LAUNCH_REGS - CONVERTER_REGS) * CONVERTERS,
+                "the consumers take more registers than the converter gives up");
 };
 
 namespace native_attn {
@@ -59,14 +75,16 @@ SAGE_DEV void sts_u4(u32 addr, u32 a, u32 b, u32 c, u32 d) {
 // row's k = 0..7 (two blocks, whose rows sit 128-byte multiples apart), so the threads of the
 // second block store their odd chunk first: 8 distinct chunk positions each time. At D=64 the
 // quarter-warp holds rows r, r + 1 (r even), whose swizzles differ in bit 0: distinct either way.
-template <class Cfg, bool BF16>
-SAGE_DEV void convert_tile8(u32 src, u32 dst, int rows) {
-  constexpr int D = Cfg::D, BN = Cfg::BN, THREADS = Cfg::THREADS, KC = D / 16;
+// THREADS threads take part (tid: the thread's index among them); UNROLL: chunks a thread has
+// in flight (0: all of them).
+template <class Cfg, bool BF16, int THREADS = Cfg::THREADS, int UNROLL = Cfg::D == 256 ? 1 : 0>
+SAGE_DEV void convert_tile8(u32 src, u32 dst, int rows, int tid = int(threadIdx.x)) {
+  constexpr int D = Cfg::D, BN = Cfg::BN, KC = D / 16;
   constexpr int CHUNKS = BN * KC;
   static_assert(CHUNKS % THREADS == 0, "whole chunks a thread");
-#pragma unroll(D == 256 ? 1 : CHUNKS / THREADS)
+#pragma unroll(UNROLL > 0 ? UNROLL : CHUNKS / THREADS)
   for (int j = 0; j < CHUNKS / THREADS; ++j) {
-    const int c = int(threadIdx.x) + j * THREADS;
+    const int c = tid + j * THREADS;
     const int r = c / KC, k = c % KC;
     u32 x[4];
     lds_u4(src + u32(c) * 16u, x);
@@ -225,6 +243,161 @@ SAGE_DEV void attn_kernel_fp8_t(const SageAttnParams& p, const SageAttnParams& g
   epilogue::store<Cfg, 1>(p, m, l, o, b, h, c.kv_bh, warp, row0, smem, nullptr, true, vsc);
 }
 
+// The warp-specialized form (Fp8PagesLayout::WS): grid as attn_kernel_fp8_t's, L::THREADS
+// threads: two consumer warpgroups, then two converting warpgroups (the converters). The
+// converters load the FP8 tiles (PagedBoxes over their 8 warps) and convert each, K then V, into
+// the FP16 slot of its tile's parity, up to two tiles ahead of the consumers; the consumers only
+// wait for a slot and run the dense plain kernel's loop on it, so the conversion stays off their
+// path and the two consumer warpgroups drift apart as in the dense kernel (one's softmax under
+// the other's GEMMs). Two converting warpgroups, not one: a converter thread's chunks are
+// chains of a shared load, eight cvt and two shared stores, and one warp a scheduler left them
+// the critical path (D=128 128x128, H200, 4 x 2048 queries over 8K keys: 2.55 ms with one, as
+// the consumers converting; 2.22 with two; 1.55 with the conversion left out). mbarriers:
+//   - FP8 K/V full [S8] (TMA bytes);
+//   - FP16 K/V full [2]: one arrival a converter warp, each lane's fence.proxy.async and the
+//     warp's __syncwarp before it (wgmma reads through the async proxy);
+//   - FP16 K/V empty [2]: one arrival a consumer warp once its GEMM of the slot has completed.
+// The converters' own named barrier frees a tile's FP8 slots once all their threads have read
+// them; their loading threads then refill them with the tile S8 ahead.
+template <class Cfg, bool BF16, bool VARLEN>
+SAGE_DEV void attn_kernel_fp8_ws_t(const SageAttnParams& p, const SageAttnParams& g) {
+  using L = Fp8PagesLayout<Cfg>;
+  static_assert(L::FITS && L::WS && Cfg::D <= 128 && Cfg::Q_REG_STEPS == 0, "the warp-specialized FP8 entry");
+  constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, CH = Cfg::CHUNKS, S8 = L::SLOTS8;
+  constexpr int NWARPS = Cfg::CONSUMERS / 32;
+  constexpr int CONV_BAR = 13, EPI_BAR = 12;  // named barriers: the converter's; the consumers' before O
+  constexpr int NC = L::CONVERTERS, NCW = NC / 32;
+  static_assert(!Cfg::PERSISTENT && NC >= BN, "the plain kernel; a box a converter lane at most (pages of one slot)");
+  extern __shared__ __align__(1024) u8 smem_raw[];
+  // barriers: [0] Q full; FP8 K full [S8], FP8 V full [S8]; FP16 K full [2], V full [2],
+  // K empty [2], V empty [2]
+  constexpr int NBAR = 1 + 2 * S8 + 8;
+  constexpr u32 BAR_BYTES = 8u * NBAR;
+  const u32 base = smem_addr(smem_raw);
+  const u32 pad = (1024u - (base & 1023u)) & 1023u;
+  u8* smem = smem_raw + pad;
+  const u32 sQ = smem_addr(smem);
+  const u32 bar0 = pad >= BAR_BYTES ? base : base + pad + u32(L::SMEM_BYTES - 1024);
+  auto k8_full = [&](int s) { return bar0 + 8u * u32(1 + s); };
+  auto v8_full = [&](int s) { return bar0 + 8u * u32(1 + S8 + s); };
+  auto k16_full = [&](int s) { return bar0 + 8u * u32(1 + 2 * S8 + s); };
+  auto v16_full = [&](int s) { return bar0 + 8u * u32(3 + 2 * S8 + s); };
+  auto k16_empty = [&](int s) { return bar0 + 8u * u32(5 + 2 * S8 + s); };
+  auto v16_empty = [&](int s) { return bar0 + 8u * u32(7 + 2 * S8 + s); };
+  auto k16 = [&](int s) { return sQ + u32(L::OFF16 + s * 2 * L::TILE16); };
+  auto v16 = [&](int s) { return k16(s) + u32(L::TILE16); };
+  auto k8 = [&](int s) { return sQ + u32(L::OFF8 + s * 2 * L::TILE8); };
+  auto v8 = [&](int s) { return k8(s) + u32(L::TILE8); };
+
+  const wgmma_attn::CtaTile<Cfg, false> c(p, threadIdx.x);
+  const int warp = c.warp, h = c.h, hkv = c.hkv, b = c.b, m0 = c.m0;
+  const int n_tiles = c.n_tiles;
+  const int q_row0 = VARLEN ? p.q_row0 : 0;
+  // tma_barriers_init's count-1 barriers, then the FP16 slots' (converter warps, consumer warps)
+  if (threadIdx.x == 0) {
+    tma_prefetch_map(&g.tma_q);
+    tma_prefetch_map(&g.tma_k);
+    tma_prefetch_map(&g.tma_v);
+    for (int i = 0; i < NBAR; ++i) mbar_init(bar0 + 8u * i, i < 1 + 2 * S8 ? 1 : i < 5 + 2 * S8 ? NCW : NWARPS);
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  if (warp >= NWARPS) {
+    // The converters.
+    setmaxnreg_dec<L::CONVERTER_REGS>();
+    const int tid = int(threadIdx.x) - Cfg::CONSUMERS, cw = tid / 32;
+    const PagedBoxes<BN> pg(p, b);
+    const int pbox = cw + NCW * (tid % 32);
+    int ahead = pbox < pg.boxes ? pg.entry(0, pbox) : 0;
+    auto load8 = [&](int tile) {
+      const int s = tile % S8;
+      if (tid == 0) {
+        mbar_arrive_expect_tx(k8_full(s), u32(L::TILE8));
+        mbar_arrive_expect_tx(v8_full(s), u32(L::TILE8));
+      }
+      if (pbox < pg.boxes) {
+        const int pe = pg.page(ahead), row = pg.slot(tile, pbox);
+        const u32 off = u32((pbox << pg.rshift) * D);
+        tma_load_4d(k8(s) + off, &g.tma_k, 0, row, hkv, pe, k8_full(s));
+        tma_load_4d(v8(s) + off, &g.tma_v, 0, row, hkv, pe, v8_full(s));
+        ahead = pg.entry(tile + 1, pbox);
+      }
+    };
+#pragma unroll 1
+    for (int s = 0; s < S8; ++s)
+      if (s < n_tiles) load8(s);
+#pragma unroll 1
+    for (int t = 0; t < n_tiles; ++t) {
+      const int slot = t & 1, s8 = t % S8;
+      const u32 ph8 = u32(t / S8) & 1u, ph_free = u32((t >> 1) + 1) & 1u;
+      const int rem = p.seq_kv - t * BN;  // tile t's keys
+      mbar_wait(k8_full(s8), ph8);
+      if (t >= 2) mbar_wait(k16_empty(slot), ph_free);
+      convert_tile8<Cfg, BF16, NC, 2>(k8(s8), k16(slot), rem, tid);
+      fence_proxy_async();
+      __syncwarp();
+      if (tid % 32 == 0) mbar_arrive(k16_full(slot));
+      mbar_wait(v8_full(s8), ph8);
+      if (t >= 2) mbar_wait(v16_empty(slot), ph_free);
+      convert_tile8<Cfg, BF16, NC, 2>(v8(s8), v16(slot), rem, tid);
+      fence_proxy_async();
+      __syncwarp();
+      if (tid % 32 == 0) mbar_arrive(v16_full(slot));
+      // tile t's FP8 slots read by every converter: refill them
+      if (t + S8 < n_tiles) {
+        named_bar_sync(CONV_BAR, NC);
+        load8(t + S8);
+      }
+    }
+    return;
+  }
+
+  // The consumers.
+  setmaxnreg_inc<L::CONSUMER_REGS>();
+  const int wg = c.wg, row0 = c.row0, mask_from = c.mask_from;
+  if (threadIdx.x == 0) {
+    mbar_arrive_expect_tx(bar0, Cfg::SMEM_Q);
+#pragma unroll
+    for (int cc = 0; cc < CH; ++cc) tma_load_4d(sQ + cc * BM * 128, &g.tma_q, cc * 64, m0 + q_row0, h, b, bar0);
+  }
+  const float scale = p.sm_scale * kLog2e * mma_attn::page_scale(p.kv_k_scale, p.kv_scale_stride, hkv);
+  float m[1][2], l[1][2], o[1][D / 8][4];
+  wgmma_attn::init_state<D>(m, l, o);
+  float(&of)[D / 2] = reinterpret_cast<float(&)[D / 2]>(o);
+  const u32 sQw = sQ + wg * 64 * 128;
+  u32 qa[1][4];  // (Q stays in shared memory: Q_REG_STEPS is 0 below head dim 256)
+  mbar_wait(bar0, 0);
+  const bool lane0 = threadIdx.x % 32 == 0;
+
+  for (int t = 0; t < n_tiles; ++t) {
+    const int cur = t & 1;
+    const u32 ph = u32(t >> 1) & 1u;
+    float s[BN / 2];
+    mbar_wait(k16_full(cur), ph);
+    issue_qk_boxes<Cfg, BF16>(s, qa, CH, sQw, k16(cur));
+    wgmma_wait<0>();
+    fence_regs(s);
+    if (lane0) mbar_arrive(k16_empty(cur));
+    float alpha[2] = {1.f, 1.f};
+    const bool moved = t >= mask_from ? softmax_tile<Cfg, 1>(p, m[0], l[0], s, scale, t * BN, row0, alpha)
+                                      : softmax_tile<Cfg, 0>(p, m[0], l[0], s, scale, t * BN, row0, alpha);
+    u32 pa[BN / 16][4];
+    pack_p<Cfg, BF16>(s, pa);
+    if (moved) rescale_o<D>(o, alpha);
+    mbar_wait(v16_full(cur), ph);
+    issue_pv_boxes<Cfg, BF16>(of, pa, CH, v16(cur));
+    wgmma_wait<0>();
+    fence_regs(of);
+    if (lane0) mbar_arrive(v16_empty(cur));
+  }
+  // The epilogue stages O over Q and the first FP16 slot: every consumer warp past its last
+  // GEMM (the converters wrote their last tile before the consumers could read it).
+  named_bar_sync(EPI_BAR, Cfg::CONSUMERS);
+  const float vsc = mma_attn::page_scale(p.kv_v_scale, p.kv_scale_stride, hkv);
+  epilogue::store<Cfg, 1>(p, m, l, o, b, h, c.kv_bh, warp, row0, smem, nullptr, true, vsc);
+}
+
 // FP8 pages, dense queries (sage_attn_paged_fp8): each CTA on its sequence's paged_view.
 template <class Cfg>
 SAGE_DEV void attn_kernel_paged_fp8(const SageAttnParams& p) {
@@ -242,6 +415,25 @@ SAGE_DEV void attn_kernel_varlen_paged_fp8(const SageAttnParams& p) {
   if (!mma_attn::varlen_paged_view<Cfg::BM, Cfg::BN, false>(p, int(blockIdx.z), v)) return;
   if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_fp8_t<Cfg, true, true>(v, p);
   else attn_kernel_fp8_t<Cfg, false, true>(v, p);
+}
+
+// ... and the same two on the warp-specialized form (Fp8PagesLayout::WS; the template instantiates
+// the one its module's variant has).
+template <class Cfg>
+SAGE_DEV void attn_kernel_paged_fp8_ws(const SageAttnParams& p) {
+  static_assert(Fp8PagesLayout<Cfg>::WS, "the converting warpgroups' entry");
+  SageAttnParams v = p;
+  mma_attn::paged_view<Cfg::BN>(p, mma_attn::cta_coords(p).b, v);
+  if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_fp8_ws_t<Cfg, true, false>(v, p);
+  else attn_kernel_fp8_ws_t<Cfg, false, false>(v, p);
+}
+template <class Cfg>
+SAGE_DEV void attn_kernel_varlen_paged_fp8_ws(const SageAttnParams& p) {
+  static_assert(Fp8PagesLayout<Cfg>::WS, "the converting warpgroups' entry");
+  SageAttnParams v = p;
+  if (!mma_attn::varlen_paged_view<Cfg::BM, Cfg::BN, false>(p, int(blockIdx.z), v)) return;
+  if (p.dtype == SAGE_DTYPE_BF16) attn_kernel_fp8_ws_t<Cfg, true, true>(v, p);
+  else attn_kernel_fp8_ws_t<Cfg, false, true>(v, p);
 }
 
 }  // namespace native_attn
