@@ -310,6 +310,8 @@ SAGE_DEV void attn_kernel_fp8_ws_t(const SageAttnParams& p, const SageAttnParams
     const PagedBoxes<BN> pg(p, b);
     const int pbox = cw + NCW * (tid % 32);
     int ahead = pbox < pg.boxes ? pg.entry(0, pbox) : 0;
+    // (attn_kernel_fp8_t's load8 over the converters' warps; one helper for both changed the
+    // machine code of every FP8 entry, so each kernel keeps the loop it was measured with)
     auto load8 = [&](int tile) {
       const int s = tile % S8;
       if (tid == 0) {
