@@ -2521,6 +2521,11 @@ INSTANTIATE_TEST_SUITE_P(
                       PagedCase{256, 40, 64, true, DType::bf16, Layout::NHD, true, nullptr, 0, 2, 0, 1},
                       PagedCase{128, 8, 16, true, DType::fp16, Layout::NHD, true, nullptr, 0, 2, 700, 2},
                       PagedCase{64, 100, 64, true, DType::fp16, Layout::HND, true, nullptr, 0, 2, 256, 1},
+                      // (the decode kernel reads its FP8 rows straight into MMA fragments, d
+                      // permuted: head dims short of the variant's, whose Q, K and V past them are zeros)
+                      PagedCase{96, 1, 16, false, DType::bf16, Layout::NHD, true, nullptr, 0, 2, 0, 2},
+                      PagedCase{48, 3, 32, true, DType::fp16, Layout::HND, false, nullptr, 0, 1, 0, 1},
+                      PagedCase{192, 1, 64, true, DType::fp16, Layout::NHD, true, nullptr, 0, 2, 0, 3},
                       // FP8 pages on the native wgmma kernels' FP8 entries (each tile converted
                       // into the FP16/BF16 tile wgmma reads): two warpgroups and one, pages of 1
                       // slot to more than a tile, head dims 64, 128, 96 in 128 and 256, one kv

@@ -447,7 +447,9 @@ TEST_P(PagedDefaults, HaveTheirEntryWithoutSpills) {
       // ... and FP8 pages (sage_attn_paged_fp8, ..._varlen_paged_fp8): cp.async into the FP8 ring, each
       // tile's bytes read back as 16-byte vectors and widened to FP16 (sm_89+: cvt.rn.f16x2.e4m3x2;
       // sm_80: byte permutes and a rebiasing f16x2 product) and to BF16 (byte permutes and a bf16x2
-      // FMA), the MMAs those of FP16/BF16 (no FP8 MMA).
+      // FMA), the MMAs those of FP16/BF16 (no FP8 MMA). The decode schedule's widen the bytes
+      // straight into their MMA fragments (V's keys paired by byte permutes) and multiply in FP16
+      // whatever the queries' type: no FP16 tile stored, no ldmatrix of V, no BF16 MMA or widening.
       // The wgmma ones' FP8 entries (attn_native_fp8.cuh): TMA boxes of FP8 rows, read back as
       // 16-byte vectors, widened as above into the tile wgmma reads (its generic stores fenced for
       // the async proxy), FP16/BF16 wgmma.
@@ -481,9 +483,12 @@ TEST_P(PagedDefaults, HaveTheirEntryWithoutSpills) {
           const std::size_t at = r.ptx.find(std::string(".entry ") + entry + "(");
           ASSERT_NE(at, std::string::npos) << name << " " << entry;
           const std::string body = r.ptx.substr(at, r.ptx.find(".entry ", at + 1) - at);
-          for (const char* want : {"cp.async.cg.shared.global", "ld.shared.v4.u32", "prmt.b32", "fma.rn.bf16x2",
-                                   "st.shared.v4.u32", fp8_hw ? "cvt.rn.f16x2.e4m3x2" : "mul.rn.f16x2"})
+          for (const char* want : {"cp.async.cg.shared.global", "ld.shared.v4.u32", "prmt.b32",
+                                   fp8_hw ? "cvt.rn.f16x2.e4m3x2" : "mul.rn.f16x2"})
             EXPECT_NE(body.find(want), std::string::npos) << name << " " << entry << ": " << want;
+          const bool decode = v->get_string("schedule") == "decode";
+          for (const char* want : {"fma.rn.bf16x2", "st.shared.v4.u32", "ldmatrix.sync.aligned.m8n8.x4.trans", ".bf16.bf16"})
+            EXPECT_EQ(body.find(want) == std::string::npos, decode) << name << " " << entry << ": " << want;
           EXPECT_EQ(body.find(".e4m3.e4m3"), std::string::npos) << name << " " << entry << ": an FP8 MMA";
         }
       }

@@ -478,6 +478,12 @@ AttnKernel::AttnKernel(KernelConfig cfg, std::shared_ptr<Module> module) : cfg_(
     SAGE_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_, cfg_.threads, cfg_.smem_bytes));
     if (per_sm < 1) throw Error(Errc::unsupported, cat(cfg_.name, ": no CTA of this variant fits an SM"));
     per_sm_ = per_sm;
+    // FP8 pages run their own entry, whose registers may let more CTAs share an SM (the decode
+    // kernel's at head dim 64: two, against one of its dense entry): their splits fill those.
+    if (mma_native() && attn_paged_fp8_) {
+      SAGE_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, attn_paged_fp8_, fp8_threads_, fp8_smem_));
+      per_sm_fp8_ = std::max(per_sm, 1);
+    }
   }
   // The decode schedule's shortest range in keys (diagnosis, A/B timing; default decode_min_keys;
   // set, it also lifts the merge cap).

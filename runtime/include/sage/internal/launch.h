@@ -344,7 +344,9 @@ class AttnKernel {
   // The SMs a call runs on (AttnProblem::sms, at most the device's), and the CTAs resident on
   // them at once (persistent and native mma: the grid, and the ranges a split fills).
   int sms(const AttnProblem& p) const { return p.sms > 0 && p.sms < num_sms_ ? p.sms : num_sms_; }
-  std::int64_t slots(const AttnProblem& p) const { return std::int64_t(sms(p)) * per_sm_; }
+  std::int64_t slots(const AttnProblem& p) const {
+    return std::int64_t(sms(p)) * (p.kv_fp8 && per_sm_fp8_ > 0 ? per_sm_fp8_ : per_sm_);
+  }
   // Whether p runs on a partition of the device's SMs (a green context: AttnProblem::sms).
   bool partial(const AttnProblem& p) const { return sms(p) < num_sms_; }
   WorkspacePlan plan(const AttnProblem& p) const;
@@ -403,6 +405,7 @@ class AttnKernel {
   CUfunction prep_varlen_ = nullptr, prep_v_varlen_ = nullptr;
   int num_sms_ = 0;  // the device's
   int per_sm_ = 0;   // persistent and native mma: CTAs an SM holds
+  int per_sm_fp8_ = 0;  // native mma: CTAs of the FP8 pages' entry an SM holds (0: per_sm_)
   int mma_split_ranges(const AttnProblem& p) const;
   int decode_min_keys_ = 0;  // SAGE_DECODE_MIN_KEYS (0: the default)
   int pack_heads_ = 1;       // SAGE_PACK_HEADS: 0 never, 1 where pack_pays, 2 wherever the tile holds the group

@@ -48,7 +48,10 @@ SAGE_DEV DecodeRow decode_row(const SageAttnParams& p, int r, int h, int t) {
 // WINDOW: a sliding window (p.window > 0, causal): the tile's keys start at the tile containing
 // its first row's first visible key (kv_range<true>), the ranges split those, and the tiles
 // before mask_before mask the keys left of each row's window too. KV8: FP8 (e4m3) pages
-// (PAGED; attn_mma.cuh: Fp8Pages), their scales folded into the softmax scale and O's normalization.
+// (PAGED; attn_mma.cuh: Fp8Pages<Cfg, true>), their scales folded into the softmax scale and O's
+// normalization: each warp's FP8 rows go from the ring straight into FP16 A fragments (K's
+// k-steps and O^T's rows are permutations of d: Q's rows are stored in K's, O^T's rows are put
+// back where the warps meet), no ldmatrix of K or V; FP16 MMAs for BF16 queries too.
 template <class Cfg, bool BF16, int QN = 4, bool PAGED = false, bool VARLEN = false, bool WINDOW = false, bool KV8 = false>
 SAGE_DEV void decode_kernel(const SageAttnParams& p) {
   static_assert(Cfg::DECODE, "the decoding schedule's kernel");
@@ -79,8 +82,50 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
   const PagedRows pg = paged_rows<PAGED>(p, cc.b);
 
   const u32 sQ = smem_addr(smem + L::Q), sK0 = smem_addr(smem + L::K), sV0 = smem_addr(smem + L::V);
+  using F8 = Fp8Pages<Cfg, true>;
+  static_assert(!KV8 || QN == 4, "FP8 pages: every quarter of the head dim (their d is permuted)");
+  // KV8: FP16 MMAs whatever the queries' type. e4m3 keys and values are FP16 values exactly (one
+  // cvt a pair, where BF16 takes bit operations), P in FP16 keeps more bits than in BF16, and
+  // BF16 queries are scaled by a power of two a row into FP16's range, exactly (but elements
+  // under 2^-28 of their row's largest), undone in the softmax's factor (q_unscale).
+  constexpr bool MMA_BF16 = BF16 && !KV8;
+  __shared__ float q_unscale[KV8 && BF16 ? BM : 1];
   {  // the tile's query rows, zero-filled past the queries and past the call's head dim
     const u8* gQ = static_cast<const u8*>(p.q.ptr) + cc.b * p.q.stride_b * 2;
+    // KV8: a warp a row, each row's pairs of d in the order the FP8 K fragments' columns take
+    // (F8::q_d), by 4-byte loads and stores (the __syncthreads before the loop publishes them);
+    // BF16 rows into FP16, times 2^(14 - e), e the exponent of the row's largest magnitude.
+    if constexpr (KV8) {
+      constexpr int PPL = D / 64;  // pairs a lane
+      for (int r = warp; r < BM; r += NW) {
+        const DecodeRow dr = decode_row<BM>(p, r, cc.h, cc.q_tile);
+        u32 x[PPL];
+#pragma unroll
+        for (int i = 0; i < PPL; ++i) {
+          const int d = F8::q_d(2 * (lane + 32 * i));
+          x[i] = dr.ok && d < p.head_dim ? *reinterpret_cast<const u32*>(gQ + (dr.qh * p.q.stride_h + i64(dr.qr) * p.q.stride_n + d) * 2) : 0u;
+        }
+        if constexpr (BF16) {
+          float mx = 0.f;
+#pragma unroll
+          for (int i = 0; i < PPL; ++i) mx = fmaxf(mx, fmaxf(fabsf(__uint_as_float(x[i] << 16)), fabsf(__uint_as_float(x[i] & 0xffff0000u))));
+#pragma unroll
+          for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+          // 2^sg: mx's exponent e to 14 (at most 2^100: a row of zeros or BF16 subnormals)
+          const int sg = mx > 0.f ? min_(14 - (((__float_as_int(mx) >> 23) & 0xff) - 127), 100) : 0;
+          const float f = __int_as_float((sg + 127) << 23);
+#pragma unroll
+          for (int i = 0; i < PPL; ++i)
+            x[i] = pack_f16x2(__uint_as_float(x[i] << 16) * f, __uint_as_float(x[i] & 0xffff0000u) * f);
+          if (lane == 0) q_unscale[r] = __int_as_float((127 - sg) << 23);
+        }
+#pragma unroll
+        for (int i = 0; i < PPL; ++i) {
+          const int pc = lane + 32 * i;
+          *reinterpret_cast<u32*>(smem + L::Q + swz<L::QCPR>(r, pc / 4) + (pc % 4) * 4) = x[i];
+        }
+      }
+    } else
     for (int c = threadIdx.x; c < BM * L::QCPR; c += Cfg::THREADS) {
       const int r = c / L::QCPR, ch = c % L::QCPR;
       const DecodeRow dr = decode_row<BM>(p, r, cc.h, cc.q_tile);
@@ -91,10 +136,10 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
   }
   cp_async_commit();
   KvLoader<Cfg> ld;
-  typename Fp8Loader<KV8, Fp8Pages<Cfg, true>>::type ld8;  // KV8: each warp its own keys (no CTA barrier in the loop)
-  // The ring's slots, and the tiles loaded ahead: STAGES - 1, or KV8 the whole FP8 ring (each
-  // tile's load goes out once the tile before it in its slot is converted, before the compute).
-  constexpr int R = fp8_ring<KV8, Cfg>(), AHEAD = KV8 ? R : ST - 1;
+  typename Fp8Loader<KV8, F8>::type ld8;  // KV8: each warp its own keys (no CTA barrier in the loop)
+  // The ring's slots (STAGES, or KV8 the FP8 ring's 2 STAGES), and the tiles loaded ahead: all
+  // but the one being read (each tile's load goes out into the slot that the tile before was read from).
+  constexpr int R = KV8 ? F8::RING : ST, AHEAD = R - 1;
   // A tile into its stage (KV8: its ring slot).
   auto fetch = [&](int t) {
     if constexpr (KV8) ld8.load(pg, p.seq_kv, t, sK0, sV0, t % R);
@@ -138,23 +183,27 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[mb][j][e] = 0.f;
 
+  // The scores' factor of each of this lane's columns (KV8 and BF16: with its row's q_unscale).
+  float qsc[KV8 && BF16 ? NB : 1][2];
   if constexpr (KV8) {  // Q's rows, which every warp reads (then only each warp's own keys)
     cp_async_wait<AHEAD>();
     __syncthreads();
+    if constexpr (BF16)
+#pragma unroll
+      for (int j = 0; j < NB; ++j)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) qsc[j][c] = scale * q_unscale[8 * j + 2 * tig + c];
   }
   for (int t = t0; t < n_tiles; ++t) {
     cp_async_wait<AHEAD - 1>();
-    if constexpr (KV8) {  // the warp's FP8 rows into its FP16/BF16 rows at stage 0, then the slot's next tile
-      __syncwarp();
-      ld8.convert(smem, L::K, L::V, t % R, BF16);
-      __syncwarp();
-    } else {
-      __syncthreads();
-    }
+    if constexpr (KV8) __syncwarp();  // the warp's own rows (its lanes' copies of tile t landed, its reads of t - 1 done)
+    else __syncthreads();
     const int nt = t + AHEAD;
     if (nt < n_tiles) fetch(nt);
     cp_async_commit();
-    const u32 sK = sK0 + (KV8 ? 0 : t % ST) * Cfg::SMEM_K_STAGE, sV = sV0 + (KV8 ? 0 : t % ST) * Cfg::SMEM_V_STAGE;
+    const u32 sK = sK0 + (t % ST) * Cfg::SMEM_K_STAGE, sV = sV0 + (t % ST) * Cfg::SMEM_V_STAGE;
+    const u8* k8 = smem + L::K + (t % R) * F8::TILE;  // KV8: the tile's ring slots
+    const u8* v8 = smem + L::V + (t % R) * F8::TILE;
 
     // S^T: s[j] = keys gid, gid + 8 of the warp's 16 x query rows 8 j + 2 tig, + 1.
     float s[NB][4];
@@ -162,17 +211,24 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
     for (int j = 0; j < NB; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[j][e] = 0.f;
+    u32x4 kw[2];  // KV8: the lane's FP8 words of four k-steps
 #pragma unroll
     for (int k = 0; k < KS; ++k) {
       u32 a[4];
-      ldsm_x4(a, sK + k_at(k));
+      if constexpr (KV8) {
+        if (k % 4 == 0) F8::k_words(k8, key0, k / 4, gid, tig, kw);
+        e4m3x4_to_x2((&kw[0].x)[k % 4], false, a[0], a[2]);
+        e4m3x4_to_x2((&kw[1].x)[k % 4], false, a[1], a[3]);
+      } else {
+        ldsm_x4(a, sK + k_at(k));
+      }
 #pragma unroll
       for (int i = 0; i < NB / 2; ++i) {
         u32 b[4];
         ldsm_x4(b, sQ + q_at(i, k));
 #pragma unroll
         for (int jj = 0; jj < 2; ++jj) {
-          if constexpr (BF16) mma_bf16_f32(s[2 * i + jj], a, b[2 * jj], b[2 * jj + 1]);
+          if constexpr (MMA_BF16) mma_bf16_f32(s[2 * i + jj], a, b[2 * jj], b[2 * jj + 1]);
           else mma_f16_f32(s[2 * i + jj], a, b[2 * jj], b[2 * jj + 1]);
         }
       }
@@ -188,7 +244,8 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
       float pr[4];
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
-        float x0 = s[j][c] * scale, x1 = s[j][c + 2] * scale;
+        const float sc = KV8 && BF16 ? qsc[KV8 && BF16 ? j : 0][c] : scale;
+        float x0 = s[j][c] * sc, x1 = s[j][c + 2] * sc;
         if (mask) {
           if (kbase > vis[j][c] || kbase >= p.seq_kv || (WINDOW && vis[j][c] - kbase >= p.window)) x0 = neg_inf();
           if (kbase + 8 > vis[j][c] || kbase + 8 >= p.seq_kv || (WINDOW && vis[j][c] - (kbase + 8) >= p.window)) x1 = neg_inf();
@@ -205,20 +262,30 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
         pr[c + 2] = ex2(x1 - base);
         l[j][c] = fmaf(l[j][c], alpha[j][c], pr[c] + pr[c + 2]);
       }
-      pb[j][0] = movmatrix_t(pack_x2(pr[0], pr[1], BF16 ? SAGE_DTYPE_BF16 : SAGE_DTYPE_FP16));
-      pb[j][1] = movmatrix_t(pack_x2(pr[2], pr[3], BF16 ? SAGE_DTYPE_BF16 : SAGE_DTYPE_FP16));
+      pb[j][0] = movmatrix_t(pack_x2(pr[0], pr[1], MMA_BF16 ? SAGE_DTYPE_BF16 : SAGE_DTYPE_FP16));
+      pb[j][1] = movmatrix_t(pack_x2(pr[2], pr[3], MMA_BF16 ? SAGE_DTYPE_BF16 : SAGE_DTYPE_FP16));
     }
 
     // O^T = O^T alpha + V^T P^T.
+    u32 vw[4][KV8 ? F8::VW : 1];  // KV8: the lane's FP8 words of V's rows 2 tig, + 1, + 8, + 9
 #pragma unroll
     for (int mb = 0; mb < KS; ++mb) {
       u32 a[4];
-      ldsm_x4_t(a, sV + v_at(mb));
+      if constexpr (KV8) {  // pairs of keys' bytes side by side: the A fragment's f16x2 / bf16x2
+        constexpr int MPS = 2 * F8::VW;  // m-blocks a segment
+        if (mb % MPS == 0) F8::v_words(v8, key0, mb / MPS, gid, tig, vw);
+        const int w = (mb % MPS) / 2;
+        const u32 sel = mb % 2 ? 0x7362u : 0x5140u;
+        e4m3x4_to_x2(__byte_perm(vw[0][w], vw[1][w], sel), false, a[0], a[1]);
+        e4m3x4_to_x2(__byte_perm(vw[2][w], vw[3][w], sel), false, a[2], a[3]);
+      } else {
+        ldsm_x4_t(a, sV + v_at(mb));
+      }
 #pragma unroll
       for (int j = 0; j < NB; ++j) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[mb][j][e] *= alpha[j][e % 2];
-        if constexpr (BF16) mma_bf16_f32(o[mb][j], a, pb[j][0], pb[j][1]);
+        if constexpr (MMA_BF16) mma_bf16_f32(o[mb][j], a, pb[j][0], pb[j][1]);
         else mma_f16_f32(o[mb][j], a, pb[j][0], pb[j][1]);
       }
     }
@@ -269,7 +336,8 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
 #pragma unroll
       for (int mb = 0; mb < KS; ++mb)
 #pragma unroll
-        for (int hh = 0; hh < 2; ++hh) co[(warp * BM + r) * OS + 16 * mb + gid + 8 * hh] = o[mb][j][c + 2 * hh];
+        for (int hh = 0; hh < 2; ++hh)
+          co[(warp * BM + r) * OS + (KV8 ? F8::o_d(gid, mb, hh) : 16 * mb + gid + 8 * hh)] = o[mb][j][c + 2 * hh];
     }
   __syncthreads();
 

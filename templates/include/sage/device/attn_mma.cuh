@@ -415,8 +415,9 @@ SAGE_DEV constexpr int fp8_ring() {
 // kv_v_scale): K's folds into the softmax scale, V's into O's normalization, so the conversion
 // is exact. Each thread's chunks share a column (THREADS is a multiple of a row's chunks).
 // WARP (the decode kernel, whose warp w reads only keys 16 w .. 16 w + 15 of a tile): each warp
-// loads and converts its own 16 rows, so the loop needs no CTA barrier, only the warp's (its warps
-// then convert and compute out of step, one's conversion under another's MMAs).
+// loads its own 16 rows, so the loop needs no CTA barrier, only the warp's (its warps compute out
+// of step), and reads them straight into its MMA fragments (k_words, v_words; attn_decode.cuh):
+// no FP16 tile, so the ring takes every stage, 2 STAGES slots, its rows swizzled (sw).
 template <class Cfg, bool WARP = false>
 struct Fp8Pages {
   static constexpr int T = WARP ? 32 : Cfg::THREADS, BN = Cfg::BN, D = Cfg::D;
@@ -431,7 +432,7 @@ struct Fp8Pages {
   // the FP16 pipeline prefetches STAGES - 1: with three stages, three FP8 tiles in flight (96 KB of
   // K and V at D=128, 128 keys) against two FP16 ones (128 KB); fewer bytes in flight than that
   // left FP8 pages slower than FP16 ones (each tile's load latency, not the bytes, sets the pace).
-  static constexpr int RING = fp8_ring<true, Cfg>();
+  static constexpr int RING = WARP ? 2 * Cfg::STAGES : fp8_ring<true, Cfg>();
 
   // This thread's chunks: K's and V's bytes at the kv head's first page plus its column, their
   // slots and pages k_slot / k_page bytes apart (V alike; 32-bit: validate.cpp bounds them), its
@@ -460,8 +461,14 @@ struct Fp8Pages {
     k_page = int(p.k.stride_b);
     v_page = int(p.v.stride_b);
   }
-  static SAGE_DEV u32 ring(u32 s0, int slot) { return s0 + 2 * TILE + slot * TILE; }
-  SAGE_DEV u32 at(int r) const { return r * D + (tix() % CPR) * 16; }
+  static SAGE_DEV u32 ring(u32 s0, int slot) { return s0 + (WARP ? 0 : 2 * TILE) + slot * TILE; }
+  // WARP: chunk c of row r at chunk c ^ sw(r) of its row, so that the fragment reads below hit 8
+  // bank groups a quarter-warp: K's rows 2i, 2i + 1 at chunks 4j .. 4j + 3 (sw differs in bit 2),
+  // V's rows 2t (and 2t + 1) of t = 0..3 at chunks 2i, 2i + 1 (sw 0, 2, 4, 6); at head dim 64
+  // (rows of 64 bytes, two a bank line) V's 8-byte reads take two passes.
+  static SAGE_DEV int sw(int r) { return ((((r >> 1) & 3) << 1) ^ ((r & 1) << 2)) & (CPR - 1); }
+  static SAGE_DEV int chunk_at(int r, int c) { return r * D + (WARP ? c ^ sw(r) : c) * 16; }
+  SAGE_DEV u32 at(int r) const { return chunk_at(r, tix() % CPR); }
 
   // The block-table entries of tile `next_tile`'s chunks of this thread, looked up by the load of
   // the tile before (the tiles are loaded in order): a lookup right before its copies would stall
@@ -537,11 +544,51 @@ struct Fp8Pages {
     next_tile = tile + 1;
   }
 
+  // WARP: the decode kernel's MMA fragments straight from a ring slot `s` (a pointer to shared
+  // memory), its warp's rows from r0, for lane (gid, tig) = (lane / 4, lane % 4).
+  // K (S^T = K Q^T, K as A): the 16 bytes of chunk 4 j + tig of rows r0 + gid and r0 + gid + 8.
+  // Word i of them feeds k-step 4 j + i: its bytes 0-1 are the step's columns 2 tig, + 1 and its
+  // bytes 2-3 columns 2 tig + 8, + 9, so a k-step's columns are a permutation of d (q_d), which
+  // the kernel stores Q's rows in.
+  static SAGE_DEV void k_words(const u8* s, int r0, int j, int gid, int tig, u32x4 (&w)[2]) {
+    w[0] = *reinterpret_cast<const u32x4*>(s + chunk_at(r0 + gid, 4 * j + tig));
+    w[1] = *reinterpret_cast<const u32x4*>(s + chunk_at(r0 + gid + 8, 4 * j + tig));
+  }
+  // The d of S^T's permuted column c (even: its pair's first): k-step c / 16, position c % 16.
+  static SAGE_DEV int q_d(int c) {
+    const int ks = c / 16, pos = c % 16;
+    return 16 * (4 * (ks / 4) + (pos % 8) / 2) + 4 * (ks % 4) + 2 * (pos / 8);
+  }
+  // V (O^T += V^T P^T, V^T as A: 16 rows of d, 16 keys): segment jv of the lane's D / 8 elements
+  // of d, VW words of each of rows r0 + 2 tig, + 1, + 8, + 9 (the A fragment's keys): chunk
+  // gid + 8 jv (head dim 64: 8 bytes at byte 8 gid). Bytes 2 m, 2 m + 1 of a row's words are
+  // m-block jv * 2 VW + m's rows gid and gid + 8, so O^T's rows are a permutation of d (o_d).
+  static constexpr int VW = D >= 128 ? 4 : 2, SEG = 4 * VW, NSEG = D / 8 / SEG;
+  static SAGE_DEV void v_words(const u8* s, int r0, int jv, int gid, int tig, u32 (&w)[4][VW]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = r0 + 2 * tig + (i & 1) + 8 * (i >> 1);
+      if constexpr (VW == 4) {
+        const u32x4 x = *reinterpret_cast<const u32x4*>(s + chunk_at(r, gid + 8 * jv));
+        w[i][0] = x.x, w[i][1] = x.y, w[i][2] = x.z, w[i][3] = x.w;
+      } else {
+        const u32x2 x = *reinterpret_cast<const u32x2*>(s + chunk_at(r, gid / 2) + 8 * (gid & 1));
+        w[i][0] = x.x, w[i][1] = x.y;
+      }
+    }
+  }
+  // The d of O^T's row gid (+ 8 for the second half) of m-block mb: the lane's element 2 mb + half.
+  static SAGE_DEV int o_d(int gid, int mb, int half) {
+    const int i = 2 * mb + half;
+    return 8 * SEG * (i / SEG) + SEG * gid + i % SEG;
+  }
+
   // Ring slot `slot` converted into the FP16/BF16 tiles at K and V (byte offsets in `sm`, the
   // kernel's shared memory; the kernels' layout). Plain shared-memory accesses: the compiler
   // overlaps one chunk's loads with another's conversion (ordered against the cp.async copies and
   // the MMAs' reads by the barriers around the call).
   SAGE_DEV void convert(u8* sm, int K, int V, int slot, bool bf16) const {
+    static_assert(!WARP, "the decode kernel reads its FP8 rows into fragments");
     const int k8 = K + 2 * TILE + slot * TILE, v8 = V + 2 * TILE + slot * TILE;
     auto chunk = [&](int i) {
       if (CHUNKS % T == 0 || tix() + i * T < CHUNKS) {
