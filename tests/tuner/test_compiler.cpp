@@ -451,19 +451,22 @@ TEST_P(PagedDefaults, HaveTheirEntryWithoutSpills) {
       // straight into their MMA fragments (V's keys paired by byte permutes) and multiply in FP16
       // whatever the queries' type: no FP16 tile stored, no ldmatrix of V, no BF16 MMA or widening.
       // The wgmma ones' FP8 entries (attn_native_fp8.cuh): TMA boxes of FP8 rows, read back as
-      // 16-byte vectors, widened as above into the tile wgmma reads (its generic stores fenced for
-      // the async proxy), FP16/BF16 wgmma.
+      // 16-byte vectors, widened to FP16 into the tile wgmma reads (its generic stores fenced for
+      // the async proxy), FP16 wgmma for FP16 and BF16 queries alike.
       if (has_paged_fp8_entry(kernel_config(*v)) && v->pipeline == "wgmma") {
         expect_kernels_without_spills(r, {"sage_attn_paged_fp8", "sage_attn_varlen_paged_fp8"}, false, name);
         for (const char* entry : {"sage_attn_paged_fp8", "sage_attn_varlen_paged_fp8"}) {
           const std::size_t at = r.ptx.find(std::string(".entry ") + entry + "(");
           ASSERT_NE(at, std::string::npos) << name << " " << entry;
           const std::string body = r.ptx.substr(at, r.ptx.find(".entry ", at + 1) - at);
-          for (const char* want : {"cp.async.bulk.tensor.4d", "ld.shared.v4.u32", "cvt.rn.f16x2.e4m3x2", "prmt.b32",
-                                   "fma.rn.bf16x2", "st.shared.v4.u32", "fence.proxy.async.shared::cta",
-                                   "wgmma.mma_async.sync.aligned"})
+          for (const char* want : {"cp.async.bulk.tensor.4d", "ld.shared.v4.u32", "cvt.rn.f16x2.e4m3x2",
+                                   "st.shared.v4.u32", "fence.proxy.async.shared::cta", "wgmma.mma_async.sync.aligned"})
             EXPECT_NE(body.find(want), std::string::npos) << name << " " << entry << ": " << want;
           EXPECT_EQ(body.find(".e4m3.e4m3"), std::string::npos) << name << " " << entry << ": an FP8 MMA";
+          // BF16 queries too run FP16 wgmma on tiles widened by cvt (their Q rows rewritten as FP16):
+          // no BF16 widening, no BF16 wgmma.
+          for (const char* absent : {"fma.rn.bf16x2", ".bf16.bf16"})
+            EXPECT_EQ(body.find(absent), std::string::npos) << name << " " << entry << ": " << absent;
           // Two warpgroups of one CTA an SM (paged_fp8_threads 512: D=128's kv8 default): two
           // converting warpgroups hand their registers to the consumers (48 and 208 a thread) and
           // pass the FP16 slots through mbarriers of plain arrivals; else the consumers convert,

@@ -2,8 +2,9 @@
 // sage_attn_paged_fp8 and sage_attn_varlen_paged_fp8 of the modules whose Fp8PagesLayout fits
 // (launch.cpp: has_paged_fp8_entry). wgmma reads its B operands from shared memory as they lie,
 // and FP8 wgmma takes no MN-major (transposed) B, so V in the cache's layout cannot feed an FP8
-// P V, nor an FP8 K a 16-bit Q K^T. So each key tile is converted, exactly, into the FP16/BF16
-// tile that the dense kernel's wgmma reads (64-column blocks of 128-byte rows, 128B swizzle):
+// P V, nor an FP8 K a 16-bit Q K^T. So each key tile is converted, exactly, into the FP16
+// tile that the dense kernel's wgmma reads (64-column blocks of 128-byte rows, 128B swizzle;
+// FP16 for BF16 queries too, whose rows are rewritten as FP16 once: q_bf16_to_f16):
 //   - TMA loads a tile's FP8 rows from the pages into a ring of FP8 slots, K's and V's apart
 //     (two, or one where two do not fit: PagedBoxes of D bytes by R rows, no swizzle, so a slot
 //     holds the tile's rows in order);
@@ -109,6 +110,47 @@ SAGE_DEV void convert_tile8(u32 src, u32 dst, int rows, int tid = int(threadIdx.
   }
 }
 
+// BF16 queries over FP8 pages run FP16 wgmma: e4m3 keys and values are FP16 values exactly (one
+// cvt a pair, where BF16 takes byte permutes, masks and an FMA), and P in FP16 keeps more bits.
+// This warp's 16 query rows from r0 (`cols` 64-column blocks of the Q tile at sq, BM-row blocks
+// of 128-byte rows; rows whole, so the swizzle does not matter) are rewritten in place as FP16
+// times 2^(14 - e), e the exponent of their largest magnitude: exact but for elements under
+// 2^-28 of it (at most 2^100: rows of zeros or BF16 subnormals). Returns 2^(e - 14), the factor
+// of the warp's scores. The caller fences for the async proxy and syncs the warpgroup.
+template <class Cfg>
+SAGE_DEV float q_bf16_to_f16(u32 sq, int r0, int cols) {
+  constexpr int BM = Cfg::BM, PER = Cfg::CHUNKS * 4;  // 16-byte chunks a lane: 16 rows x 8 a block
+  const int lane = int(threadIdx.x % 32);
+  auto at = [&](int k) {
+    const int i = lane + 32 * k;
+    return sq + u32((i / 128) * BM * 128 + (r0 + (i % 128) / 8) * 128 + (i % 8) * 16);
+  };
+  float mx = 0.f;
+#pragma unroll 4
+  for (int k = 0; k < PER; ++k) {
+    if ((lane + 32 * k) / 128 >= cols) break;
+    u32 x[4];
+    lds_u4(at(k), x);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      mx = fmaxf(mx, fmaxf(fabsf(__uint_as_float(x[i] << 16)), fabsf(__uint_as_float(x[i] & 0xffff0000u))));
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  const int sg = mx > 0.f ? min_(14 - (((__float_as_int(mx) >> 23) & 0xff) - 127), 100) : 0;
+  const float f = __int_as_float((sg + 127) << 23);
+#pragma unroll 4
+  for (int k = 0; k < PER; ++k) {
+    if ((lane + 32 * k) / 128 >= cols) break;
+    u32 x[4];
+    lds_u4(at(k), x);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) x[i] = pack_f16x2(__uint_as_float(x[i] << 16) * f, __uint_as_float(x[i] & 0xffff0000u) * f);
+    sts_u4(at(k), x[0], x[1], x[2], x[3]);
+  }
+  return __int_as_float((127 - sg) << 23);
+}
+
 // grid and threads as attn_kernel_t's PAGED entry, Fp8PagesLayout<Cfg>::SMEM_BYTES dynamic
 // shared memory. p: the sequence's mma_attn::paged_view (VARLEN: varlen_paged_view); g: the
 // kernel's parameters, whose maps tma_k and tma_v are 4-D (D bytes, page_size, Hkv, num_pages)
@@ -180,7 +222,8 @@ SAGE_DEV void attn_kernel_fp8_t(const SageAttnParams& p, const SageAttnParams& g
       if (s < n_tiles) load8(s);
   }
 
-  const float scale = p.sm_scale * kLog2e * mma_attn::page_scale(p.kv_k_scale, p.kv_scale_stride, hkv);
+  // (BF16: times the warp's Q factor, q_bf16_to_f16)
+  float scale = p.sm_scale * kLog2e * mma_attn::page_scale(p.kv_k_scale, p.kv_scale_stride, hkv);
   float m[1][2], l[1][2], o[1][D / 8][4];
   wgmma_attn::init_state<D>(m, l, o);
   float(&of)[D / 2] = reinterpret_cast<float(&)[D / 2]>(o);
@@ -189,9 +232,13 @@ SAGE_DEV void attn_kernel_fp8_t(const SageAttnParams& p, const SageAttnParams& g
   // Tile 0 into FP16 slot 0; its FP8 slots then take tile S8.
   if (n_tiles > 0) {
     mbar_wait(k8_full(0), 0);
-    convert_tile8<Cfg, BF16>(k8(0), k16(0), p.seq_kv);
+    convert_tile8<Cfg, false>(k8(0), k16(0), p.seq_kv);
     mbar_wait(v8_full(0), 0);
-    convert_tile8<Cfg, BF16>(v8(0), v16(0), p.seq_kv);
+    convert_tile8<Cfg, false>(v8(0), v16(0), p.seq_kv);
+    if constexpr (BF16) {  // FP16 wgmma: the warp's Q rows into FP16, their factor into the scores'
+      mbar_wait(bar0, 0);
+      scale *= q_bf16_to_f16<Cfg>(sQ, wg * 64 + 16 * (warp % 4), boxes);
+    }
     fence_proxy_async();
     __syncthreads();
     if (loader && S8 < n_tiles) load8(S8);
@@ -208,12 +255,12 @@ SAGE_DEV void attn_kernel_fp8_t(const SageAttnParams& p, const SageAttnParams& g
     const u32 ph8 = u32((t + 1) / S8) & 1u;
     const int rem = p.seq_kv - (t + 1) * BN;  // tile t + 1's keys
     float s[BN / 2];
-    issue_qk_boxes<Cfg, BF16>(s, qa, boxes, sQw, k16(cur));
+    issue_qk_boxes<Cfg, false>(s, qa, boxes, sQw, k16(cur));
     // Tile t + 1's K under this Q K^T (its FP16 slot's last reader, tile t - 1's Q K^T, ended
     // before the last barrier).
     if (next) {
       mbar_wait(k8_full(s8), ph8);
-      convert_tile8<Cfg, BF16>(k8(s8), k16(nxt), rem);
+      convert_tile8<Cfg, false>(k8(s8), k16(nxt), rem);
     }
     wgmma_wait<0>();
     fence_regs(s);
@@ -221,13 +268,13 @@ SAGE_DEV void attn_kernel_fp8_t(const SageAttnParams& p, const SageAttnParams& g
     const bool moved = t >= mask_from ? softmax_tile<Cfg, 1>(p, m[0], l[0], s, scale, t * BN, row0, alpha)
                                       : softmax_tile<Cfg, 0>(p, m[0], l[0], s, scale, t * BN, row0, alpha);
     u32 pa[BN / 16][4];
-    pack_p<Cfg, BF16>(s, pa);
+    pack_p<Cfg, false>(s, pa);
     if (moved) rescale_o<D>(o, alpha);
-    issue_pv_boxes<Cfg, BF16>(of, pa, boxes, v16(cur));
+    issue_pv_boxes<Cfg, false>(of, pa, boxes, v16(cur));
     // ... and its V under this P V.
     if (next) {
       mbar_wait(v8_full(s8), ph8);
-      convert_tile8<Cfg, BF16>(v8(s8), v16(nxt), rem);
+      convert_tile8<Cfg, false>(v8(s8), v16(nxt), rem);
     }
     wgmma_wait<0>();
     fence_regs(of);
@@ -265,7 +312,7 @@ SAGE_DEV void attn_kernel_fp8_ws_t(const SageAttnParams& p, const SageAttnParams
   static_assert(L::FITS && L::WS && Cfg::D <= 128 && Cfg::Q_REG_STEPS == 0, "the warp-specialized FP8 entry");
   constexpr int D = Cfg::D, BM = Cfg::BM, BN = Cfg::BN, CH = Cfg::CHUNKS, S8 = L::SLOTS8;
   constexpr int NWARPS = Cfg::CONSUMERS / 32;
-  constexpr int CONV_BAR = 13, EPI_BAR = 12;  // named barriers: the converter's; the consumers' before O
+  constexpr int CONV_BAR = 13, EPI_BAR = 12, Q_BAR = 10;  // named barriers: the converter's; the consumers' before O; a consumer warpgroup's (BF16 Q, 10 + wg)
   constexpr int NC = L::CONVERTERS, NCW = NC / 32;
   static_assert(!Cfg::PERSISTENT && NC >= BN, "the plain kernel; a box a converter lane at most (pages of one slot)");
   extern __shared__ __align__(1024) u8 smem_raw[];
@@ -336,13 +383,13 @@ SAGE_DEV void attn_kernel_fp8_ws_t(const SageAttnParams& p, const SageAttnParams
       const int rem = p.seq_kv - t * BN;  // tile t's keys
       mbar_wait(k8_full(s8), ph8);
       if (t >= 2) mbar_wait(k16_empty(slot), ph_free);
-      convert_tile8<Cfg, BF16, NC, 2>(k8(s8), k16(slot), rem, tid);
+      convert_tile8<Cfg, false, NC, 2>(k8(s8), k16(slot), rem, tid);
       fence_proxy_async();
       __syncwarp();
       if (tid % 32 == 0) mbar_arrive(k16_full(slot));
       mbar_wait(v8_full(s8), ph8);
       if (t >= 2) mbar_wait(v16_empty(slot), ph_free);
-      convert_tile8<Cfg, BF16, NC, 2>(v8(s8), v16(slot), rem, tid);
+      convert_tile8<Cfg, false, NC, 2>(v8(s8), v16(slot), rem, tid);
       fence_proxy_async();
       __syncwarp();
       if (tid % 32 == 0) mbar_arrive(v16_full(slot));
@@ -363,13 +410,18 @@ SAGE_DEV void attn_kernel_fp8_ws_t(const SageAttnParams& p, const SageAttnParams
 #pragma unroll
     for (int cc = 0; cc < CH; ++cc) tma_load_4d(sQ + cc * BM * 128, &g.tma_q, cc * 64, m0 + q_row0, h, b, bar0);
   }
-  const float scale = p.sm_scale * kLog2e * mma_attn::page_scale(p.kv_k_scale, p.kv_scale_stride, hkv);
+  float scale = p.sm_scale * kLog2e * mma_attn::page_scale(p.kv_k_scale, p.kv_scale_stride, hkv);
   float m[1][2], l[1][2], o[1][D / 8][4];
   wgmma_attn::init_state<D>(m, l, o);
   float(&of)[D / 2] = reinterpret_cast<float(&)[D / 2]>(o);
   const u32 sQw = sQ + wg * 64 * 128;
   u32 qa[1][4];  // (Q stays in shared memory: Q_REG_STEPS is 0 below head dim 256)
   mbar_wait(bar0, 0);
+  if constexpr (BF16) {  // FP16 wgmma: the warp's Q rows into FP16 (q_bf16_to_f16), then its warpgroup's
+    scale *= q_bf16_to_f16<Cfg>(sQ, wg * 64 + 16 * (warp % 4), CH);
+    fence_proxy_async();
+    named_bar_sync(Q_BAR + wg, 128);
+  }
   const bool lane0 = threadIdx.x % 32 == 0;
 
   for (int t = 0; t < n_tiles; ++t) {
@@ -377,7 +429,7 @@ SAGE_DEV void attn_kernel_fp8_ws_t(const SageAttnParams& p, const SageAttnParams
     const u32 ph = u32(t >> 1) & 1u;
     float s[BN / 2];
     mbar_wait(k16_full(cur), ph);
-    issue_qk_boxes<Cfg, BF16>(s, qa, CH, sQw, k16(cur));
+    issue_qk_boxes<Cfg, false>(s, qa, CH, sQw, k16(cur));
     wgmma_wait<0>();
     fence_regs(s);
     if (lane0) mbar_arrive(k16_empty(cur));
@@ -385,10 +437,10 @@ SAGE_DEV void attn_kernel_fp8_ws_t(const SageAttnParams& p, const SageAttnParams
     const bool moved = t >= mask_from ? softmax_tile<Cfg, 1>(p, m[0], l[0], s, scale, t * BN, row0, alpha)
                                       : softmax_tile<Cfg, 0>(p, m[0], l[0], s, scale, t * BN, row0, alpha);
     u32 pa[BN / 16][4];
-    pack_p<Cfg, BF16>(s, pa);
+    pack_p<Cfg, false>(s, pa);
     if (moved) rescale_o<D>(o, alpha);
     mbar_wait(v16_full(cur), ph);
-    issue_pv_boxes<Cfg, BF16>(of, pa, CH, v16(cur));
+    issue_pv_boxes<Cfg, false>(of, pa, CH, v16(cur));
     wgmma_wait<0>();
     fence_regs(of);
     if (lane0) mbar_arrive(v16_empty(cur));
