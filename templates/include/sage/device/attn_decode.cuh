@@ -105,19 +105,17 @@ SAGE_DEV void decode_kernel(const SageAttnParams& p) {
           const int d = F8::q_d(2 * (lane + 32 * i));
           x[i] = dr.ok && d < p.head_dim ? *reinterpret_cast<const u32*>(gQ + (dr.qh * p.q.stride_h + i64(dr.qr) * p.q.stride_n + d) * 2) : 0u;
         }
-        if constexpr (BF16) {
+        if constexpr (BF16) {  // the row times 2^sg into FP16 (common.cuh: f16_row_exponent)
           float mx = 0.f;
 #pragma unroll
-          for (int i = 0; i < PPL; ++i) mx = fmaxf(mx, fmaxf(fabsf(__uint_as_float(x[i] << 16)), fabsf(__uint_as_float(x[i] & 0xffff0000u))));
+          for (int i = 0; i < PPL; ++i) mx = bf16x2_absmax(x[i], mx);
 #pragma unroll
           for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-          // 2^sg: mx's exponent e to 14 (at most 2^100: a row of zeros or BF16 subnormals)
-          const int sg = mx > 0.f ? min_(14 - (((__float_as_int(mx) >> 23) & 0xff) - 127), 100) : 0;
-          const float f = __int_as_float((sg + 127) << 23);
+          const int sg = f16_row_exponent(mx);
+          const float f = pow2f(sg);
 #pragma unroll
-          for (int i = 0; i < PPL; ++i)
-            x[i] = pack_f16x2(__uint_as_float(x[i] << 16) * f, __uint_as_float(x[i] & 0xffff0000u) * f);
-          if (lane == 0) q_unscale[r] = __int_as_float((127 - sg) << 23);
+          for (int i = 0; i < PPL; ++i) x[i] = bf16x2_to_f16x2(x[i], f);
+          if (lane == 0) q_unscale[r] = pow2f(-sg);
         }
 #pragma unroll
         for (int i = 0; i < PPL; ++i) {

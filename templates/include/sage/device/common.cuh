@@ -84,6 +84,21 @@ SAGE_DEV u32 pack_bf16x2(float lo, float hi) {
 SAGE_DEV u32 pack_x2(float lo, float hi, int dtype) {
   return dtype == SAGE_DTYPE_BF16 ? pack_bf16x2(lo, hi) : pack_f16x2(lo, hi);
 }
+// BF16 rows into FP16 by a power of two (the FP8 pages' kernels, whose MMAs are FP16 for BF16
+// queries too): the larger magnitude of a bf16x2 word's two values and mx; the exponent sg that
+// takes mx, a row's largest magnitude, to 2^14 .. 2^15 (FP16 then holds every element exactly
+// but those under 2^-28 of mx; at most 100: rows of zeros or BF16 subnormals); a word's two values
+// times 2^sg (f) as an f16x2 word.
+SAGE_DEV float bf16x2_absmax(u32 x, float mx) {
+  return fmaxf(mx, fmaxf(fabsf(__uint_as_float(x << 16)), fabsf(__uint_as_float(x & 0xffff0000u))));
+}
+SAGE_DEV int f16_row_exponent(float mx) {
+  return mx > 0.f ? min_(14 - (((__float_as_int(mx) >> 23) & 0xff) - 127), 100) : 0;
+}
+SAGE_DEV float pow2f(int e) { return __int_as_float((e + 127) << 23); }  // 2^e, -126 <= e <= 127
+SAGE_DEV u32 bf16x2_to_f16x2(u32 x, float f) {
+  return pack_f16x2(__uint_as_float(x << 16) * f, __uint_as_float(x & 0xffff0000u) * f);
+}
 // Four FP8 e4m3 values (x's bytes, byte 0 first) -> two f16x2 (BF16: bf16x2) words, exactly: each
 // byte's sign, exponent and mantissa bits moved to the 16-bit type's places, then a product by
 // the power of two between the exponent biases (2^8 for FP16, 2^120 for BF16) rebiases them;
