@@ -224,6 +224,8 @@ TEST(CliSelect, Fp8PagesNameTheirBucketEntryAndBench) {
   EXPECT_NE(r.out.find("attn_sm90a_wgmma_d128_m128_n128_wg2_s2_qk-native_pv-native_tma_sch-plain_occ1"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("--paged 16 --kv-fp8"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("those that name kv8, which serve FP8 calls only"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("sliding window"), std::string::npos) << r.out;  // no window: not matched as one
   // with a window: an mma.sync kernel, and the window in the bench command
   CliRun w = s.run("select --arch sm_90a -d 128 -n 2048 --seq-kv 8192 --batch 4 --heads 32 --heads-kv 8 --causal yes "
                    "--paged 16 --kv-fp8 --window 512");

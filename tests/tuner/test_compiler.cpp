@@ -468,12 +468,12 @@ TEST_P(PagedDefaults, HaveTheirEntryWithoutSpills) {
           for (const char* absent : {"fma.rn.bf16x2", ".bf16.bf16"})
             EXPECT_EQ(body.find(absent), std::string::npos) << name << " " << entry << ": " << absent;
           // Two warpgroups of one CTA an SM (paged_fp8_threads 512: D=128's kv8 default): two
-          // converting warpgroups hand their registers to the consumers (48 and 208 a thread) and
+          // converting warpgroups hand their registers to the consumers (56 and 200 a thread) and
           // pass the FP16 slots through mbarriers of plain arrivals; else the consumers convert,
           // one CTA barrier a tile, no register handoff.
           const bool ws = paged_fp8_threads(kernel_config(*v)) == kernel_config(*v).threads + 256;
           if (kernel_config(*v).head_dim == 128 && kernel_config(*v).warps == 8) EXPECT_TRUE(ws) << name;
-          for (const char* want : {"setmaxnreg.dec.sync.aligned.u32 48", "setmaxnreg.inc.sync.aligned.u32 208",
+          for (const char* want : {"setmaxnreg.dec.sync.aligned.u32 56", "setmaxnreg.inc.sync.aligned.u32 200",
                                    "mbarrier.arrive.shared::cta.b64"})
             EXPECT_EQ(body.find(want) != std::string::npos, ws) << name << " " << entry << ": " << want;
           EXPECT_NE(body.find(".maxntid " + std::to_string(paged_fp8_threads(kernel_config(*v))) + ", 1, 1"),

@@ -120,8 +120,8 @@ int run_select(const SelectArgs& a) {
                                                     key.seq_q_bucket, rows16, pairs, key.bh_bucket, sms);
   if (p.paged) {
     source = "paged default";
-    why = p.kv_fp8 ? "FP8 pages: configs/defaults.yaml's paged entries of mma.sync kernels, or those that name paged "
-                     "and window, serve it, as a sliding window's call (their kernels have the FP8 entries)"
+    why = p.kv_fp8 ? "FP8 pages: configs/defaults.yaml's paged entries serve it as an FP16 pages' call, and those "
+                     "that name kv8, which serve FP8 calls only (their kernels have the FP8 entries)"
           : window ? "a sliding window over a paged KV cache: configs/defaults.yaml's paged entries of mma.sync kernels, "
                    "or those that name paged and window, serve it (their kernels have the window entries)"
                  : "a paged KV cache: configs/defaults.yaml's paged entries serve it (their kernels read the block table; "

@@ -11,7 +11,8 @@
 //   - the CTA's threads convert tile t + 1 while tile t's GEMMs run on the tensor cores: its K
 //     after tile t's Q K^T is issued, its V after tile t's P V is, into the other of two FP16
 //     slots (each 16 FP8 bytes of a row read at once, conflict-free; their 32 FP16 bytes stored
-//     as two swizzled chunks, in an order that puts a quarter-warp's stores on 8 bank groups);
+//     as two swizzled chunks, a quarter-warp's chunks chosen so that its stores meet 8 bank
+//     groups: convert_tile8);
 //   - one CTA barrier a tile orders the slots' uses (attn_kernel_fp8_t).
 // Where one CTA an SM leaves the registers (two warpgroups, head dim 64 or 128 at occupancy 1),
 // two converting warpgroups of their own load and convert instead, and the consumers only wait
@@ -54,7 +55,7 @@ struct Fp8PagesLayout {
   static constexpr int CONVERTERS = WS ? 256 : 0;  // the converting warpgroups' threads
   static constexpr int THREADS = Cfg::CONSUMERS + CONVERTERS;
   static constexpr int LAUNCH_REGS = (65536 / THREADS) / 8 * 8;
-  static constexpr int CONVERTER_REGS = 48, CONSUMER_REGS = 208;
+  static constexpr int CONVERTER_REGS = 56, CONSUMER_REGS = 200;
   static_assert(!WS || (CONSUMER_REGS - LAUNCH_REGS) * Cfg::CONSUMERS <= (LAUNCH_REGS - CONVERTER_REGS) * CONVERTERS,
                 "the consumers take more registers than the converter gives up");
 };
@@ -70,12 +71,18 @@ SAGE_DEV void sts_u4(u32 addr, u32 a, u32 b, u32 c, u32 d) {
 
 // One FP8 tile (BN rows of D bytes at src) into the FP16/BF16 tile at dst (64-column blocks of
 // BN 128-byte rows, 128B swizzle), by the CTA's THREADS threads; rows at or past `rows` as
-// zeros. Thread i takes the 16-byte chunks i, i + THREADS, ...: row r = c / (D / 16), columns
-// 16 k .. 16 k + 15 (k = c % (D / 16)), which become chunks 2 (k % 4) and 2 (k % 4) + 1 of
-// row r of block k / 4. A quarter-warp reads 128 consecutive bytes; at D >= 128 it holds one
-// row's k = 0..7 (two blocks, whose rows sit 128-byte multiples apart), so the threads of the
-// second block store their odd chunk first: 8 distinct chunk positions each time. At D=64 the
-// quarter-warp holds rows r, r + 1 (r even), whose swizzles differ in bit 0: distinct either way.
+// zeros. Thread i takes the 16-byte chunks i, i + THREADS, ...; chunk (r, k) holds row r's
+// columns 16 k .. 16 k + 15 and becomes chunks 2 (k % 4) and 2 (k % 4) + 1 of row r of block
+// k / 4, stored in that order. A quarter-warp (8 chunk indices) must meet 8 bank groups both
+// ways:
+//   - D=64: row r, then row r + 1 (r even), k = 0..3 each: 128 consecutive bytes read; the two
+//     rows' swizzles differ in bit 0, so their stores are apart.
+//   - D >= 128: row r's four k of one 64-byte half, then row r + 1's four of the other half
+//     (chunk index bits, low to high: k % 4, the row's parity, the half, k / 8, the row pair).
+//     Reads: the two halves of 128 bytes. Stores: both rows in blocks of one parity or the
+//     other, the swizzles apart in bit 0. (Each row's k = 0..7 in one quarter-warp put blocks
+//     0 and 1 on the same bank groups: per-thread store orders, which ptxas made four
+//     half-predicated stores of twice the wavefronts.)
 // THREADS threads take part (tid: the thread's index among them); UNROLL: chunks a thread has
 // in flight (0: all of them).
 template <class Cfg, bool BF16, int THREADS = Cfg::THREADS, int UNROLL = Cfg::D == 256 ? 1 : 0>
@@ -83,12 +90,21 @@ SAGE_DEV void convert_tile8(u32 src, u32 dst, int rows, int tid = int(threadIdx.
   constexpr int D = Cfg::D, BN = Cfg::BN, KC = D / 16;
   constexpr int CHUNKS = BN * KC;
   static_assert(CHUNKS % THREADS == 0, "whole chunks a thread");
+  static_assert(KC < 8 || (KC % 8 == 0 && BN % 2 == 0), "row pairs of whole 8-chunk groups");
 #pragma unroll(UNROLL > 0 ? UNROLL : CHUNKS / THREADS)
   for (int j = 0; j < CHUNKS / THREADS; ++j) {
     const int c = tid + j * THREADS;
-    const int r = c / KC, k = c % KC;
+    int r, k;
+    if constexpr (KC >= 8) {
+      const int ro = (c >> 2) & 1, rest = c >> 4;
+      r = 2 * (rest / (KC / 8)) + ro;
+      k = (c & 3) + 4 * (ro ^ ((c >> 3) & 1)) + 8 * (rest % (KC / 8));
+    } else {
+      r = c / KC;
+      k = c % KC;
+    }
     u32 x[4];
-    lds_u4(src + u32(c) * 16u, x);
+    lds_u4(src + u32(r * KC + k) * 16u, x);
     u32 h[8];
     if (r < rows) {
 #pragma unroll
@@ -100,13 +116,8 @@ SAGE_DEV void convert_tile8(u32 src, u32 dst, int rows, int tid = int(threadIdx.
     const u32 row = dst + u32((k / 4) * BN * 128 + r * 128);
     const u32 c0 = u32(2 * (k % 4)), sw = u32(r & 7);
     const u32 a0 = row + (((c0) ^ sw) << 4), a1 = row + (((c0 + 1u) ^ sw) << 4);
-    if ((k / 4) % 2 == 0) {
-      sts_u4(a0, h[0], h[1], h[2], h[3]);
-      sts_u4(a1, h[4], h[5], h[6], h[7]);
-    } else {
-      sts_u4(a1, h[4], h[5], h[6], h[7]);
-      sts_u4(a0, h[0], h[1], h[2], h[3]);
-    }
+    sts_u4(a0, h[0], h[1], h[2], h[3]);
+    sts_u4(a1, h[4], h[5], h[6], h[7]);
   }
 }
 
@@ -298,7 +309,9 @@ SAGE_DEV void attn_kernel_fp8_t(const SageAttnParams& p, const SageAttnParams& g
 // the other's GEMMs). Two converting warpgroups, not one: a converter thread's chunks are
 // chains of a shared load, eight cvt and two shared stores, and one warp a scheduler left them
 // the critical path (D=128 128x128, H200, 4 x 2048 queries over 8K keys: 2.55 ms with one, as
-// the consumers converting; 2.22 with two; 1.55 with the conversion left out). mbarriers:
+// the consumers converting; 2.22 with two; 1.55 with the conversion left out). Since
+// 2026-11-29 (az) convert_tile8's stores meet 8 bank groups (1.96 ms) and each converter thread
+// has its tile's four chunks in flight, at 56 registers (1.76 ms; at 48 it spilled). mbarriers:
 //   - FP8 K/V full [S8] (TMA bytes);
 //   - FP16 K/V full [2]: one arrival a converter warp, each lane's fence.proxy.async and the
 //     warp's __syncwarp before it (wgmma reads through the async proxy);
@@ -382,13 +395,13 @@ SAGE_DEV void attn_kernel_fp8_ws_t(const SageAttnParams& p, const SageAttnParams
       const int rem = p.seq_kv - t * BN;  // tile t's keys
       mbar_wait(k8_full(s8), ph8);
       if (t >= 2) mbar_wait(k16_empty(slot), ph_free);
-      convert_tile8<Cfg, false, NC, 2>(k8(s8), k16(slot), rem, tid);
+      convert_tile8<Cfg, false, NC, 4>(k8(s8), k16(slot), rem, tid);
       fence_proxy_async();
       __syncwarp();
       if (tid % 32 == 0) mbar_arrive(k16_full(slot));
       mbar_wait(v8_full(s8), ph8);
       if (t >= 2) mbar_wait(v16_empty(slot), ph_free);
-      convert_tile8<Cfg, false, NC, 2>(v8(s8), v16(slot), rem, tid);
+      convert_tile8<Cfg, false, NC, 4>(v8(s8), v16(slot), rem, tid);
       fence_proxy_async();
       __syncwarp();
       if (tid % 32 == 0) mbar_arrive(v16_full(slot));
