@@ -443,16 +443,34 @@ struct Fp8Pages {
 
   // The thread's index in its group (WARP: its lane).
   static SAGE_DEV int tix() { return WARP ? int(threadIdx.x) % 32 : int(threadIdx.x); }
+  // The thread's chunk of every row it loads and converts, and its first row in the group. PAIRS
+  // (rows of 8 chunks or more, converted into FP16 tiles): a quarter-warp takes row r's 4 chunks
+  // of one 64-byte half and row r + 1's 4 of the other (index bits, low to high: the chunk % 4,
+  // the row's parity, the half, the chunk / 8, the row pair), so that convert's reads and both of
+  // its stores meet 8 bank groups (one row's 8 chunks a quarter-warp put FP16 chunks 2c of
+  // c = 0..3 and 4..7 on the same 4 of them).
+  static constexpr bool PAIRS = !WARP && CPR >= 8;
+  static SAGE_DEV int col_chunk() {
+    const int t = tix();
+    if constexpr (PAIRS) return (t & 3) + 4 * (((t >> 2) ^ (t >> 3)) & 1) + 8 * ((t >> 4) % (CPR / 8));
+    else return t % CPR;
+  }
+  static SAGE_DEV int first_row() {
+    const int t = tix();
+    if constexpr (PAIRS) return 2 * ((t >> 4) / (CPR / 8)) + ((t >> 2) & 1);
+    else return t / CPR;
+  }
 
   // p: the call's (or the sequence's view's) parameters; hkv: the kv head.
   SAGE_DEV void init(const SageAttnParams& p, int hkv) {
     static_assert(Cfg::NATIVE && !Cfg::V8 && QCPR == 2 * CPR && VCPR == 2 * CPR, "FP8 pages feed the native kernels' FP16 tiles");
     static_assert(Cfg::STAGES >= 2, "the FP8 ring lives in the FP16 stages 1..");
     static_assert(T % CPR == 0, "threads must cover whole rows");
+    static_assert(!PAIRS || (CPR % 8 == 0 && T % (2 * CPR) == 0), "threads must cover whole pairs of rows");
     static_assert(Cfg::SMEM_K_STAGE == 2 * TILE && Cfg::SMEM_V_STAGE == 2 * TILE, "FP16 tiles of BN x D");
     static_assert(!WARP || BN == 16 * Cfg::NWARPS, "a warp's 16 keys of every tile");
-    row0 = (WARP ? 16 * (int(threadIdx.x) / 32) : 0) + tix() / CPR;
-    const int col = (tix() % CPR) * 16;
+    row0 = (WARP ? 16 * (int(threadIdx.x) / 32) : 0) + first_row();
+    const int col = col_chunk() * 16;
     col_bytes = p.head_dim > col ? 16 : 0;  // 0 or 16: FP8 pages' head dims are multiples of 16
     kb = static_cast<const u8*>(p.k.ptr) + hkv * p.k.stride_h + col;
     vb = static_cast<const u8*>(p.v.ptr) + hkv * p.v.stride_h + col;
@@ -468,7 +486,13 @@ struct Fp8Pages {
   // (rows of 64 bytes, two a bank line) V's 8-byte reads take two passes.
   static SAGE_DEV int sw(int r) { return ((((r >> 1) & 3) << 1) ^ ((r & 1) << 2)) & (CPR - 1); }
   static SAGE_DEV int chunk_at(int r, int c) { return r * D + (WARP ? c ^ sw(r) : c) * 16; }
-  SAGE_DEV u32 at(int r) const { return chunk_at(r, tix() % CPR); }
+  SAGE_DEV u32 at(int r) const { return chunk_at(r, col_chunk()); }
+  // Whether the thread has an i-th chunk (the last pass may hold fewer rows).
+  SAGE_DEV bool has(int i) const {
+    if constexpr (CHUNKS % T == 0) return true;
+    else if constexpr (PAIRS) return row0 + i * ROWS_PER_PASS < ROWS;
+    else return tix() + i * T < CHUNKS;
+  }
 
   // The block-table entries of tile `next_tile`'s chunks of this thread, looked up by the load of
   // the tile before (the tiles are loaded in order): a lookup right before its copies would stall
@@ -520,7 +544,7 @@ struct Fp8Pages {
       const u8* v = vb + page * v_page + i64(s0) * v_slot;
 #pragma unroll
       for (int i = 0; i < PER; ++i) {
-        if (CHUNKS % T == 0 || tix() + i * T < CHUNKS) {
+        if (has(i)) {
           const int r = row0 + i * ROWS_PER_PASS;
           const bool ok = full || (n0 + r < rows_valid && col_bytes > 0);
           cp_async16(dk + at(r), ok ? k + i * ROWS_PER_PASS * k_slot : kb, ok ? 16 : 0);
@@ -530,7 +554,7 @@ struct Fp8Pages {
     } else {
 #pragma unroll
       for (int i = 0; i < PER; ++i) {
-        if (CHUNKS % T == 0 || tix() + i * T < CHUNKS) {
+        if (has(i)) {
           const int r = row0 + i * ROWS_PER_PASS, n = n0 + r;
           const bool ok = n < rows_valid && col_bytes > 0;
           const i64 page = unsigned(e[i]) < unsigned(pg.count) ? e[i] : 0;
@@ -591,13 +615,13 @@ struct Fp8Pages {
     static_assert(!WARP, "the decode kernel reads its FP8 rows into fragments");
     const int k8 = K + 2 * TILE + slot * TILE, v8 = V + 2 * TILE + slot * TILE;
     auto chunk = [&](int i) {
-      if (CHUNKS % T == 0 || tix() + i * T < CHUNKS) {
-        // FP8 chunk c becomes FP16 chunks 2c and 2c + 1, stored in the order (2c + b, 2c + 1 - b),
-        // b = bit 2 of c: the 8 chunks of a row a quarter-warp converts then land on 8 different
-        // bank groups in each store (2c alone hits 4 of them twice: 16-byte stores at half speed).
-        const int r = row0 + i * ROWS_PER_PASS, c = tix() % CPR, b = CPR >= 8 ? (c >> 2) & 1 : 0;
-        one(sm + k8 + at(r), sm + K + swz<QCPR>(r, 2 * c + b), sm + K + swz<QCPR>(r, 2 * c + 1 - b), b, bf16);
-        one(sm + v8 + at(r), sm + V + swz<VCPR>(r, 2 * c + b), sm + V + swz<VCPR>(r, 2 * c + 1 - b), b, bf16);
+      if (has(i)) {
+        // FP8 chunk c becomes FP16 chunks 2c and 2c + 1: a quarter-warp's rows r and r + 1 (PAIRS,
+        // or head dim 64's 4 chunks a row) differ in the swizzle's bit 0, so each store meets 8
+        // bank groups.
+        const int r = row0 + i * ROWS_PER_PASS, c = col_chunk();
+        one(sm + k8 + at(r), sm + K + swz<QCPR>(r, 2 * c), sm + K + swz<QCPR>(r, 2 * c + 1), bf16);
+        one(sm + v8 + at(r), sm + V + swz<VCPR>(r, 2 * c), sm + V + swz<VCPR>(r, 2 * c + 1), bf16);
       }
     };
     // A K and a V chunk at a time (two at a time where a thread has more than two): the decode
@@ -610,17 +634,17 @@ struct Fp8Pages {
       for (int i = 0; i < PER; ++i) chunk(i);
     }
   }
-  // A 16-byte FP8 chunk at src into its two FP16 chunks: the first (elements 0-7) at d0 and the
-  // second at d1, or swapped (`swap`).
-  static SAGE_DEV void one(const u8* src, u8* d0, u8* d1, int swap, bool bf16) {
+  // A 16-byte FP8 chunk at src into its two FP16 chunks: the first (elements 0-7) at d0, the
+  // second at d1.
+  static SAGE_DEV void one(const u8* src, u8* d0, u8* d1, bool bf16) {
     const u32x4 x = *reinterpret_cast<const u32x4*>(src);
     u32x4 a, b;
     e4m3x4_to_x2(x.x, bf16, a.x, a.y);
     e4m3x4_to_x2(x.y, bf16, a.z, a.w);
     e4m3x4_to_x2(x.z, bf16, b.x, b.y);
     e4m3x4_to_x2(x.w, bf16, b.z, b.w);
-    *reinterpret_cast<u32x4*>(swap ? d1 : d0) = a;
-    *reinterpret_cast<u32x4*>(swap ? d0 : d1) = b;
+    *reinterpret_cast<u32x4*>(d0) = a;
+    *reinterpret_cast<u32x4*>(d1) = b;
   }
 };
 
