@@ -21,6 +21,7 @@
 #include "sage/device/epilogue.cuh"
 #include "sage/device/mma_sm80.cuh"
 #include "sage/device/softmax.cuh"
+#include "sage/fp8_chunks.h"
 
 namespace sage {
 namespace mma_attn {
@@ -444,22 +445,13 @@ struct Fp8Pages {
   // The thread's index in its group (WARP: its lane).
   static SAGE_DEV int tix() { return WARP ? int(threadIdx.x) % 32 : int(threadIdx.x); }
   // The thread's chunk of every row it loads and converts, and its first row in the group. PAIRS
-  // (rows of 8 chunks or more, converted into FP16 tiles): a quarter-warp takes row r's 4 chunks
-  // of one 64-byte half and row r + 1's 4 of the other (index bits, low to high: the chunk % 4,
-  // the row's parity, the half, the chunk / 8, the row pair), so that convert's reads and both of
-  // its stores meet 8 bank groups (one row's 8 chunks a quarter-warp put FP16 chunks 2c of
-  // c = 0..3 and 4..7 on the same 4 of them).
+  // (rows of 8 chunks or more, converted into FP16 tiles): a quarter-warp takes two rows' halves
+  // (sage/fp8_chunks.h), so that convert's reads and both of its stores meet 8 bank groups (one
+  // row's 8 chunks a quarter-warp put FP16 chunks 2c of c = 0..3 and 4..7 on the same 4 of them).
+  // The decode kernel's warps read their rows into fragments, in a layout of their own (sw).
   static constexpr bool PAIRS = !WARP && CPR >= 8;
-  static SAGE_DEV int col_chunk() {
-    const int t = tix();
-    if constexpr (PAIRS) return (t & 3) + 4 * (((t >> 2) ^ (t >> 3)) & 1) + 8 * ((t >> 4) % (CPR / 8));
-    else return t % CPR;
-  }
-  static SAGE_DEV int first_row() {
-    const int t = tix();
-    if constexpr (PAIRS) return 2 * ((t >> 4) / (CPR / 8)) + ((t >> 2) & 1);
-    else return t / CPR;
-  }
+  static SAGE_DEV int col_chunk() { return PAIRS ? fp8_chunks::chunk_of<CPR>(tix()) : tix() % CPR; }
+  static SAGE_DEV int first_row() { return PAIRS ? fp8_chunks::row_of<CPR>(tix()) : tix() / CPR; }
 
   // p: the call's (or the sequence's view's) parameters; hkv: the kv head.
   SAGE_DEV void init(const SageAttnParams& p, int hkv) {

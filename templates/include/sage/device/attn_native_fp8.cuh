@@ -71,18 +71,12 @@ SAGE_DEV void sts_u4(u32 addr, u32 a, u32 b, u32 c, u32 d) {
 
 // One FP8 tile (BN rows of D bytes at src) into the FP16/BF16 tile at dst (64-column blocks of
 // BN 128-byte rows, 128B swizzle), by the CTA's THREADS threads; rows at or past `rows` as
-// zeros. Thread i takes the 16-byte chunks i, i + THREADS, ...; chunk (r, k) holds row r's
-// columns 16 k .. 16 k + 15 and becomes chunks 2 (k % 4) and 2 (k % 4) + 1 of row r of block
-// k / 4, stored in that order. A quarter-warp (8 chunk indices) must meet 8 bank groups both
-// ways:
-//   - D=64: row r, then row r + 1 (r even), k = 0..3 each: 128 consecutive bytes read; the two
-//     rows' swizzles differ in bit 0, so their stores are apart.
-//   - D >= 128: row r's four k of one 64-byte half, then row r + 1's four of the other half
-//     (chunk index bits, low to high: k % 4, the row's parity, the half, k / 8, the row pair).
-//     Reads: the two halves of 128 bytes. Stores: both rows in blocks of one parity or the
-//     other, the swizzles apart in bit 0. (Each row's k = 0..7 in one quarter-warp put blocks
-//     0 and 1 on the same bank groups: per-thread store orders, which ptxas made four
-//     half-predicated stores of twice the wavefronts.)
+// zeros. Thread i takes the 16-byte chunk indices i, i + THREADS, ...; index c is chunk k of row r
+// (sage/fp8_chunks.h: a quarter-warp's reads and stores on 8 bank groups), row r's columns
+// 16 k .. 16 k + 15, which become chunks 2 (k % 4) and 2 (k % 4) + 1 of row r of block k / 4,
+// stored in that order. (Until 2026-11-29 (az) a quarter-warp took one row's 8 chunks at D >= 128,
+// blocks 0 and 1 on the same bank groups, and stored them in per-thread orders, which ptxas made
+// four half-predicated stores of twice the wavefronts.)
 // THREADS threads take part (tid: the thread's index among them); UNROLL: chunks a thread has
 // in flight (0: all of them; four at head dim 256, where one was kept until 2026-11-29 (az):
 // 4.45 -> 3.81 ms at 4 x 2048 queries over 8K keys, H200, with no spills).
@@ -96,14 +90,7 @@ SAGE_DEV void convert_tile8(u32 src, u32 dst, int rows, int tid = int(threadIdx.
   for (int j = 0; j < CHUNKS / THREADS; ++j) {
     const int c = tid + j * THREADS;
     int r, k;
-    if constexpr (KC >= 8) {
-      const int ro = (c >> 2) & 1, rest = c >> 4;
-      r = 2 * (rest / (KC / 8)) + ro;
-      k = (c & 3) + 4 * (ro ^ ((c >> 3) & 1)) + 8 * (rest % (KC / 8));
-    } else {
-      r = c / KC;
-      k = c % KC;
-    }
+    fp8_chunks::place<KC>(c, r, k);
     u32 x[4];
     lds_u4(src + u32(r * KC + k) * 16u, x);
     u32 h[8];
