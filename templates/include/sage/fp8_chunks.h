@@ -1,6 +1,6 @@
 // FP8 pages: which 16-byte chunk of a K or V tile's FP8 rows each converting thread takes, shared
 // by the kernels (attn_native_fp8.cuh: convert_tile8; attn_mma.cuh: Fp8Pages) and the host tests
-// (tests/runtime/test_fp8_chunks.cpp), which check the bank groups below for every head dim.
+// (tests/kernels/test_fp8_chunks.cpp), which check the bank groups below for every head dim.
 //
 // A tile's FP8 rows are D bytes (CPR = D / 16 chunks); its chunk (r, k) becomes FP16 chunks 2k and
 // 2k + 1 of row r, 64-column blocks of 128-byte rows whose 16-byte chunks are XORed by r % 8. The
