@@ -52,6 +52,8 @@
 #include "sage/internal/runtime.h"
 #include "sage/sage.h"
 #include "sage/tuner/accuracy.h"
+#include "sage/tuner/problems.h"
+#include "sage/tuner/tune.h"
 #include "sage/tuner/variants.h"
 #include "support/gpu.h"
 
@@ -1018,6 +1020,80 @@ TEST_F(RuntimeGpu, ServesTheUserDbWinnerThenTheSystemDbsThenTheDefault) {
   rt::reset();
   EXPECT_EQ(variant_of(p), dflt);
   EXPECT_EQ(rt::selection_for(p, rt::Policy::balanced).source, rt::Source::default_variant);
+}
+
+// A paged bucket's winner (`sage-tune tune` with paged problems) serves the bucket's paged calls,
+// over FP16 pages and over FP8 ones: the user DB's winner, its stored kernel, the launcher's bits
+// for the same pages. The same call with a sliding window keeps the paged defaults (no winner
+// is tuned for windows).
+TEST_F(RuntimeGpu, ServesAPagedBucketsWinnerToItsPagedCalls) {
+  const std::string cache = std::string(SAGE_BINARY_DIR) + "/test-cache/runtime-gpu/cubins";
+  const auto refmod = tuner::reference_module(arch_);
+  for (const bool kv8 : {false, true}) {
+    SCOPED_TRACE(kv8 ? "FP8 pages" : "FP16 pages");
+    AttnProblem p = make(2, 16, 4, 16, 2000, 128, true, Layout::NHD);  // 16 draft tokens over 2000 keys
+    p.paged = true;
+    p.page_size = 16;
+    p.kv_fp8 = kv8;
+    const tuner::ProblemKey bucket = tuner::ProblemsConfig::builtin().key_of(p, "balanced");
+    ASSERT_TRUE(bucket.paged);
+    ASSERT_EQ(bucket.kv8, kv8);
+    const std::string dflt = tuner::key_default(arch_, bucket, p.batch * p.heads_q, fp_.sm_count);
+    std::string won;
+    for (const auto& v : test::attention_variants(arch_, 128))
+      if (v.name != dflt && tuner::serves(tuner::kernel_config(v), bucket)) {
+        won = v.name;
+        break;
+      }
+    ASSERT_FALSE(won.empty());
+    {
+      tuner::Store user(dir_.file("user.db"));
+      test::add_winner(user, fp_, bucket, test::compiled_kernel(test::variant_named(arch_, won), cache));
+    }
+    rt::reset();
+    const rt::Selection& s = rt::selection_for(p, rt::Policy::balanced);
+    EXPECT_EQ(s.source, rt::Source::user_db);
+    EXPECT_EQ(s.variant, won);
+    EXPECT_EQ(s.kernel_from, "database");
+    EXPECT_EQ(s.bucket, bucket.str());
+
+    tuner::AttnBuffers dense(tuner::PagedKv::dense_problem(p));
+    dense.fill(*refmod, tuner::InputKind::gaussian, 5, stream_);
+    const tuner::PagedKv pages(p, dense, 9, stream_);
+    sage_paged_kv kv{};
+    kv.k_pages = pages.k.get();
+    kv.v_pages = pages.v.get();
+    kv.block_table = pages.table.as<std::int32_t>();
+    kv.seqlens_kv = pages.lens.as<std::int32_t>();
+    kv.page_size = p.page_size;
+    kv.max_pages = pages.max_pages;
+    kv.num_pages = pages.num_pages;
+    if (kv8) {
+      kv.kv_dtype = SAGE_KV_DTYPE_FP8_E4M3;
+      kv.k_scale = pages.k_scale.as<float>();
+      kv.v_scale = pages.v_scale.as<float>();
+      kv.scale_per_head = 1;
+    }
+    const sage_attention_desc desc = desc_of(p);
+    dense.poison_output();
+    ASSERT_EQ(sage_attention_paged(&desc, &kv, dense.q.get(), dense.o.get(), nullptr, nullptr, 0, stream_), SAGE_OK)
+        << sage_last_error();
+    sync();
+    const std::vector<std::uint16_t> got = dense.o.to_host<std::uint16_t>(std::size_t(p.q_elems()));
+    EXPECT_EQ(rt::counters().compiles, 0u) << "a stored cubin needs no compile";
+    const auto k = launcher(won);
+    DeviceBuffer ws(std::max<std::size_t>(k->workspace_size(p), 256));
+    dense.poison_output();
+    k->run(p, pages.args(dense), ws.get(), stream_);
+    sync();
+    EXPECT_TRUE(dense.o.to_host<std::uint16_t>(std::size_t(p.q_elems())) == got) << "the winner's kernel did not run";
+
+    AttnProblem windowed = p;
+    windowed.window = 512;
+    const rt::Selection& w = rt::selection_for(windowed, rt::Policy::balanced);
+    EXPECT_EQ(w.source, rt::Source::default_variant);
+    EXPECT_NE(w.bucket.find("_window"), std::string::npos) << w.bucket;
+  }
 }
 
 // ---- JIT ---------------------------------------------------------------------------------

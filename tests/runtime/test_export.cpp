@@ -13,6 +13,7 @@
 #include "sage/common/cuda_driver.h"
 #include "sage/common/sha256.h"
 #include "sage/internal/launch.h"
+#include "sage/internal/runtime.h"
 #include "sage/internal/static_table.h"
 
 namespace sage {
@@ -116,6 +117,53 @@ TEST_F(RuntimeExport, WritesEmbeddedCubinsDispatchTableAndCmake) {
   EXPECT_TRUE(m["defaults"].empty()) << m.dump(2);
   const std::string abi = sha256_hex(read_file(std::string(SAGE_SOURCE_DIR) + "/templates/include/sage/params.h"));
   EXPECT_NE(cm.find("set(SAGE_TUNED_ABI_SHA256 \"" + abi + "\")"), std::string::npos) << cm;
+}
+
+// Winners of paged buckets (`sage-tune tune` with paged problems) travel in the table under their
+// paged keys, which the static runtime matches as a JIT build does; a winner whose kernel reads no
+// pages of its bucket's type is skipped, saying so.
+TEST_F(RuntimeExport, PagedWinnersTravelUnderTheirPagedKeys) {
+  std::string reader;
+  for (const auto& v : test::attention_variants(kArch, 128))
+    if (has_paged_fp8_entry(tuner::kernel_config(v))) {
+      reader = v.name;
+      break;
+    }
+  ASSERT_FALSE(reader.empty());
+  ASSERT_FALSE(has_paged_entry(tuner::kernel_config(test::variant_named(kArch, dflt_)))) << dflt_;
+  tuner::ProblemKey paged = test::bucket(128, true, 8192, 128);
+  paged.layout = "NHD";
+  paged.seq_q_bucket = 2;
+  paged.paged = true;
+  tuner::ProblemKey kv8 = paged;
+  kv8.kv8 = true;
+  {
+    tuner::Store db(db_path());
+    test::add_winner(db, test::fake_h100(), paged, test::compiled_kernel(test::variant_named(kArch, reader), cache_dir()));
+    test::add_winner(db, test::fake_h100(), kv8, test::compiled_kernel(test::variant_named(kArch, dflt_), cache_dir()));
+  }
+  const auto r = sage_tune(cat("export --db ", test::quote(db_path()), " --out ", test::quote(out()), " --no-defaults --json"));
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const json m = json::parse(read_file(out() + "/manifest.json"));
+  ASSERT_EQ(m["kernels"].size(), 3u) << m.dump(2);
+  bool found = false;
+  for (const auto& k : m["kernels"])
+    if (k["bucket"] == "d128_causal_fp16_NHD_q2_kv8192_bh128_balanced_paged") {
+      found = true;
+      EXPECT_EQ(k["variant"], reader);
+    }
+  EXPECT_TRUE(found) << m.dump(2);
+  ASSERT_EQ(m["skipped"].size(), 3u) << m.dump(2);
+  const std::string skipped = m["skipped"].dump();
+  EXPECT_NE(skipped.find("d128_causal_fp16_NHD_q2_kv8192_bh128_balanced_kv8_paged"), std::string::npos) << skipped;
+  EXPECT_NE(skipped.find("its kernel reads no FP8 pages"), std::string::npos) << skipped;
+  const std::string src = read_file(out() + "/sage_tuned_kernels.cpp");
+  EXPECT_NE(src.find("\"d128_causal_fp16_NHD_q2_kv8192_bh128_balanced_paged\""), std::string::npos);
+  // The static runtime parses the table's keys as its own bucket keys.
+  const rt::BucketKey back = rt::BucketKey::parse("d128_causal_fp16_NHD_q2_kv8192_bh128_balanced_paged");
+  EXPECT_TRUE(back.paged);
+  EXPECT_FALSE(back.kv8);
+  EXPECT_EQ(back.str(), paged.str());
 }
 
 TEST_F(RuntimeExport, ArchFilterAndErrors) {

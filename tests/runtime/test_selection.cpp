@@ -12,6 +12,9 @@
 
 #include "runtime/runtime_fixtures.h"
 #include "sage/internal/jit_select.h"
+#include "sage/internal/launch.h"
+#include "sage/tuner/tune.h"
+#include "sage/tuner/variants.h"
 #include "tuner/store_fixtures.h"
 
 namespace sage {
@@ -223,6 +226,72 @@ TEST_F(RuntimeSelection, DefaultsFollowTheCallsOwnBatchTimesHeads) {
   EXPECT_EQ(own.source, Source::default_variant);
   EXPECT_EQ(own.variant, b1h24.variant);
   EXPECT_NE(own.miss.find("24 (sequence, query head) pairs"), std::string::npos) << own.miss;
+}
+
+// A paged bucket (a paged call without a window or variable-length queries): its own winner,
+// whose kernel reads pages; the dense bucket's winner of the same fields never serves it, nor
+// does a paged winner serve FP8 pages' bucket; without a winner, the paged defaults.
+class RuntimeSelectionPaged : public RuntimeSelection {
+ protected:
+  void SetUp() override {
+    RuntimeSelection::SetUp();
+    paged_ = key_;
+    paged_.problem = test::bucket(128, true, 8192, 128);
+    paged_.problem.layout = "NHD";
+    paged_.problem.seq_q_bucket = 2048;
+    paged_.problem.paged = true;
+    pdflt_ = tuner::key_default(kArch, paged_.problem);
+    for (const auto& v : test::attention_variants(kArch, 128)) {
+      if (v.name == pdflt_) continue;
+      const KernelConfig c = tuner::kernel_config(v);
+      if (has_paged_entry(c) && reader_.empty()) reader_ = v.name;
+      if (!has_paged_entry(c) && nonreader_.empty()) nonreader_ = v.name;
+    }
+    ASSERT_FALSE(reader_.empty());
+    ASSERT_FALSE(nonreader_.empty());
+  }
+  tuner::WinnerKey paged_;
+  std::string pdflt_, reader_, nonreader_;
+};
+
+TEST_F(RuntimeSelectionPaged, PagedBucketsTakeTheirOwnWinner) {
+  // The paged defaults: a chunk of 2048 queries over 8K keys (an unquantized kernel, where the
+  // dense bucket's is a quantized one).
+  EXPECT_EQ(pdflt_, tuner::default_variant(kArch, 128, "balanced", 8192, 1, 2048, false, 128, 0, false, false, true));
+  EXPECT_NE(pdflt_, tuner::default_variant(kArch, 128, "balanced", 8192, 1, 2048, false, 128));
+  tuner::WinnerKey dense = paged_;
+  dense.problem.paged = false;
+  user_winner(fake_kernel(nonreader_, 1), dense);
+  auto l = lookup();
+  Choice c = rt::jit::choose(*l, paged_, kArch, true);
+  EXPECT_EQ(c.source, Source::default_variant);
+  EXPECT_EQ(c.variant, pdflt_);
+  EXPECT_NE(c.miss.find("problem.paged (wanted paged, stored dense)"), std::string::npos) << c.miss;
+
+  user_winner(fake_kernel(reader_, 2), paged_);
+  l = lookup();
+  c = rt::jit::choose(*l, paged_, kArch, true, false, 128);
+  EXPECT_EQ(c.source, Source::user_db);
+  EXPECT_EQ(c.variant, reader_);
+  EXPECT_EQ(rt::jit::choose(*l, dense, kArch, false).variant, nonreader_);  // the dense bucket keeps its own
+
+  tuner::WinnerKey kv8 = paged_;
+  kv8.problem.kv8 = true;
+  c = rt::jit::choose(*l, kv8, kArch, false);
+  EXPECT_EQ(c.source, Source::default_variant);
+  EXPECT_EQ(c.variant, tuner::key_default(kArch, kv8.problem));
+  EXPECT_TRUE(has_paged_fp8_entry(tuner::kernel_config(test::variant_named(kArch, c.variant)))) << c.variant;
+}
+
+TEST_F(RuntimeSelectionPaged, AWinnerThatReadsNoPagesIsNotServed) {
+  user_winner(fake_kernel(nonreader_, 1), paged_);  // a database edited by hand
+  auto l = lookup();
+  const Choice c = rt::jit::choose(*l, paged_, kArch, false);
+  EXPECT_EQ(c.source, Source::default_variant);
+  EXPECT_EQ(c.variant, pdflt_);
+  EXPECT_FALSE(c.cubin.has_value());
+  EXPECT_NE(c.miss.find("the winner " + nonreader_), std::string::npos) << c.miss;
+  EXPECT_NE(c.miss.find("reads no paged KV cache"), std::string::npos) << c.miss;
 }
 
 TEST_F(RuntimeSelection, PolicySelectsItsOwnDefault) {

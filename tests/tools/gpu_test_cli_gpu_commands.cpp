@@ -55,6 +55,62 @@ TEST(CliGpu, TuneListVerifyResume) {
   for (const auto& r : nlohmann::json::parse(again.out)["results"]) EXPECT_EQ(r["resumed"].get<int>(), 3) << r.dump();
 }
 
+// Paged problems: tune measures the variants whose kernels read pages (of each page type),
+// gates them over shuffled pages against the reference, stores each bucket's winner under its
+// paged key; list shows them, verify re-checks them over pages, select serves them.
+TEST(CliGpu, TunePagedBucketsOverBothPageTypes) {
+  SAGE_REQUIRE_CC(80);
+  CliSandbox s;
+  s.write("p.yaml",
+          "version: 1\n"
+          "buckets: {seq: [1024, 2048], bh: [32]}\n"
+          "policies:\n"
+          "  balanced: {pv: [native, fp16, fp16acc, fp8], gaussian: {cos_min: 0.999, rel_l1_max: 0.04}, outliers: "
+          "{cos_min: 0.9999, rel_l1_max: 0.01}}\n"
+          "timing: {min_samples: 4, max_samples: 6, max_seconds: 0.2}\n"
+          "paged: {page_size: 16, heads_kv: 8}\n"
+          "problems: [{head_dim: [128], causal: [true], dtype: [fp16], layout: [NHD], seq: [2048], seq_q: [1, 128], "
+          "bh: [32], paged: true, kv8: [false, true]}]\n");
+  // Two readers of pages (both with FP8 entries) and a quantized kernel that reads none.
+  const std::string filter =
+      "'d128_m(16_n64_w4_s2_qk-native_pv-native_sch-decode|64_n64_w4_s2_qk-native_pv-native_sch-plain|"
+      "128_n128_w8_s2_qk-int8-thread_pv-fp16acc_smk_sch-plain)_occ1$'";
+  CliRun t = s.run("tune -q --problems p.yaml --filter " + filter + " --json");
+  ASSERT_EQ(t.rc, 0) << t.out << t.err;
+  const auto doc = nlohmann::json::parse(t.out);
+  ASSERT_EQ(doc["results"].size(), 4u) << t.out;  // 2 query buckets x 2 page types
+  std::set<std::string> keys;
+  for (const auto& r : doc["results"]) {
+    EXPECT_EQ(r["candidates"].get<int>(), 2) << r.dump();
+    EXPECT_EQ(r["passed"].get<int>(), 2) << r.dump();
+    const std::string w = r["winner"].get<std::string>();
+    EXPECT_NE(w.find("qk-native_pv-native"), std::string::npos) << r.dump();
+    EXPECT_GT(r["tops"].get<double>(), 0) << r.dump();
+    keys.insert(r["problem"].get<std::string>());
+  }
+  for (const char* k : {"d128_causal_fp16_NHD_q1_kv2048_bh32_balanced_paged",
+                        "d128_causal_fp16_NHD_q128_kv2048_bh32_balanced_kv8_paged"})
+    EXPECT_TRUE(keys.count(k)) << k << " in " << t.out;
+  CliRun l = s.run("list --problem _kv8_paged --json");
+  ASSERT_EQ(l.rc, 0) << l.err;
+  EXPECT_EQ(nlohmann::json::parse(l.out).size(), 2u) << l.out;
+  CliRun v = s.run("verify");
+  EXPECT_EQ(v.rc, 0) << v.out << v.err;
+  EXPECT_NE(v.out.find("4 winners checked"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find(", 0 bad"), std::string::npos) << v.out;
+  // select: this GPU's winner for a decoding call over FP8 pages of that bucket.
+  CliRun sel = s.run("select -d 128 -n 1 --seq-kv 2000 --batch 1 --heads 32 --heads-kv 8 --causal yes --layout NHD "
+                     "--paged 16 --kv-fp8 --json");
+  ASSERT_EQ(sel.rc, 0) << sel.err;
+  const auto j = nlohmann::json::parse(sel.out);
+  EXPECT_EQ(j["source"], "user DB") << sel.out;
+  EXPECT_EQ(j["bucket"], "d128_causal_fp16_NHD_q1_kv2048_bh32_balanced_kv8_paged") << sel.out;
+  std::string want;
+  for (const auto& r : doc["results"])
+    if (r["problem"] == j["bucket"]) want = r["winner"];
+  EXPECT_EQ(j["variant"], want) << sel.out;
+}
+
 // tune --devices 0,1: a worker per GPU, the problems dealt out between them, each measured on
 // its own device and stored for it; verify re-checks every winner.
 TEST(CliGpu, TuneDealsTheProblemsOutToEveryDeviceAsked) {

@@ -78,6 +78,42 @@ TEST(StoreKeys, ProblemKey_BadStringsNameTheField) {
   EXPECT_THAT(e.message(), HasSubstr("policy"));
 }
 
+// A paged bucket's key (kv8: over FP8 pages) is the runtime's bucket key of the same call:
+// the dense fields, then _kv8, then _paged; a dense key's string is unchanged.
+TEST(StoreKeys, ProblemKey_PagedBucketsRoundTripAsTheRuntimeKeysThem) {
+  ProblemKey p = problem(1, true, "balanced");
+  p.layout = "NHD";
+  p.seq_kv_bucket = 8192;
+  p.paged = true;
+  EXPECT_EQ(p.str(), "d128_causal_fp16_NHD_q1_kv8192_bh128_balanced_paged");
+  EXPECT_EQ(ProblemKey::parse(p.str()), p);
+  p.kv8 = true;
+  p.seq_q_bucket = 2;  // a paged bucket's queries: powers of two up to 128
+  EXPECT_EQ(p.str(), "d128_causal_fp16_NHD_q2_kv8192_bh128_balanced_kv8_paged");
+  const ProblemKey back = ProblemKey::parse(p.str());
+  EXPECT_EQ(back, p);
+  EXPECT_TRUE(back.paged && back.kv8);
+  EXPECT_NE(back, problem(2, true, "balanced"));
+  Error e = expect_error([] { ProblemKey::parse("d128_causal_fp16_NHD_q1_kv8192_bh128_balanced_kv8"); },
+                         Errc::invalid_argument);
+  EXPECT_THAT(e.message(), HasSubstr("kv8 (FP8 pages) is a paged bucket's"));
+  e = expect_error([] { ProblemKey::parse("d128_causal_fp16_NHD_q3_kv8192_bh128_balanced_paged"); },
+                   Errc::invalid_argument);
+  EXPECT_THAT(e.message(), HasSubstr("power of two"));
+  e = expect_error([] { ProblemKey::parse("d128_causal_fp16_NHD_q1_kv8192_bh128_balanced_paged_kv8"); },
+                   Errc::invalid_argument);
+  EXPECT_THAT(e.message(), HasSubstr("optionally kv8 and paged"));
+  // The winner keys of the two page types differ in that field.
+  WinnerKey a = winner_key(), b = a;
+  a.problem = back;
+  b.problem = back;
+  b.problem.kv8 = false;
+  const auto d = diff_keys(a, b);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].field, "problem.kv8");
+  EXPECT_EQ(d[0].wanted, "FP8 pages");
+}
+
 TEST(StoreKeys, DiffKeys_ListsExactlyTheDifferingFields) {
   WinnerKey a = winner_key();
   EXPECT_TRUE(diff_keys(a, a).empty());

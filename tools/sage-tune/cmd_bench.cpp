@@ -291,17 +291,21 @@ int run_bench(const BenchArgs& a) {
                                 : std::nullopt;
     // As the runtime: a batch x query heads whose default differs from the one at its bucket's
     // boundary (where a winner was timed) takes that default ahead of the winner.
+    // A paged call without a window or variable-length queries has a paged bucket (its winners
+    // read pages; ProblemsConfig::key_of), as the runtime's.
+    const tuner::ProblemKey key = pcfg.key_of(kp, a.policy);
     if (!own && names.empty())
-      own = tuner::pairs_default(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q, rows16, bh,
-                                 pcfg.key_of(kp, a.policy).bh_bucket, sms);
+      own = tuner::pairs_default(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, key.paged ? key.seq_q_bucket : p.seq_q,
+                                 rows16 && !p.paged, bh, key.bh_bucket, sms, key.paged, key.kv8);
     if (names.empty() && store && !own) {
-      tuner::WinnerKey wk{fp, pcfg.key_of(kp, a.policy), tuner::generator_hash(), tuner::nvrtc_version()};
+      tuner::WinnerKey wk{fp, key, tuner::generator_hash(), tuner::nvrtc_version()};
       if (auto w = store->winner(wk)) names.push_back(w->variant);
     }
     // Only the varlen defaults serve a variable-length batch or a sliding window (the runtime's
-    // selection; a window's read as non-causal sequences of the keys a query sees).
+    // selection; a window's read as non-causal sequences of the keys a query sees), and only the
+    // paged ones a paged call with either.
     const bool varlen_defaults = p.varlen || p.window > 0 || p.paged;
-    if (varlen_defaults) {
+    if (varlen_defaults && !key.paged) {
       own.reset();
       if (a.variants.empty()) names.clear();
     }

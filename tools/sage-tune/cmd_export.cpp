@@ -18,6 +18,7 @@
 
 #include "sage/common/archs.h"
 #include "sage/common/embedded.h"
+#include "sage/common/paged.h"
 #include "sage/common/sha256.h"
 #include "sage/gen/search_space.h"
 #include "sage/tuner/compiler.h"
@@ -182,7 +183,9 @@ int run_export(const ExportOptions& o) {
       continue;
     }
     const tuner::ProblemKey& pk = w.key.problem;
-    if (problems.seq_bucket(pk.seq_q_bucket) != pk.seq_q_bucket || problems.seq_bucket(pk.seq_kv_bucket) != pk.seq_kv_bucket ||
+    const int q_bucket = pk.paged ? paged_seq_q_bucket(pk.seq_q_bucket, problems.seq_bucket(pk.seq_q_bucket))
+                                  : problems.seq_bucket(pk.seq_q_bucket);
+    if (q_bucket != pk.seq_q_bucket || problems.seq_bucket(pk.seq_kv_bucket) != pk.seq_kv_bucket ||
         problems.bh_bucket(pk.bh_bucket) != pk.bh_bucket) {
       skip(w, "its buckets are not boundaries of configs/problems.yaml: no call would map to it");
       continue;
@@ -190,6 +193,10 @@ int run_export(const ExportOptions& o) {
     const gen::Variant* v = variant(arch, w.variant);
     if (!v) {
       skip(w, cat("not a variant of this build's search space for ", arch));
+      continue;
+    }
+    if (!tuner::serves(tuner::kernel_config(*v), pk)) {
+      skip(w, pk.kv8 ? "its kernel reads no FP8 pages" : "its kernel reads no paged KV cache");
       continue;
     }
     if (!cubins.count(w.kernel_hash)) {

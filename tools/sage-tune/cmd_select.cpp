@@ -83,10 +83,14 @@ int run_select(const SelectArgs& a) {
   AttnProblem kp = p;
   kp.head_dim = kd;
   if (window) kp.seq_kv = std::min(p.seq_kv, p.window);  // the runtime's BucketKey: the keys a query sees
-  tuner::ProblemKey key = cfg.key_of(kp, a.policy);
-  if (p.paged) key.seq_q_bucket = paged_seq_q_bucket(p.seq_q, key.seq_q_bucket);  // as the runtime's BucketKey
+  tuner::ProblemKey key = cfg.key_of(kp, a.policy);  // a paged call without window or varlen: its paged bucket
+  if (p.paged) key.seq_q_bucket = paged_seq_q_bucket(p.seq_q, cfg.seq_bucket(p.seq_q));  // as the runtime's BucketKey
+  // Dense calls, and paged ones without a window or variable-length queries, may take a winner.
+  const bool tunable = !a.varlen && !window;
+  tuner::ProblemKey base = key;
+  base.paged = base.kv8 = false;
   const std::string bucket =
-      key.str() + (a.varlen ? "_varlen" : "") + (window ? "_window" : "") + (p.kv_fp8 ? "_kv8" : "") + (p.paged ? "_paged" : "");
+      base.str() + (a.varlen ? "_varlen" : "") + (window ? "_window" : "") + (p.kv_fp8 ? "_kv8" : "") + (p.paged ? "_paged" : "");
 
   // The architecture: --arch, else this GPU's (whose databases are then consulted).
   std::string arch = a.arch, gpu_why;
@@ -115,18 +119,24 @@ int run_select(const SelectArgs& a) {
   const auto own = rows16 && !varlen_defaults ? tuner::rows16_default(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0,
                                                   key.seq_q_bucket, pairs, sms)
                           : std::nullopt;
-  const auto own_pairs = own || varlen_defaults ? std::nullopt
+  const auto own_pairs = own || !tunable || (varlen_defaults && !p.paged)
+                             ? std::nullopt
                              : tuner::pairs_default(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0,
-                                                    key.seq_q_bucket, rows16, pairs, key.bh_bucket, sms);
-  if (p.paged) {
+                                                    key.seq_q_bucket, rows16 && !p.paged, pairs, key.bh_bucket, sms,
+                                                    p.paged, p.kv_fp8);
+  // The paged entries, as they serve a paged call without a winner.
+  const std::string paged_why =
+      p.kv_fp8 ? "FP8 pages: configs/defaults.yaml's paged entries serve it as an FP16 pages' call, and those "
+                 "that name kv8, which serve FP8 calls only (their kernels have the FP8 entries)"
+      : window ? "a sliding window over a paged KV cache: configs/defaults.yaml's paged entries of mma.sync kernels, "
+                 "or those that name paged and window, serve it (their kernels have the window entries)"
+               : "a paged KV cache: configs/defaults.yaml's paged entries serve it (their kernels read the block table)";
+  if (p.paged && !tunable) {
     source = "paged default";
-    why = p.kv_fp8 ? "FP8 pages: configs/defaults.yaml's paged entries serve it as an FP16 pages' call, and those "
-                     "that name kv8, which serve FP8 calls only (their kernels have the FP8 entries)"
-          : window ? "a sliding window over a paged KV cache: configs/defaults.yaml's paged entries of mma.sync kernels, "
-                   "or those that name paged and window, serve it (their kernels have the window entries)"
-                 : "a paged KV cache: configs/defaults.yaml's paged entries serve it (their kernels read the block table; "
-                   "tuned winners are of dense buckets)";
-  } else if (varlen_defaults) {
+    why = paged_why + (a.varlen ? "; variable-length queries take them by the longest sequence (tuned winners are "
+                                  "of paged buckets without them or a window)"
+                                : "; tuned winners are of paged buckets without a window");
+  } else if (varlen_defaults && !p.paged) {
     source = a.varlen ? "varlen default" : "window default";
     why = a.varlen ? "a variable-length batch: configs/defaults.yaml's varlen entries serve it (tuned winners are of "
                      "dense buckets)"
@@ -144,6 +154,7 @@ int run_select(const SelectArgs& a) {
               ": configs/defaults.yaml's entry for that count serves them ahead of a winner timed at the bucket's ",
               key.bh_bucket);
   } else if (fp) {
+    if (p.paged) source = "paged default";
     tuner::LookupOptions o;
     o.user_db = a.db;
     o.quick_check = false;
@@ -157,10 +168,12 @@ int run_select(const SelectArgs& a) {
       source = user && user->path() == r.db ? "user DB" : "system DB";
       why = cat("the winner tuned for this bucket on this GPU (", db, ")");
     } else {
-      why = "no tuned winner: " + tuner::describe_miss(r);
+      why = (p.paged ? paged_why + "; " : std::string()) + "no tuned winner: " + tuner::describe_miss(r);
     }
   } else {
-    why = "--arch: the databases' winners belong to a device and were not consulted";
+    if (p.paged) source = "paged default";
+    why = (p.paged ? paged_why + "; " : std::string()) +
+          "--arch: the databases' winners belong to a device and were not consulted";
   }
   if (variant.empty()) {
     // (a window: read as non-causal sequences of the keys a query sees, as the runtime does)

@@ -70,17 +70,13 @@ static Registrar reg_verify(
               detail = jwhy;
             }
             const AttnProblem p = cfg.representative(w.key.problem);
-            std::vector<tuner::AttnBuffers> in;
-            for (int s = 0; s < 2; ++s) {
-              in.emplace_back(p);
-              in.back().fill(*refmod, tuner::InputKind::gaussian, 500 + s, stream);
-            }
+            const tuner::TimingInputs in(p, *refmod, 2, 500, stream);  // a paged bucket's: over pages
             DeviceBuffer ws(k->workspace_size(p));
             tuner::TimingOptions to;
             to.min_samples = cfg.timing.min_samples;
             to.max_samples = cfg.timing.max_samples;
             to.max_seconds = cfg.timing.max_seconds;
-            tuner::TimingResult tr = timer.time([&](int i) { k->run(p, in[i % 2].args(), ws.get(), stream); }, to);
+            tuner::TimingResult tr = timer.time([&](int i) { k->run(p, in.args(std::size_t(i)), ws.get(), stream); }, to);
             now_us = tr.median_ms * 1e3;
             drift = now_us / w.median_us - 1;
             const double allowed = *tol + w.noise + tr.spread();

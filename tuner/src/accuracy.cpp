@@ -3,6 +3,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
+#include <random>
+#include <algorithm>
 
 #include "sage/common/cuda_driver.h"
 #include "sage/common/strings.h"
@@ -174,6 +177,124 @@ std::vector<float> AttnBuffers::output_hnd() const {
         for (int d = 0; d < p.head_dim; ++d) out[i++] = bf ? bf16_to_float(row[d]) : half_to_float(row[d]);
       }
   return out;
+}
+
+AttnProblem PagedKv::dense_problem(const AttnProblem& paged) {
+  AttnProblem d = paged;
+  d.paged = false;
+  d.kv_fp8 = false;
+  d.page_size = 0;
+  return d;
+}
+
+PagedKv::PagedKv(const AttnProblem& paged, AttnBuffers& dense, std::uint64_t seed, CUstream stream) : problem(paged) {
+  const AttnProblem& p = dense.problem;
+  if (!paged.paged || paged.page_size < 1 || p.paged || p.batch != paged.batch || p.heads_kv != paged.heads_kv ||
+      p.seq_kv != paged.seq_kv || p.head_dim != paged.head_dim)
+    throw Error(Errc::internal, cat("PagedKv: buffers of ", p.str(), " for the paged call ", paged.str()));
+  SAGE_CU(cuStreamSynchronize(stream));
+  const int page = paged.page_size, hkv = p.heads_kv, d = p.head_dim, n = p.seq_kv;
+  const int per_seq = (n + page - 1) / page;
+  max_pages = std::max(1, per_seq);
+  num_pages = p.batch * per_seq + 3;  // spare pages no sequence owns
+  std::mt19937_64 rng(seed);
+  std::vector<std::int32_t> pool(static_cast<std::size_t>(num_pages));
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  std::vector<std::int32_t> t(std::size_t(p.batch) * max_pages, 0), l(std::size_t(p.batch), n);
+  for (std::size_t i = 0; i < std::size_t(p.batch) * per_seq; ++i) t[i] = pool[i];
+  std::int64_t sb, sh, sn;
+  p.strides(hkv, n, &sb, &sh, &sn);
+  const std::size_t elems = std::size_t(num_pages) * page * hkv * d;
+  const bool bf = p.dtype == DType::bf16;
+  auto to_f = [&](std::uint16_t x) { return bf ? bf16_to_float(x) : half_to_float(x); };
+  auto to_16 = [&](float x) { return bf ? float_to_bf16(x) : float_to_half(x); };
+  // Slot of key i of sequence b, head h in the pool.
+  auto slot = [&](int b, int h, int i) {
+    return ((std::size_t(t[std::size_t(b) * max_pages + i / page]) * page + i % page) * hkv + h) * d;
+  };
+  auto at = [&](int b, int h, int i) { return std::size_t(b * sb + h * sh + i * sn); };
+  std::vector<float> scale[2];
+  for (int which = 0; which < 2; ++which) {
+    DeviceBuffer& src = which == 0 ? dense.k : dense.v;
+    std::vector<std::uint16_t> x = src.to_host<std::uint16_t>(std::size_t(p.kv_elems()));
+    DeviceBuffer& dst = which == 0 ? k : v;
+    if (!paged.kv_fp8) {
+      std::vector<std::uint16_t> pages(elems, 0);
+      for (int b = 0; b < p.batch; ++b)
+        for (int h = 0; h < hkv; ++h)
+          for (int i = 0; i < n; ++i) std::copy_n(x.begin() + std::ptrdiff_t(at(b, h, i)), d, pages.begin() + std::ptrdiff_t(slot(b, h, i)));
+      dst = DeviceBuffer(elems * 2);
+      dst.upload(pages.data(), elems * 2);
+      continue;
+    }
+    std::vector<float>& sc = scale[which];
+    sc.assign(std::size_t(hkv), 0.f);
+    for (int b = 0; b < p.batch; ++b)
+      for (int h = 0; h < hkv; ++h)
+        for (int i = 0; i < n; ++i)
+          for (int e = 0; e < d; ++e) sc[std::size_t(h)] = std::max(sc[std::size_t(h)], std::fabs(to_f(x[at(b, h, i) + e])));
+    for (float& s1 : sc) s1 = s1 > 0 ? s1 / 448.f : 1.f;
+    std::vector<std::uint8_t> pages(elems, 0);
+    for (int b = 0; b < p.batch; ++b)
+      for (int h = 0; h < hkv; ++h)
+        for (int i = 0; i < n; ++i)
+          for (int e = 0; e < d; ++e) {
+            std::uint16_t& val = x[at(b, h, i) + e];
+            const std::uint8_t byte = float_to_e4m3(to_f(val) / sc[std::size_t(h)]);
+            pages[slot(b, h, i) + e] = byte;
+            val = to_16(e4m3_to_float(byte) * sc[std::size_t(h)]);
+          }
+    dst = DeviceBuffer(elems);
+    dst.upload(pages.data(), elems);
+    src.upload(x.data(), x.size() * 2);  // the values the bytes stand for: the reference's
+    DeviceBuffer& ds = which == 0 ? k_scale : v_scale;
+    ds = DeviceBuffer(sc.size() * 4);
+    ds.upload(sc.data(), sc.size() * 4);
+  }
+  table = DeviceBuffer(t.size() * 4);
+  table.upload(t.data(), t.size() * 4);
+  lens = DeviceBuffer(l.size() * 4);
+  lens.upload(l.data(), l.size() * 4);
+}
+
+AttnArgs PagedKv::args(const AttnBuffers& dense) const {
+  AttnArgs a = dense.args();
+  const AttnProblem& p = problem;
+  a.k = k.get();
+  a.v = v.get();
+  a.lse = p.return_lse ? dense.lse.as<float>() : nullptr;
+  std::int64_t b, h, n;
+  p.strides(p.heads_q, p.seq_q, &b, &h, &n);
+  a.strided = true;
+  a.sq = a.so = TensorStrides{b, h, n};
+  // {page, head, slot}, in elements (FP8 pages: bytes, the same numbers).
+  a.sk = a.sv = TensorStrides{std::int64_t(p.page_size) * p.heads_kv * p.head_dim, p.head_dim,
+                              std::int64_t(p.heads_kv) * p.head_dim};
+  a.block_table = table.as<std::int32_t>();
+  a.seqlens_kv = lens.as<std::int32_t>();
+  a.bt_stride = max_pages;
+  a.num_pages = num_pages;
+  if (p.kv_fp8) {
+    a.kv_k_scale = k_scale.as<float>();
+    a.kv_v_scale = v_scale.as<float>();
+    a.kv_scale_stride = 1;
+  }
+  return a;
+}
+
+TimingInputs::TimingInputs(const AttnProblem& p, const Module& refmod, int sets, std::uint64_t seed, CUstream stream)
+    : problem_(p) {
+  for (int s = 0; s < sets; ++s) {
+    dense_.emplace_back(p.paged ? PagedKv::dense_problem(p) : p);
+    dense_.back().fill(refmod, InputKind::gaussian, seed + std::uint64_t(s), stream);
+  }
+  for (int s = 0; s < sets && p.paged; ++s) pages_.emplace_back(p, dense_[std::size_t(s)], seed + 7919 + std::uint64_t(s), stream);
+}
+
+AttnArgs TimingInputs::args(std::size_t i) const {
+  i %= dense_.size();
+  return problem_.paged ? pages_[i].args(dense_[i]) : dense_[i].args();
 }
 
 ReferenceResult run_reference(const ReferenceKernel& ref, const AttnBuffers& b, CUstream stream) {

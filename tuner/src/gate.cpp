@@ -22,6 +22,12 @@ AttnProblem gate_shape(const ProblemsConfig& cfg, const ProblemKey& key) {
   p.dtype = parse_dtype(key.dtype);
   p.layout = parse_layout(key.layout);
   p.return_lse = false;
+  if (key.paged) {  // a paged bucket's queries: at most 128 unless the bucket is a seq boundary beyond
+    p.paged = true;
+    p.kv_fp8 = key.kv8;
+    p.page_size = cfg.paged.page_size;
+    if (key.seq_q_bucket <= 128) p.seq_q = std::max(1, std::min(key.seq_q_bucket, p.seq_kv));
+  }
   return p;
 }
 
@@ -33,13 +39,17 @@ GateMetrics run_gate(const AttnKernel& k, const std::shared_ptr<Module>& refmod,
   g.seed_outliers = base ^ 0x9e3779b97f4a7c15ull;
   try {
     ReferenceKernel ref(refmod);
-    AttnBuffers buf(shape);
+    // A paged bucket: the reference on the dense K and V, the kernel on pages made of them.
+    AttnBuffers buf(shape.paged ? PagedKv::dense_problem(shape) : shape);
     DeviceBuffer ws(k.workspace_size(shape));
     for (InputKind kind : {InputKind::gaussian, InputKind::outliers}) {
-      buf.fill(*refmod, kind, kind == InputKind::gaussian ? g.seed_gaussian : g.seed_outliers, stream);
+      const std::uint64_t s = kind == InputKind::gaussian ? g.seed_gaussian : g.seed_outliers;
+      buf.fill(*refmod, kind, s, stream);
+      std::optional<PagedKv> pages;
+      if (shape.paged) pages.emplace(shape, buf, s, stream);
       ReferenceResult r = run_reference(ref, buf, stream);
       buf.poison_output();
-      k.run(shape, buf.args(), ws.get(), stream);
+      k.run(shape, pages ? pages->args(buf) : buf.args(), ws.get(), stream);
       SAGE_CU(cuStreamSynchronize(stream));
       std::vector<float> o = buf.output_hnd();
       (kind == InputKind::gaussian ? g.gaussian : g.outliers) = compare(o.data(), r.o.data(), o.size());

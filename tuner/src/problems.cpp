@@ -9,6 +9,7 @@
 #include "sage/common/cuda_driver.h"
 #include "sage/common/embedded.h"
 #include "sage/common/error.h"
+#include "sage/common/paged.h"
 #include "sage/common/strings.h"
 
 namespace sage::tuner {
@@ -91,7 +92,7 @@ ProblemsConfig ProblemsConfig::from_string(const std::string& yaml, const std::s
   } catch (const YAML::ParserException& e) {
     throw Error(Errc::parse_error, e.msg, cat(file, ":", e.mark.line + 1, ":", e.mark.column + 1));
   }
-  c.only_keys(root, "", {"version", "buckets", "policies", "accuracy_check", "timing", "problems"});
+  c.only_keys(root, "", {"version", "buckets", "policies", "accuracy_check", "timing", "paged", "problems"});
   const int version = c.as<int>(c.need(root, "", "version"), "version", "an integer");
   if (version != 1) c.fail(root["version"], "version", cat("unsupported version ", version, " (this build reads 1)"));
   ProblemsConfig cfg;
@@ -146,8 +147,31 @@ ProblemsConfig ProblemsConfig::from_string(const std::string& yaml, const std::s
     if (cfg.timing.max_samples < cfg.timing.min_samples)
       c.fail(t, "timing", "max_samples must be >= min_samples");
   }
+  if (YAML::Node pg = root["paged"]) {
+    c.only_keys(pg, "paged", {"page_size", "heads_kv"});
+    if (pg["page_size"]) {
+      cfg.paged.page_size = c.pos_int(pg["page_size"], "paged.page_size");
+      if (cfg.paged.page_size & (cfg.paged.page_size - 1))
+        c.fail(pg["page_size"], "paged.page_size", cat("must be a power of two, got ", cfg.paged.page_size));
+    }
+    if (pg["heads_kv"]) {
+      cfg.paged.heads_kv = c.pos_int(pg["heads_kv"], "paged.heads_kv");
+      if (32 % cfg.paged.heads_kv)
+        c.fail(pg["heads_kv"], "paged.heads_kv", cat("must divide the 32 query heads, got ", cfg.paged.heads_kv));
+    }
+  }
   c.each(c.need(root, "", "problems"), "problems", [&](const YAML::Node& n, const std::string& key) {
-    c.only_keys(n, key, {"head_dim", "causal", "dtype", "layout", "seq", "seq_q", "bh"});
+    c.only_keys(n, key, {"head_dim", "causal", "dtype", "layout", "seq", "seq_q", "bh", "paged", "kv8"});
+    // paged (optional, a boolean): buckets of paged KV caches (sage_attention_paged without a
+    // window); kv8 (optional, a list of booleans, paged only): over FP16/BF16 pages, FP8 ones, or both.
+    const bool paged = n["paged"] ? c.as<bool>(n["paged"], key + ".paged", "a boolean") : false;
+    std::vector<bool> kv8s{false};
+    if (n["kv8"]) {
+      if (!paged) c.fail(n["kv8"], key + ".kv8", "kv8 (FP8 pages) needs paged: true");
+      kv8s.clear();
+      c.each(n["kv8"], key + ".kv8",
+             [&](const YAML::Node& x, const std::string& k) { kv8s.push_back(c.as<bool>(x, k, "a boolean")); });
+    }
     std::vector<int> hd = c.int_list(c.need(n, key, "head_dim"), key + ".head_dim");
     for (std::size_t i = 0; i < hd.size(); ++i)
       if (hd[i] != 64 && hd[i] != 128 && hd[i] != 256)
@@ -177,9 +201,14 @@ ProblemsConfig ProblemsConfig::from_string(const std::string& yaml, const std::s
     std::vector<int> seq_qs;
     if (n["seq_q"]) {
       seq_qs = c.int_list(n["seq_q"], key + ".seq_q");
-      for (std::size_t i = 0; i < seq_qs.size(); ++i)
-        if (cfg.seq_bucket(seq_qs[i]) != seq_qs[i])
-          c.fail(n["seq_q"][i], cat(key, ".seq_q[", i, "]"), cat(seq_qs[i], " is not a bucket boundary of buckets.seq"));
+      for (std::size_t i = 0; i < seq_qs.size(); ++i) {
+        const int q = seq_qs[i];
+        // A paged bucket's queries: a power of two up to 128, a seq boundary beyond.
+        if (paged ? paged_seq_q_bucket(q, cfg.seq_bucket(q)) != q : cfg.seq_bucket(q) != q)
+          c.fail(n["seq_q"][i], cat(key, ".seq_q[", i, "]"),
+                 paged ? cat(q, " is no paged query bucket (a power of two up to 128, else a boundary of buckets.seq)")
+                       : cat(q, " is not a bucket boundary of buckets.seq"));
+      }
     }
     for (int d : hd)
       for (bool cz : causal)
@@ -187,8 +216,11 @@ ProblemsConfig ProblemsConfig::from_string(const std::string& yaml, const std::s
           for (auto& ly : layouts)
             for (int s : seqs)
               for (int sq : seq_qs.empty() ? std::vector<int>{s} : seq_qs)
-                for (int bh : bhs) {
+                for (int bh : bhs)
+                  for (bool kv8 : kv8s) {
                   ProblemKey k;
+                  k.paged = paged;
+                  k.kv8 = kv8;
                   k.head_dim = d;
                   k.causal = cz;
                   k.dtype = dt;
@@ -201,7 +233,7 @@ ProblemsConfig ProblemsConfig::from_string(const std::string& yaml, const std::s
                     c.fail(n["seq_q"], key + ".seq_q",
                            cat("a causal problem needs seq_q <= seq (bottom-right aligned mask), got ", sq, " > ", s));
                   if (std::find(cfg.problems.begin(), cfg.problems.end(), k) == cfg.problems.end()) cfg.problems.push_back(k);
-                }
+                  }
   });
   return cfg;
 }
@@ -234,6 +266,11 @@ ProblemKey ProblemsConfig::key_of(const AttnProblem& p, const std::string& pol) 
   k.seq_kv_bucket = seq_bucket(p.seq_kv);
   k.bh_bucket = bh_bucket(p.batch * p.heads_q);
   k.policy = pol;
+  if (p.paged && p.window == 0 && !p.varlen) {
+    k.paged = true;
+    k.kv8 = p.kv_fp8;
+    k.seq_q_bucket = paged_seq_q_bucket(p.seq_q, k.seq_q_bucket);
+  }
   return k;
 }
 
@@ -248,6 +285,13 @@ AttnProblem ProblemsConfig::representative(const ProblemKey& k) const {
   p.causal = k.causal;
   p.dtype = parse_dtype(k.dtype);
   p.layout = parse_layout(k.layout);
+  if (k.paged) {
+    p.paged = true;
+    p.kv_fp8 = k.kv8;
+    p.page_size = paged.page_size;
+    p.heads_kv = p.heads_q >= 32 ? paged.heads_kv : std::max(1, p.heads_q / 4);
+    if (p.heads_q % p.heads_kv) p.heads_kv = 1;
+  }
   return p;
 }
 

@@ -83,7 +83,7 @@ DeviceFingerprint DeviceFingerprint::parse(std::string_view key) {
 
 std::string ProblemKey::str() const {
   return cat("d", head_dim, "_", causal ? "causal" : "noncausal", "_", dtype, "_", layout, "_q", seq_q_bucket,
-             "_kv", seq_kv_bucket, "_bh", bh_bucket, "_", policy);
+             "_kv", seq_kv_bucket, "_bh", bh_bucket, "_", policy, kv8 ? "_kv8" : "", paged ? "_paged" : "");
 }
 
 void ProblemKey::validate() const {
@@ -96,16 +96,28 @@ void ProblemKey::validate() const {
   if (seq_q_bucket <= 0 || seq_kv_bucket <= 0 || bh_bucket <= 0) bad("buckets must be > 0");
   if (!one_of(policy, {"accurate", "balanced", "fast"}))
     bad("policy must be accurate, balanced or fast, got '" + policy + "'");
+  if (kv8 && !paged) bad("kv8 (FP8 pages) is a paged bucket's");
+  if (paged && seq_q_bucket <= 128 && (seq_q_bucket & (seq_q_bucket - 1)) != 0)
+    bad("a paged bucket of up to 128 queries is a power of two");
 }
 
 ProblemKey ProblemKey::parse(std::string_view s) {
   const char* what = "problem key";
   auto parts = split(s, '_');
+  ProblemKey k;
+  // Optional suffixes, in this order: kv8 (FP8 pages), paged.
+  if (parts.size() > 8 && parts.back() == "paged") {
+    k.paged = true;
+    parts.pop_back();
+  }
+  if (parts.size() > 8 && parts.back() == "kv8") {
+    k.kv8 = true;
+    parts.pop_back();
+  }
   if (parts.size() != 8)
     throw Error(Errc::invalid_argument,
-                cat(what, " '", s, "': expected dD_causal|noncausal_DTYPE_LAYOUT_qN_kvN_bhN_POLICY (8 fields), got ",
-                    parts.size()));
-  ProblemKey k;
+                cat(what, " '", s, "': expected dD_causal|noncausal_DTYPE_LAYOUT_qN_kvN_bhN_POLICY (8 fields), then "
+                    "optionally kv8 and paged; got ", parts.size(), " fields"));
   k.head_dim = parse_int<int>(expect_prefix(parts[0], "d", "head_dim", s, what), "head_dim", s, what);
   if (parts[1] == "causal") k.causal = true;
   else if (parts[1] == "noncausal") k.causal = false;
@@ -145,6 +157,8 @@ std::vector<FieldDiff> diff_keys(const WinnerKey& a, const WinnerKey& b) {
   cmp("problem.seq_kv_bucket", a.problem.seq_kv_bucket, b.problem.seq_kv_bucket);
   cmp("problem.bh_bucket", a.problem.bh_bucket, b.problem.bh_bucket);
   cmp("problem.policy", a.problem.policy, b.problem.policy);
+  cmp("problem.paged", std::string(a.problem.paged ? "paged" : "dense"), std::string(b.problem.paged ? "paged" : "dense"));
+  cmp("problem.kv8", std::string(a.problem.kv8 ? "FP8 pages" : "16-bit"), std::string(b.problem.kv8 ? "FP8 pages" : "16-bit"));
   return d;
 }
 

@@ -303,11 +303,30 @@ std::optional<std::string> rows16_default(const std::string& arch, int head_dim,
 }
 
 std::optional<std::string> pairs_default(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
-                                         int causal, int seq_q, bool rows16, int pairs, int bh_bucket, int sms) {
+                                         int causal, int seq_q, bool rows16, int pairs, int bh_bucket, int sms, bool paged,
+                                         bool kv8) {
   if (pairs <= 0 || pairs == bh_bucket) return std::nullopt;
   return default_if_it_differs(
-      [&] { return default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, pairs, sms); },
-      [&] { return default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, bh_bucket, sms); });
+      [&] { return default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, pairs, sms, false, false, paged, kv8); },
+      [&] {
+        return default_variant(arch, head_dim, policy, seq_kv, causal, seq_q, rows16, bh_bucket, sms, false, false, paged, kv8);
+      });
+}
+
+bool serves(const KernelConfig& c, const ProblemKey& k) {
+  if (!k.paged) return true;
+  return has_paged_entry(c) && (!k.kv8 || has_paged_fp8_entry(c));
+}
+
+std::optional<KernelConfig> variant_config(const std::string& arch, const std::string& name) {
+  for (const gen::Variant& v : arch_variants(arch))
+    if (v.name == name) return kernel_config(v);
+  return std::nullopt;
+}
+
+std::string key_default(const std::string& arch, const ProblemKey& k, int bh, int sms) {
+  return default_variant(arch, k.head_dim, k.policy, k.seq_kv_bucket, k.causal ? 1 : 0, k.seq_q_bucket, false,
+                         bh > 0 ? bh : k.bh_bucket, sms, false, false, k.paged, k.kv8);
 }
 
 TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProgress&)>& on_progress) {
@@ -391,7 +410,7 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
   std::size_t total_items = 0;
   for (const ProblemKey& k : shapes)
     for (const gen::Variant& v : variants_by_arch[dev_arch[0]])
-      if (v.get_int("head_dim") == k.head_dim) ++total_items;
+      if (v.get_int("head_dim") == k.head_dim && serves(kernel_config(v), k)) ++total_items;
   std::atomic<std::size_t> done_items{0};
   std::mutex mu;  // guards rep and progress reporting
   std::atomic<bool> out_of_budget{false};
@@ -419,23 +438,20 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
       std::vector<const gen::Variant*> cands;
       std::string dflt;
       try {
-        dflt = default_variant(arch, shape_key.head_dim, opts.policies.front(), shape_key.seq_kv_bucket,
-                               shape_key.causal ? 1 : 0, shape_key.seq_q_bucket, false, shape_key.bh_bucket,
-                               fp.sm_count);
+        ProblemKey k = shape_key;
+        k.policy = opts.policies.front();
+        dflt = key_default(arch, k, 0, fp.sm_count);
       } catch (const Error& e) {
         std::lock_guard<std::mutex> lock(mu);
         rep.warnings.push_back(e.what());
       }
+      // A paged bucket's candidates: the variants whose kernels read paged caches (FP8 pages: and those).
       for (const gen::Variant& v : variants_by_arch[arch])
-        if (v.get_int("head_dim") == shape_key.head_dim) cands.push_back(&v);
+        if (v.get_int("head_dim") == shape_key.head_dim && serves(kernel_config(v), shape_key)) cands.push_back(&v);
       // The default first: it is the speed-up baseline and an early bar for abandoning.
       std::stable_partition(cands.begin(), cands.end(), [&](const gen::Variant* v) { return v->name == dflt; });
 
-      std::vector<AttnBuffers> inputs;
-      for (int s = 0; s < cfg.timing.input_sets; ++s) {
-        inputs.emplace_back(problem);
-        inputs.back().fill(*refmod, InputKind::gaussian, 1000 + s, stream);
-      }
+      const TimingInputs inputs(problem, *refmod, cfg.timing.input_sets, 1000, stream);
       double best_ms = 0;
       std::map<std::string, double> median_us;  // per variant, for the default's speed-up
       int passed_any = 0, timed = 0, resumed = 0;
@@ -534,7 +550,7 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
           to.max_seconds = cfg.timing.max_seconds;
           to.abandon_above_ms = best_ms > 0 ? best_ms * (1 + cfg.timing.abandon_margin) : 0;
           try {
-            tr = timer.time([&](int i) { kern->run(problem, inputs[i % inputs.size()].args(), ws.get(), stream); }, to);
+            tr = timer.time([&](int i) { kern->run(problem, inputs.args(std::size_t(i)), ws.get(), stream); }, to);
             ++timed;
             if (!tr.abandoned && (best_ms == 0 || tr.median_ms < best_ms)) best_ms = tr.median_ms;
             median_us[v->name] = tr.median_ms * 1e3;
@@ -587,9 +603,7 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
         pr.timed = timed;
         pr.resumed = resumed;
         try {
-          pr.default_variant =
-              default_variant(arch, k.head_dim, pol, k.seq_kv_bucket, k.causal ? 1 : 0, k.seq_q_bucket, false, k.bh_bucket,
-                              fp.sm_count);
+          pr.default_variant = key_default(arch, k, 0, fp.sm_count);
         } catch (const Error&) {
         }
         std::optional<Winner> w = store.decide_winner(WinnerKey{fp, k, gen_hash, nvrtc});

@@ -108,8 +108,15 @@ tuner::ProblemKey problem_key(const BucketKey& b) {
   k.seq_kv_bucket = b.seq_kv;
   k.bh_bucket = b.bh;
   k.policy = to_string(b.policy);
+  k.paged = b.paged;
+  k.kv8 = b.kv8;
   return k;
 }
+
+// The buckets a tuned winner can serve: dense calls, and paged ones without a window or
+// variable-length queries (the tuner's paged buckets, tuner::ProblemKey::paged). Other calls
+// take configs/defaults.yaml's entries.
+bool tunable(const BucketKey& k) { return !k.varlen && !k.window; }
 
 }  // namespace
 
@@ -148,12 +155,14 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
   // and the launcher config recorded with its variant needs no search space (parsing and
   // enumerating it costs ~12 ms). Head dims were validated against the build already.
   // A variable-length batch takes its `varlen` default (the tuner times no such batches), and
-  // so does a sliding window (its kernels take windows; BucketKey::window).
-  if (!key.varlen && !key.window && !key.paged) {
+  // so does a sliding window (its kernels take windows; BucketKey::window). A paged call without
+  // them takes a winner of its paged bucket whose kernel reads such pages.
+  if (tunable(key)) {
     const tuner::WinnerKey wk{fp, problem_key(key), tuner::generator_hash(), tuner::nvrtc_version()};
     jit::Choice c = jit::choose(lookup(), wk, arch, log_enabled(), key.rows16, p.batch * p.heads_q, sms);
     if (c.cubin && c.source != Source::default_variant) {
-      if (std::optional<KernelConfig> cfg = stored_config(c.db, c.variant)) {
+      std::optional<KernelConfig> cfg = stored_config(c.db, c.variant);
+      if (cfg && tuner::serves(*cfg, wk.problem)) {
         Resolved r;
         Selection& s = r.selection;
         s.notes = take_warnings();
@@ -183,7 +192,11 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
                                        arch, " (", fp.name, ")"));
 
   jit::Choice c;
-  if (key.paged) {
+  if (tunable(key)) {
+    // (a paged bucket's winner that reads no such pages is not served: jit::choose)
+    const tuner::WinnerKey wk{fp, problem_key(key), tuner::generator_hash(), tuner::nvrtc_version()};
+    c = jit::choose(lookup(), wk, arch, log_enabled(), key.rows16, p.batch * p.heads_q, sms);
+  } else if (key.paged) {
     try {
       // A paged KV cache's call: its `paged` entries (kernels with sage_attn_paged), by its
       // queries and its keys' upper bound (with a window, the keys a query sees); with a window
@@ -210,9 +223,6 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
                                          key.head_dim, " have no kernel on ", arch, " (", fp.name,
                                          "): head dims 64 and 128 run everywhere, 256 on sm_90a"));
     }
-  } else {
-    const tuner::WinnerKey wk{fp, problem_key(key), tuner::generator_hash(), tuner::nvrtc_version()};
-    c = jit::choose(lookup(), wk, arch, log_enabled(), key.rows16, p.batch * p.heads_q, sms);
   }
   Resolved r;
   Selection& s = r.selection;
@@ -225,9 +235,9 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
                           arch, ": serving the default instead"));
     c = jit::Choice{};
     c.source = Source::default_variant;
-    c.variant =
-        tuner::default_variant(arch, key.head_dim, to_string(key.policy), key.seq_kv, key.causal ? 1 : 0, key.seq_q,
-                               key.rows16, p.batch * p.heads_q, sms);
+    c.variant = key.paged ? tuner::key_default(arch, problem_key(key), p.batch * p.heads_q, sms)
+                          : tuner::default_variant(arch, key.head_dim, to_string(key.policy), key.seq_kv,
+                                                   key.causal ? 1 : 0, key.seq_q, key.rows16, p.batch * p.heads_q, sms);
     v = find_variant(*vs, c.variant);
     if (!v) throw Error(Errc::internal, cat("the default variant ", c.variant, " is not in the search space for ", arch));
   }

@@ -25,7 +25,7 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
   // Rows off the 32-byte sectors: the tuner times its buckets at the kernel's own head dim, so a
   // winner speaks for aligned rows only. Where defaults.yaml has an entry of its own for such
   // calls in this bucket (measured on them), that entry serves them ahead of any winner.
-  if (rows16) {
+  if (rows16 && !key.problem.paged) {
     const tuner::ProblemKey& p = key.problem;
     if (std::optional<std::string> own =
             tuner::rows16_default(arch, p.head_dim, p.policy, p.seq_kv_bucket, p.causal ? 1 : 0, p.seq_q_bucket, bh, sms)) {
@@ -42,7 +42,7 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
     const tuner::ProblemKey& p = key.problem;
     if (std::optional<std::string> own =
             tuner::pairs_default(arch, p.head_dim, p.policy, p.seq_kv_bucket, p.causal ? 1 : 0, p.seq_q_bucket,
-                                 rows16, pairs, p.bh_bucket, sms)) {
+                                 rows16 && !p.paged, pairs, p.bh_bucket, sms, p.paged, p.kv8)) {
       c.source = Source::default_variant;
       c.variant = *own;
       const int measured = tuner::measured_sms(arch), as = tuner::pairs_at_measured_sms(arch, pairs, sms);
@@ -54,7 +54,16 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
     }
   }
   tuner::LookupResult r = lookup.find(key, explain);
-  if (r.status != tuner::LookupResult::Status::miss) {
+  std::string not_served;
+  if (r.status != tuner::LookupResult::Status::miss && key.problem.paged) {
+    // A paged bucket's winner must read such pages (the tuner measures only those; a database
+    // edited or merged by hand may say otherwise).
+    const std::optional<KernelConfig> cfg = tuner::variant_config(arch, r.winner->variant);
+    if (cfg && !tuner::serves(*cfg, key.problem))
+      not_served = cat("the winner ", r.winner->variant, " in ", r.db, " reads no ",
+                       key.problem.kv8 ? "FP8 pages" : "paged KV cache", ": serving the default instead");
+  }
+  if (r.status != tuner::LookupResult::Status::miss && not_served.empty()) {
     // WinnerLookup::find already prefers the user DB's winner over the system DB's.
     c.variant = r.winner->variant;
     c.db = r.db;
@@ -66,10 +75,11 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
     return c;
   }
   c.source = Source::default_variant;
-  c.miss = explain ? tuner::describe_miss(r) : r.message;
+  c.miss = !not_served.empty() ? not_served : explain ? tuner::describe_miss(r) : r.message;
   try {
     c.variant = tuner::default_variant(arch, key.problem.head_dim, key.problem.policy, key.problem.seq_kv_bucket,
-                                       key.problem.causal ? 1 : 0, key.problem.seq_q_bucket, rows16, bh, sms);
+                                       key.problem.causal ? 1 : 0, key.problem.seq_q_bucket, rows16 && !key.problem.paged,
+                                       bh, sms, false, false, key.problem.paged, key.problem.kv8);
   } catch (const Error& e) {
     if (e.code() != Errc::not_found) throw;
     throw Error(Errc::unsupported, cat("no tuned winner for ", key.problem.str(), " on ", key.device.name,

@@ -1,7 +1,7 @@
 // The provider of static builds (SAGE_WITH_NVRTC=OFF): the kernels exported into the build by
-// `sage-tune export`. A dense call takes the winner of its exact bucket for the device's cubin
-// architecture; every other call (no winner, variable-length batches, sliding windows, paged KV
-// caches) takes the exported defaults of configs/defaults.yaml, matched as a JIT build matches
+// `sage-tune export`. A dense call, or a paged one without a window or variable-length queries,
+// takes the winner of its exact bucket for the device's cubin architecture; every other call (no
+// winner, variable-length batches, sliding windows) takes the exported defaults of configs/defaults.yaml, matched as a JIT build matches
 // them (sage/common/default_rules.h), in the same order as jit::choose. No NVRTC, no database,
 // no YAML: bucket boundaries come from the exported table.
 #include <algorithm>
@@ -177,7 +177,9 @@ Resolved resolve(const BucketKey& call_key, const AttnProblem& p, const Device& 
                                        ") is not a target of sage-tune (", target_archs_text(), ")"));
   const int sms = p.sms > 0 && dev.sms > 0 ? std::min(p.sms, dev.sms) : dev.sms;
   const int pairs = p.batch * p.heads_q;
-  const bool dense = !key.varlen && !key.window && !key.paged;
+  // The calls a winner can serve (a JIT build's as well): dense ones, and paged ones without a
+  // window or variable-length queries (the tuner's paged buckets).
+  const bool tunable = !key.varlen && !key.window;
   const std::string policy = to_string(key.policy);
 
   // The defaults, as the JIT provider asks them (provider_jit.cpp, jit::choose).
@@ -203,7 +205,7 @@ Resolved resolve(const BucketKey& call_key, const AttnProblem& p, const Device& 
   }
   const StaticDefault* dflt = find_default(arch, call, sms);
   std::string miss;
-  if (dense) {
+  if (tunable) {
     // A default of its own for rows of 16 bytes but not 32, or for the call's batch x query
     // heads, serves it ahead of a winner (which was timed on aligned rows, at the bucket's bh).
     auto differs = [&](DefaultCall base) {

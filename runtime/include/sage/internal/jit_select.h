@@ -37,6 +37,8 @@ struct Choice {
 // `sms`: the SMs the call runs on (the device's, or its green context's partition; 0: as
 // configs/defaults.yaml's max_bh edges were measured), which scale those edges
 // (tuner::pairs_at_measured_sms).
+// A paged key (key.problem.paged: a paged call without a window or variable-length queries) asks
+// the paged entries (kv8: those for FP8 pages too) for its defaults, and no rows16 entry.
 Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const std::string& arch, bool explain,
               bool rows16 = false, int pairs = 0, int sms = 0);
 

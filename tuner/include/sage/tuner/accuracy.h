@@ -48,6 +48,43 @@ class AttnBuffers {
   DeviceBuffer q, k, v, o, lse;
 };
 
+// A paged KV cache made of dense buffers' K and V (the tuner's paged buckets, ProblemKey::paged):
+// `paged` is the call (AttnProblem::paged, page_size, kv_fp8), `dense` its buffers, made for
+// dense_problem(paged) and filled. Each sequence's seq_kv keys go to pages of page_size slots
+// ([num_pages, page_size, heads_kv, head_dim]) drawn in a shuffled order (seeded) from a pool with
+// spare pages, as a serving engine's cache after some churn; the last page of a sequence may be
+// partly filled. FP8 pages (kv_fp8): e4m3 bytes over one scale a kv head (amax / 448, as vLLM's),
+// and the values they stand for are written back into `dense`, so that the reference run on
+// `dense` sees what the kernel reads.
+class PagedKv {
+ public:
+  // Waits for `stream` (where `dense` was filled) before reading it.
+  PagedKv(const AttnProblem& paged, AttnBuffers& dense, std::uint64_t seed, CUstream stream);
+  // dense's Q, O and LSE with the pages, tables and scales: the paged call's arguments.
+  AttnArgs args(const AttnBuffers& dense) const;
+  // `paged` as a dense call of the same shape (what AttnBuffers and the reference take).
+  static AttnProblem dense_problem(const AttnProblem& paged);
+
+  AttnProblem problem;
+  int max_pages = 0, num_pages = 0;
+  DeviceBuffer k, v, table, lens, k_scale, v_scale;
+};
+
+// The inputs a problem is timed on (`sage-tune tune`, `sage-tune verify`): `sets` Gaussian input
+// sets (seeds seed, seed + 1, ...), rotated between samples; a paged problem's with pages made of
+// each set's K and V (PagedKv).
+class TimingInputs {
+ public:
+  TimingInputs(const AttnProblem& p, const Module& reference_module, int sets, std::uint64_t seed, CUstream stream);
+  AttnArgs args(std::size_t i) const;  // set i % sets
+  std::size_t size() const { return dense_.size(); }
+
+ private:
+  AttnProblem problem_;
+  std::vector<AttnBuffers> dense_;
+  std::vector<PagedKv> pages_;
+};
+
 // Runs the reference for `buffers` and returns its O ([B,Hq,Nq,D] FP32) and LSE.
 struct ReferenceResult {
   std::vector<float> o, lse;

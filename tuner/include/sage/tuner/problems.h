@@ -26,6 +26,14 @@ struct GateShape {
   int batch = 1, heads_q = 8, heads_kv = 2, max_seq = 2048, seeds = 1;
 };
 
+// How a paged problem (ProblemKey::paged) is built for the gate and for timing: each sequence's
+// keys in pages of page_size slots drawn in a shuffled order from a pool (tuner::PagedKv), and
+// the timed problem's kv heads (of its 32 query heads: grouped-query attention, as the serving
+// engines' models have it).
+struct PagedConfig {
+  int page_size = 16;
+  int heads_kv = 8;
+};
 struct TimingConfig {
   int warmup = 2, min_samples = 10, max_samples = 30, input_sets = 2;
   double max_seconds = 1.0, abandon_margin = 0.10;
@@ -37,6 +45,7 @@ struct ProblemsConfig {
   std::map<std::string, Policy> policies;
   GateShape gate;
   TimingConfig timing;
+  PagedConfig paged;
   // The default problem set, policy left "balanced" (tune replaces it per --policy).
   std::vector<ProblemKey> problems;
 
@@ -48,10 +57,14 @@ struct ProblemsConfig {
   const Policy& policy(const std::string& name) const;  // throws Error(invalid_argument)
   int seq_bucket(int seq) const;  // smallest boundary >= seq, or the largest boundary
   int bh_bucket(int bh) const;
-  // The bucket a call falls in.
+  // The bucket a call falls in. A paged call without a window or variable-length queries has a
+  // paged bucket (seq_q: paged_seq_q_bucket; kv8 for FP8 pages), as the runtime keys it; other
+  // paged calls (which take configs/defaults.yaml's entries, never a winner) the dense one.
   ProblemKey key_of(const AttnProblem& p, const std::string& policy) const;
   // The problem the tuner times for a bucket: B*H = bh (B = bh/32 when bh >= 32, H = 32),
-  // seq_q = seq_q_bucket, seq_kv = seq_kv_bucket, heads_kv = heads_q.
+  // seq_q = seq_q_bucket, seq_kv = seq_kv_bucket, heads_kv = heads_q. A paged bucket's: over
+  // pages of paged.page_size slots (FP8 for kv8), paged.heads_kv kv heads of 32 (heads_q / 4
+  // below 32 query heads, at least 1).
   AttnProblem representative(const ProblemKey& k) const;
 };
 

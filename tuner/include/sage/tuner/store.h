@@ -50,8 +50,15 @@ struct ProblemKey {
   int seq_kv_bucket = 0;
   int bh_bucket = 0;               // batch * heads bucket
   std::string policy = "balanced"; // accurate | balanced | fast
+  // A paged KV cache's bucket (sage_attention_paged without a window): queries bucketed to the
+  // next power of two up to 128 (paged_seq_q_bucket), timed over a paged cache
+  // (ProblemsConfig::paged). kv8: over FP8 e4m3 pages (sage_paged_kv::kv_dtype); paged only.
+  bool paged = false;
+  bool kv8 = false;
 
-  // Canonical form "d128_causal_fp16_HND_q4096_kv4096_bh128_balanced" ("noncausal" when not).
+  // Canonical form "d128_causal_fp16_HND_q4096_kv4096_bh128_balanced" ("noncausal" when not),
+  // then "_kv8" for FP8 pages and "_paged" for a paged bucket: the runtime's bucket key
+  // (rt::BucketKey::str) of the same call.
   std::string str() const;
   // Inverse of str(); throws Error(invalid_argument) naming the key and the bad field.
   static ProblemKey parse(std::string_view s);

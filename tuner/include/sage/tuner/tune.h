@@ -143,7 +143,21 @@ std::optional<std::string> rows16_default(const std::string& arch, int head_dim,
 // only (ProblemsConfig::representative), so such a default serves the call ahead of the winner
 // (the runtime's jit::choose, `sage-tune select`, `sage-tune bench --tuned`). nullopt where the
 // two defaults agree (the winner serves the call) or where there is no default.
+// `paged` / `kv8`: a paged bucket's call (ProblemKey::paged, kv8), asked of the paged entries.
 std::optional<std::string> pairs_default(const std::string& arch, int head_dim, const std::string& policy, int seq_kv,
-                                         int causal, int seq_q, bool rows16, int pairs, int bh_bucket, int sms = 0);
+                                         int causal, int seq_q, bool rows16, int pairs, int bh_bucket, int sms = 0,
+                                         bool paged = false, bool kv8 = false);
+
+// Whether a variant's kernel serves a bucket: every kernel a dense one; a paged bucket needs the
+// entry sage_attn_paged (has_paged_entry), over FP8 pages sage_attn_paged_fp8 (has_paged_fp8_entry).
+// The tuner measures a paged bucket's candidates that serve it only, and the runtime serves a
+// stored winner only where it does.
+bool serves(const KernelConfig& c, const ProblemKey& k);
+// The launcher config of a variant of arch's search space (enumerated once per process); nullopt
+// where the space has no such variant.
+std::optional<KernelConfig> variant_config(const std::string& arch, const std::string& name);
+// A bucket's default at `bh` batch x query heads (0: the bucket's), as the runtime asks it for the
+// bucket's calls: default_variant with the key's fields (a paged key of the paged entries).
+std::string key_default(const std::string& arch, const ProblemKey& k, int bh = 0, int sms = 0);
 
 }  // namespace sage::tuner
