@@ -392,23 +392,10 @@ int run_bench(const BenchArgs& a) {
         if (p.varlen) x.cu_seqlens_q = cu_seqlens.as<std::int32_t>();
         if (p.varlen && !p.paged) x.cu_seqlens_kv = x.cu_seqlens_q;
         if (p.paged) {
-          std::int64_t b, h, n;
-          p.strides(p.heads_q, p.seq_q, &b, &h, &n);
-          x.strided = true;
-          x.sq = x.so = TensorStrides{b, h, n};
-          x.sk = x.sv = TensorStrides{std::int64_t(p.page_size) * p.heads_kv * p.head_dim, p.head_dim,
-                                      std::int64_t(p.heads_kv) * p.head_dim};
-          x.block_table = table.as<std::int32_t>();
-          x.seqlens_kv = lens.as<std::int32_t>();
-          if (p.kv_fp8) {
-            x.k = k8[std::size_t(i % 2)].get();
-            x.v = v8[std::size_t(i % 2)].get();
-            x.kv_k_scale = ksc.as<float>();
-            x.kv_v_scale = vsc.as<float>();
-            x.kv_scale_stride = 1;
-          }
-          x.bt_stride = p.seq_kv / p.page_size;
-          x.num_pages = p.batch * x.bt_stride;
+          const int per_seq = p.seq_kv / p.page_size;
+          x = tuner::with_pages(x, p, p.kv_fp8 ? k8[std::size_t(i % 2)].get() : x.k,
+                                p.kv_fp8 ? v8[std::size_t(i % 2)].get() : x.v, table.as<std::int32_t>(),
+                                lens.as<std::int32_t>(), per_seq, p.batch * per_seq, ksc.as<float>(), vsc.as<float>());
         }
         return x;
       };

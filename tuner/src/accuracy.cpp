@@ -258,29 +258,33 @@ PagedKv::PagedKv(const AttnProblem& paged, AttnBuffers& dense, std::uint64_t see
   lens.upload(l.data(), l.size() * 4);
 }
 
-AttnArgs PagedKv::args(const AttnBuffers& dense) const {
-  AttnArgs a = dense.args();
-  const AttnProblem& p = problem;
-  a.k = k.get();
-  a.v = v.get();
-  a.lse = p.return_lse ? dense.lse.as<float>() : nullptr;
+AttnArgs with_pages(AttnArgs a, const AttnProblem& p, const void* k, const void* v, const std::int32_t* table,
+                    const std::int32_t* lens, int max_pages, int num_pages, const float* k_scale, const float* v_scale) {
+  a.k = k;
+  a.v = v;
   std::int64_t b, h, n;
   p.strides(p.heads_q, p.seq_q, &b, &h, &n);
   a.strided = true;
   a.sq = a.so = TensorStrides{b, h, n};
-  // {page, head, slot}, in elements (FP8 pages: bytes, the same numbers).
   a.sk = a.sv = TensorStrides{std::int64_t(p.page_size) * p.heads_kv * p.head_dim, p.head_dim,
                               std::int64_t(p.heads_kv) * p.head_dim};
-  a.block_table = table.as<std::int32_t>();
-  a.seqlens_kv = lens.as<std::int32_t>();
+  a.block_table = table;
+  a.seqlens_kv = lens;
   a.bt_stride = max_pages;
   a.num_pages = num_pages;
   if (p.kv_fp8) {
-    a.kv_k_scale = k_scale.as<float>();
-    a.kv_v_scale = v_scale.as<float>();
+    a.kv_k_scale = k_scale;
+    a.kv_v_scale = v_scale;
     a.kv_scale_stride = 1;
   }
   return a;
+}
+
+AttnArgs PagedKv::args(const AttnBuffers& dense) const {
+  AttnArgs a = dense.args();
+  a.lse = problem.return_lse ? dense.lse.as<float>() : nullptr;
+  return with_pages(a, problem, k.get(), v.get(), table.as<std::int32_t>(), lens.as<std::int32_t>(), max_pages,
+                    num_pages, k_scale.as<float>(), v_scale.as<float>());
 }
 
 TimingInputs::TimingInputs(const AttnProblem& p, const Module& refmod, int sets, std::uint64_t seed, CUstream stream)

@@ -70,6 +70,14 @@ class PagedKv {
   DeviceBuffer k, v, table, lens, k_scale, v_scale;
 };
 
+// `a` (Q, O and LSE contiguous in p.layout) as a paged call's arguments: its K and V the pages
+// at k and v (contiguous [num_pages, page_size, heads_kv, head_dim]: strides {page, head, slot},
+// in elements, FP8 pages' in bytes alike), sequence b's pages in table[b * max_pages ...] and its
+// keys lens[b]; FP8 pages' scales (k_scale / v_scale, one a kv head) where p.kv_fp8.
+AttnArgs with_pages(AttnArgs a, const AttnProblem& p, const void* k, const void* v, const std::int32_t* table,
+                    const std::int32_t* lens, int max_pages, int num_pages, const float* k_scale = nullptr,
+                    const float* v_scale = nullptr);
+
 // The inputs a problem is timed on (`sage-tune tune`, `sage-tune verify`): `sets` Gaussian input
 // sets (seeds seed, seed + 1, ...), rotated between samples; a paged problem's with pages made of
 // each set's K and V (PagedKv).
