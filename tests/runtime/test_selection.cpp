@@ -292,6 +292,23 @@ TEST_F(RuntimeSelectionPaged, AWinnerThatReadsNoPagesIsNotServed) {
   EXPECT_FALSE(c.cubin.has_value());
   EXPECT_NE(c.miss.find("the winner " + nonreader_), std::string::npos) << c.miss;
   EXPECT_NE(c.miss.find("reads no paged KV cache"), std::string::npos) << c.miss;
+  // With the variant's record beside it (the launcher config the tuner stores, read without the
+  // search space): the same.
+  {
+    tuner::Store db(user_);
+    const gen::Variant v = test::variant_named(kArch, nonreader_);
+    tuner::VariantRecord r;
+    r.name = v.name;
+    r.params_hash = v.params_hash;
+    r.generator_hash = tuner::generator_hash();
+    r.params_json = tuner::variant_record_json(v);
+    db.record_variant(r);
+  }
+  l = lookup();
+  const Choice again = rt::jit::choose(*l, paged_, kArch, false);
+  EXPECT_EQ(again.source, Source::default_variant);
+  EXPECT_EQ(again.variant, pdflt_);
+  EXPECT_NE(again.miss.find("reads no paged KV cache"), std::string::npos) << again.miss;
 }
 
 TEST_F(RuntimeSelection, PolicySelectsItsOwnDefault) {

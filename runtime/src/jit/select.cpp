@@ -58,7 +58,17 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
   if (r.status != tuner::LookupResult::Status::miss && key.problem.paged) {
     // A paged bucket's winner must read such pages (the tuner measures only those; a database
     // edited or merged by hand may say otherwise).
-    const std::optional<KernelConfig> cfg = tuner::variant_config(arch, r.winner->variant);
+    // The launcher config the tuner recorded with the variant, else the search space's.
+    std::optional<KernelConfig> cfg;
+    for (tuner::Store* st : {lookup.user(), lookup.system()}) {
+      if (cfg || !st || st->path() != r.db) continue;
+      try {
+        for (const tuner::VariantRecord& v : st->variants(r.winner->variant))
+          if (!cfg) cfg = tuner::stored_kernel_config(v);
+      } catch (const Error&) {
+      }
+    }
+    if (!cfg) cfg = tuner::variant_config(arch, r.winner->variant);
     if (cfg && !tuner::serves(*cfg, key.problem))
       not_served = cat("the winner ", r.winner->variant, " in ", r.db, " reads no ",
                        key.problem.kv8 ? "FP8 pages" : "paged KV cache", ": serving the default instead");
