@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "sage/common/archs.h"
+#include "sage/common/cuda_driver.h"
 #include "sage/common/strings.h"
 #include "sage/tuner/tune.h"
 #include "store_cli.h"
@@ -111,6 +113,47 @@ int run_tune(tuner::TuneOptions o, bool json, bool quiet) {
   return missing ? kFailure : kOk;
 }
 
+// --dry-run: the problems, their candidates and defaults, for --arch or this GPU's architecture.
+int run_tune_plan(const tuner::TuneOptions& o, std::string arch, bool json) {
+  int sms = 0;
+  std::string device;
+  if (!arch.empty() && !is_target_arch(arch))
+    throw Error(Errc::invalid_argument, cat("unknown --arch '", arch, "' (", target_archs_text(), ")"));
+  if (arch.empty()) {
+    std::string why;
+    if (!cu::have_device(&why))
+      throw Error(Errc::no_device, cat("no GPU here (", why, "): name the architecture to plan for with --arch (",
+                                       target_archs_text(), ")"));
+    const int dev = o.devices.empty() ? 0 : o.devices.front();
+    use_device(dev);
+    const tuner::DeviceFingerprint fp = tuner::fingerprint_device(dev);
+    arch = tuner::arch_for_cc(fp.cc);
+    sms = fp.sm_count;
+    device = fp.name;
+  }
+  const tuner::TunePlan plan = tuner::plan_tune(o, arch, sms);
+  if (json) {
+    nlohmann::json j = {{"arch", plan.arch}, {"device", device}, {"variants", plan.variants},
+                        {"measurements", plan.measurements}, {"policies", o.policies}};
+    j["problems"] = nlohmann::json::array();
+    for (const auto& e : plan.problems)
+      j["problems"].push_back({{"problem", e.key.str()}, {"paged", e.key.paged}, {"kv8", e.key.kv8},
+                               {"default", e.default_variant}, {"candidates", e.candidates}, {"note", e.note}});
+    std::cout << j.dump(2) << "\n";
+    return kOk;
+  }
+  std::cout << "plan for " << plan.arch << (device.empty() ? "" : " (" + device + ")") << ", policies "
+            << join(o.policies, ",") << ": nothing is compiled, measured or stored\n\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& e : plan.problems)
+    rows.push_back({e.key.str(), cat(e.candidates.size()), e.default_variant.empty() ? "(none)" : e.default_variant,
+                    e.note});
+  store::print_table(std::cout, {"problem", "candidates", "default", "note"}, rows);
+  std::printf("\n%zu problems, %zu measurements (a gate each, and a timing where it passes); %d variants to compile for %s\n",
+              plan.problems.size(), plan.measurements, plan.variants, plan.arch.c_str());
+  return kOk;
+}
+
 static Registrar reg_tune(
     "tune", "tune the variants of this GPU's architecture on the problem buckets and store the winners",
     [](CLI::App& sub) -> Action {
@@ -121,6 +164,11 @@ static Registrar reg_tune(
       auto policies = std::make_shared<std::vector<std::string>>();
       auto json = std::make_shared<bool>(false);
       auto quiet = std::make_shared<bool>(false);
+      auto dry = std::make_shared<bool>(false);
+      auto arch = std::make_shared<std::string>();
+      sub.add_flag("--dry-run", *dry,
+                   "list the problems with their candidates and defaults, then stop: no compile, GPU or database");
+      sub.add_option("--arch", *arch, "with --dry-run: the architecture to plan for (default: this GPU's)");
       sub.add_option("--budget", *budget, "stop starting new measurements after this long (e.g. 10m, 90s, 1h)");
       sub.add_flag("--resume", o->resume, "skip variants the database already has measured for a bucket");
       sub.add_option("--shard", *shard, "i/n: take problems i, i+n, ... (for cluster job arrays)");
@@ -156,6 +204,8 @@ static Registrar reg_tune(
           }
         }
         if (!policies->empty()) opts.policies = *policies;
+        if (!arch->empty() && !*dry) throw Error(Errc::invalid_argument, "--arch goes with --dry-run (tune runs on this GPU)");
+        if (*dry) return run_tune_plan(opts, *arch, *json);
         return run_tune(opts, *json, *quiet);
       };
     },

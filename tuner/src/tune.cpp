@@ -329,13 +329,75 @@ std::string key_default(const std::string& arch, const ProblemKey& k, int bh, in
                          bh > 0 ? bh : k.bh_bucket, sms, false, false, k.paged, k.kv8);
 }
 
-TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProgress&)>& on_progress) {
-  const double t0 = now_s();
-  TuneReport rep;
-  const ProblemsConfig cfg = opts.problems_file.empty() ? ProblemsConfig::builtin() : ProblemsConfig::from_file(opts.problems_file);
+namespace {
+// The problem set of a run (--problems or the built-in one), its policies and shard checked.
+ProblemsConfig run_config(const TuneOptions& opts) {
+  ProblemsConfig cfg = opts.problems_file.empty() ? ProblemsConfig::builtin() : ProblemsConfig::from_file(opts.problems_file);
   for (const auto& p : opts.policies) cfg.policy(p);  // validates the names
   if (opts.shard_count < 1 || opts.shard_index < 0 || opts.shard_index >= opts.shard_count)
     throw Error(Errc::invalid_argument, cat("bad shard ", opts.shard_index, "/", opts.shard_count));
+  return cfg;
+}
+
+// This shard's problems: i, i + n, ... of the set.
+std::vector<ProblemKey> shard_of(const ProblemsConfig& cfg, const TuneOptions& opts) {
+  std::vector<ProblemKey> shapes;
+  for (std::size_t i = 0; i < cfg.problems.size(); ++i)
+    if (int(i) % opts.shard_count == opts.shard_index) shapes.push_back(cfg.problems[i]);
+  return shapes;
+}
+
+// A bucket's candidates among `vs`: its head dim's variants that serve it (a paged bucket's: the
+// readers of such pages), the default (`dflt`) first: it is the speed-up baseline and an early
+// bar for abandoning.
+std::vector<const gen::Variant*> candidates_of(const std::vector<gen::Variant>& vs, const ProblemKey& k,
+                                               const std::string& dflt) {
+  std::vector<const gen::Variant*> cands;
+  for (const gen::Variant& v : vs)
+    if (v.get_int("head_dim") == k.head_dim && serves(kernel_config(v), k)) cands.push_back(&v);
+  std::stable_partition(cands.begin(), cands.end(), [&](const gen::Variant* v) { return v->name == dflt; });
+  return cands;
+}
+
+// The variants a run compiles for `arch`: both pipelines', through --filter.
+gen::Enumeration run_variants(const TuneOptions& opts, const std::string& arch) {
+  gen::EnumerateOptions eo;
+  eo.archs = {arch};
+  eo.pipelines = {"mma", "wgmma"};
+  eo.filter = opts.filter;
+  return gen::SearchSpace::builtin().enumerate(eo);
+}
+}  // namespace
+
+TunePlan plan_tune(const TuneOptions& opts, const std::string& arch, int sms) {
+  const ProblemsConfig cfg = run_config(opts);
+  TunePlan plan;
+  plan.arch = arch;
+  const gen::Enumeration en = run_variants(opts, arch);
+  plan.variants = int(en.variants.size());
+  for (const ProblemKey& shape : shard_of(cfg, opts)) {
+    TunePlanEntry e;
+    e.key = shape;
+    e.key.policy = opts.policies.front();
+    try {
+      e.default_variant = key_default(arch, e.key, 0, sms);
+    } catch (const Error& err) {
+      if (err.code() != Errc::not_found) throw;
+      e.note = err.message();
+    }
+    for (const gen::Variant* v : candidates_of(en.variants, e.key, e.default_variant)) e.candidates.push_back(v->name);
+    if (!e.default_variant.empty() && (e.candidates.empty() || e.candidates.front() != e.default_variant))
+      e.note = "the default is not among the candidates (--filter, or pruned): no speed-up column";
+    plan.measurements += e.candidates.size();
+    plan.problems.push_back(std::move(e));
+  }
+  return plan;
+}
+
+TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProgress&)>& on_progress) {
+  const double t0 = now_s();
+  TuneReport rep;
+  const ProblemsConfig cfg = run_config(opts);
   if (opts.devices.empty()) throw Error(Errc::invalid_argument, "no device to tune on");
   std::string why;
   if (!cu::have_device(&why)) throw Error(Errc::no_device, "tune needs a GPU: " + why);
@@ -359,17 +421,11 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
     store.record_device(fp);
     dev_arch.push_back(arch_for_cc(fp.cc));
   }
-  const gen::SearchSpace space = gen::SearchSpace::builtin();
-
   // ---- compile every variant of every architecture involved (parallel, cached) ------------
   const double tc = now_s();
   for (const std::string& arch : dev_arch) {
     if (variants_by_arch.count(arch)) continue;
-    gen::EnumerateOptions eo;
-    eo.archs = {arch};
-    eo.pipelines = {"mma", "wgmma"};
-    eo.filter = opts.filter;
-    gen::Enumeration en = space.enumerate(eo);
+    gen::Enumeration en = run_variants(opts, arch);
     std::vector<gen::Variant>& vs = variants_by_arch[arch];
     vs = en.variants;
     CompileOptions co;
@@ -404,9 +460,7 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
   rep.compile_s = now_s() - tc;
 
   // ---- the work list: problem shapes (policies share gate and timing) ----------------------
-  std::vector<ProblemKey> shapes;
-  for (std::size_t i = 0; i < cfg.problems.size(); ++i)
-    if (int(i) % opts.shard_count == opts.shard_index) shapes.push_back(cfg.problems[i]);
+  const std::vector<ProblemKey> shapes = shard_of(cfg, opts);
   std::size_t total_items = 0;
   for (const ProblemKey& k : shapes)
     for (const gen::Variant& v : variants_by_arch[dev_arch[0]])
@@ -435,7 +489,6 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
       const ProblemKey& shape_key = shapes[si];
       const AttnProblem problem = cfg.representative(shape_key);
       const AttnProblem gshape = gate_shape(cfg, shape_key);
-      std::vector<const gen::Variant*> cands;
       std::string dflt;
       try {
         ProblemKey k = shape_key;
@@ -445,11 +498,7 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
         std::lock_guard<std::mutex> lock(mu);
         rep.warnings.push_back(e.what());
       }
-      // A paged bucket's candidates: the variants whose kernels read paged caches (FP8 pages: and those).
-      for (const gen::Variant& v : variants_by_arch[arch])
-        if (v.get_int("head_dim") == shape_key.head_dim && serves(kernel_config(v), shape_key)) cands.push_back(&v);
-      // The default first: it is the speed-up baseline and an early bar for abandoning.
-      std::stable_partition(cands.begin(), cands.end(), [&](const gen::Variant* v) { return v->name == dflt; });
+      const std::vector<const gen::Variant*> cands = candidates_of(variants_by_arch[arch], shape_key, dflt);
 
       const TimingInputs inputs(problem, *refmod, cfg.timing.input_sets, 1000, stream);
       double best_ms = 0;

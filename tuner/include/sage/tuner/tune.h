@@ -61,6 +61,25 @@ struct TuneReport {
 
 TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProgress&)>& on_progress = {});
 
+// What tune would do on a GPU of `arch` (`sage-tune tune --dry-run`), without a GPU, a compile or a
+// database: this shard's problems (their first policy), each with its candidates (the variants of
+// its head dim that serve it, through --filter; a paged bucket's: the readers of its pages), the
+// default first, as tune measures them. `sms`: the GPU's SMs, for the defaults' max_bh edges (0:
+// as measured).
+struct TunePlanEntry {
+  ProblemKey key;
+  std::string default_variant;          // empty: configs/defaults.yaml has none (note says why)
+  std::vector<std::string> candidates;  // the default first where it is one
+  std::string note;
+};
+struct TunePlan {
+  std::string arch;
+  int variants = 0;               // compiled for the run (every head dim, through --filter)
+  std::size_t measurements = 0;   // candidates over every problem (a gate and a timing each, per policy set)
+  std::vector<TunePlanEntry> problems;
+};
+TunePlan plan_tune(const TuneOptions& opts, const std::string& arch, int sms = 0);
+
 // What the tuner stores as a variant's record (VariantRecord::params_json): the pipeline, the
 // architecture, the parameters, and the launcher's KernelConfig text, so that a runtime can
 // serve a stored winner without parsing the search space.

@@ -1,0 +1,110 @@
+// sage-tune tune --dry-run: what a tune would measure, without a GPU (--arch), a compile or a
+// database: each problem of this shard with its candidates (a paged bucket's: the variants whose
+// kernels read its pages) and its default, first among them.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sage/gen/search_space.h"
+#include "sage/internal/launch.h"
+#include "sage/tuner/problems.h"
+#include "sage/tuner/tune.h"
+#include "sage/tuner/variants.h"
+#include "support/cli.h"
+
+namespace sage {
+namespace {
+using test::CliRun;
+using test::CliSandbox;
+
+const char* kProblems =
+    "version: 1\n"
+    "buckets: {seq: [1024, 2048, 8192], bh: [32, 128]}\n"
+    "policies:\n"
+    "  balanced: {pv: [native, fp16, fp16acc, fp8], gaussian: {cos_min: 0.999, rel_l1_max: 0.04}, outliers: "
+    "{cos_min: 0.9999, rel_l1_max: 0.01}}\n"
+    "problems:\n"
+    "  - {head_dim: [128], causal: [true], dtype: [fp16], layout: [HND], seq: [2048], bh: [128]}\n"
+    "  - {head_dim: [128], causal: [true], dtype: [fp16], layout: [NHD], seq: [8192], seq_q: [1, 2048], bh: [128],\n"
+    "     paged: true, kv8: [false, true]}\n";
+
+// The variants of sm_90a at head dim 128 that serve `k`.
+std::size_t serving(const tuner::ProblemKey& k) {
+  gen::EnumerateOptions eo;
+  eo.archs = {"sm_90a"};
+  eo.pipelines = {"mma", "wgmma"};
+  std::size_t n = 0;
+  for (const auto& v : gen::SearchSpace::builtin().enumerate(eo).variants)
+    if (v.get_int("head_dim") == 128 && tuner::serves(tuner::kernel_config(v), k)) ++n;
+  return n;
+}
+
+TEST(CliTunePlan, ListsEachProblemsCandidatesAndDefaultWithoutAGpu) {
+  CliSandbox s;
+  s.write("p.yaml", kProblems);
+  CliRun r = s.run("tune --dry-run --arch sm_90a --problems p.yaml --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["arch"], "sm_90a");
+  ASSERT_EQ(j["problems"].size(), 5u) << r.out;  // a dense bucket, 2 query buckets x 2 page types
+  const tuner::ProblemsConfig cfg = tuner::ProblemsConfig::from_file(s.path("p.yaml"));
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < cfg.problems.size(); ++i) {
+    const auto& e = j["problems"][i];
+    const tuner::ProblemKey& k = cfg.problems[i];
+    EXPECT_EQ(e["problem"], k.str());
+    EXPECT_EQ(e["candidates"].size(), serving(k)) << k.str();
+    EXPECT_EQ(e["default"], tuner::key_default("sm_90a", k)) << k.str();
+    ASSERT_FALSE(e["candidates"].empty());
+    EXPECT_EQ(e["candidates"][0], e["default"]) << k.str();  // measured first: the baseline
+    for (const auto& c : e["candidates"])
+      EXPECT_TRUE(tuner::serves(*tuner::variant_config("sm_90a", c.get<std::string>()), k)) << c;
+    total += e["candidates"].size();
+  }
+  EXPECT_EQ(j["measurements"], total);
+  // Paged buckets have far fewer candidates (the readers of pages) than the dense one.
+  EXPECT_LT(j["problems"][1]["candidates"].size(), j["problems"][0]["candidates"].size());
+  EXPECT_TRUE(j["problems"][2]["kv8"].get<bool>());
+  // Nothing was written: no database.
+  EXPECT_FALSE(std::filesystem::exists(s.path("tune.db")));
+}
+
+TEST(CliTunePlan, FilterAndShardNarrowThePlanAndTheTextSaysWhatItIs) {
+  CliSandbox s;
+  s.write("p.yaml", kProblems);
+  CliRun r = s.run("tune --dry-run --arch sm_90a --problems p.yaml --shard 1/2 --filter 'qk-native_pv-native'");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("plan for sm_90a, policies balanced: nothing is compiled, measured or stored"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("d128_causal_fp16_NHD_q1_kv8192_bh128_balanced_paged"), std::string::npos) << r.out;  // problem 1
+  EXPECT_NE(r.out.find("d128_causal_fp16_NHD_q2048_kv8192_bh128_balanced_paged"), std::string::npos) << r.out;  // 3
+  EXPECT_EQ(r.out.find("_kv8_paged"), std::string::npos) << r.out;  // problems 2 and 4: the other shard
+  EXPECT_NE(r.out.find("2 problems, "), std::string::npos) << r.out;
+  // A filter that leaves the dense bucket's default out (2048 queries: not the decode schedule's):
+  // the plan says so.
+  CliRun d = s.run("tune --dry-run --arch sm_90a --problems p.yaml --shard 0/2 --filter 'sch-decode' --json");
+  ASSERT_EQ(d.rc, 0) << d.err;
+  const auto j = nlohmann::json::parse(d.out);
+  const auto& dense = j["problems"][0];
+  ASSERT_FALSE(dense["candidates"].empty()) << dense.dump();
+  for (const auto& c : dense["candidates"]) EXPECT_NE(c.get<std::string>().find("sch-decode"), std::string::npos) << c;
+  EXPECT_EQ(dense["default"].get<std::string>().find("sch-decode"), std::string::npos) << dense.dump();
+  EXPECT_NE(dense["note"].get<std::string>().find("the default is not among the candidates"), std::string::npos)
+      << dense.dump();
+}
+
+TEST(CliTunePlan, BadArchOrArchWithoutDryRunIsAClearError) {
+  CliSandbox s;
+  CliRun bad = s.run("tune --dry-run --arch sm_75");
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_NE(bad.err.find("unknown --arch 'sm_75'"), std::string::npos) << bad.err;
+  CliRun lone = s.run("tune --arch sm_90a");
+  EXPECT_NE(lone.rc, 0);
+  EXPECT_NE(lone.err.find("--arch goes with --dry-run"), std::string::npos) << lone.err;
+}
+
+}  // namespace
+}  // namespace sage
