@@ -130,19 +130,9 @@ const Buckets& buckets() {
 
 void precheck(const BucketKey&) {}  // a JIT build can compile any bucket
 
-// The launcher config the tuner recorded with a stored winner's variant (tuner::
-// variant_record_json), from the database the winner came from.
+// The launcher config the tuner recorded with a stored winner's variant (jit::recorded_config).
 std::optional<KernelConfig> stored_config(const std::string& db, const std::string& variant) {
-  tuner::WinnerLookup& l = lookup();
-  for (tuner::Store* st : {l.user(), l.system()}) {
-    if (!st || st->path() != db) continue;
-    try {
-      for (const tuner::VariantRecord& r : st->variants(variant))
-        if (auto cfg = tuner::stored_kernel_config(r)) return cfg;
-    } catch (const Error&) {
-    }
-  }
-  return std::nullopt;
+  return jit::recorded_config(lookup(), db, variant);
 }
 
 Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) {

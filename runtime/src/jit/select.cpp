@@ -18,6 +18,19 @@ std::atomic<std::uint64_t> g_compiles{0};
 std::uint64_t compile_count() { return g_compiles.load(); }
 void reset_compile_count() { g_compiles = 0; }
 
+std::optional<KernelConfig> recorded_config(tuner::WinnerLookup& lookup, const std::string& db,
+                                            const std::string& variant) {
+  for (tuner::Store* st : {lookup.user(), lookup.system()}) {
+    if (!st || st->path() != db) continue;
+    try {
+      for (const tuner::VariantRecord& r : st->variants(variant))
+        if (auto cfg = tuner::stored_kernel_config(r)) return cfg;
+    } catch (const Error&) {
+    }
+  }
+  return std::nullopt;
+}
+
 Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const std::string& arch, bool explain,
               bool rows16, int pairs, int sms) {
   Choice c;
@@ -59,15 +72,7 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
     // A paged bucket's winner must read such pages (the tuner measures only those; a database
     // edited or merged by hand may say otherwise).
     // The launcher config the tuner recorded with the variant, else the search space's.
-    std::optional<KernelConfig> cfg;
-    for (tuner::Store* st : {lookup.user(), lookup.system()}) {
-      if (cfg || !st || st->path() != r.db) continue;
-      try {
-        for (const tuner::VariantRecord& v : st->variants(r.winner->variant))
-          if (!cfg) cfg = tuner::stored_kernel_config(v);
-      } catch (const Error&) {
-      }
-    }
+    std::optional<KernelConfig> cfg = recorded_config(lookup, r.db, r.winner->variant);
     if (!cfg) cfg = tuner::variant_config(arch, r.winner->variant);
     if (cfg && !tuner::serves(*cfg, key.problem))
       not_served = cat("the winner ", r.winner->variant, " in ", r.db, " reads no ",

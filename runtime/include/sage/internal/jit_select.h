@@ -23,6 +23,11 @@ struct Choice {
   std::string miss;                  // no winner: how the nearest stored key differs
   std::string rebuild;               // winner whose kernel is missing or damaged: why
 };
+// The launcher config the tuner recorded with `variant` (tuner::variant_record_json) in the
+// lookup's database at path `db` (the one a winner came from); nullopt where it holds none.
+std::optional<KernelConfig> recorded_config(tuner::WinnerLookup& lookup, const std::string& db,
+                                            const std::string& variant);
+
 // The user DB's winner for `key`, else the system DB's, else
 // tuner::default_variant(arch, head_dim, policy, seq_kv bucket, causal, seq_q bucket, rows16,
 // pairs). `explain` asks for the nearest stored key on a miss. Throws Error(unsupported) when
