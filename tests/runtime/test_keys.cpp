@@ -60,6 +60,37 @@ TEST(RuntimeKeys, BucketOfEveryProblemMatchesTheTunersKey) {
   }
 }
 
+// Variable-length batches and sliding windows (the calls as the API hands them over: a dense
+// window's call trimmed, rt::trim_window): the tuner's key of each is the runtime's, so that a
+// tuned varlen or window winner is found by the calls of its bucket.
+TEST(RuntimeKeys, VarlenAndWindowBucketsMatchTheTunersKey) {
+  const tuner::ProblemsConfig cfg = tuner::ProblemsConfig::builtin();
+  const Buckets b = builtin_buckets();
+  std::mt19937 rng(777);
+  std::uniform_int_distribution<int> seq(2, 70000), win(1, 20000), heads(1, 64), batch(1, 16);
+  int windows = 0, varlens = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const bool varlen = i % 2 == 0;
+    AttnProblem p = problem(batch(rng), heads(rng), 1, seq(rng), seq(rng), i % 3 ? 64 : 128, i % 4 != 1, Layout::NHD);
+    if (p.causal && i % 3 != 2) p.window = win(rng);
+    if (varlen) {
+      p.varlen = true;
+      p.total_q = p.seq_q * p.batch;
+      p.total_kv = p.seq_kv * p.batch;
+    } else {
+      p.trim_window();
+    }
+    const tuner::ProblemKey want = cfg.key_of(p, "balanced");
+    const BucketKey got = b.key_of(p, Policy::balanced);
+    ASSERT_EQ(got.str(), want.str()) << p.str();
+    ASSERT_EQ(tuner::ProblemKey::parse(got.str()), want);
+    windows += want.window;
+    varlens += want.varlen;
+  }
+  EXPECT_GT(windows, 200);
+  EXPECT_GT(varlens, 500);
+}
+
 TEST(RuntimeKeys, BucketBoundariesRoundUpAndClampAtTheLargest) {
   const Buckets b{{1024, 4096}, {32, 128}};
   EXPECT_EQ(b.seq_bucket(1), 1024);

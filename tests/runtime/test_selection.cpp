@@ -311,6 +311,93 @@ TEST_F(RuntimeSelectionPaged, AWinnerThatReadsNoPagesIsNotServed) {
   EXPECT_NE(again.miss.find("reads no paged KV cache"), std::string::npos) << again.miss;
 }
 
+// Variable-length batches and sliding windows: their own buckets' winners, whose kernels take
+// such calls (sage_attn_varlen / sage_attn_window); a winner whose kernel does not is refused;
+// without a winner, the defaults the runtime took before these buckets were tuned.
+class RuntimeSelectionVarlen : public RuntimeSelection {
+ protected:
+  void SetUp() override {
+    RuntimeSelection::SetUp();
+    varlen_ = key_;
+    varlen_.problem = test::bucket(128, true, 4096, 128);
+    varlen_.problem.layout = "NHD";
+    varlen_.problem.varlen = true;
+    window_ = key_;
+    window_.problem = test::bucket(128, true, 16384, 128);
+    window_.problem.layout = "NHD";
+    window_.problem.seq_kv_bucket = 4096;
+    window_.problem.window = true;
+    for (const auto& v : test::attention_variants(kArch, 128)) {
+      const KernelConfig c = tuner::kernel_config(v);
+      if (v.name != tuner::key_default(kArch, varlen_.problem) && has_varlen_entry(c) && taker_.empty()) taker_ = v.name;
+      if (!has_varlen_entry(c) && !has_window_entry(c) && other_.empty()) other_ = v.name;
+    }
+    ASSERT_FALSE(taker_.empty());
+    ASSERT_FALSE(other_.empty());
+  }
+  tuner::WinnerKey varlen_, window_;
+  std::string taker_, other_;
+};
+
+TEST_F(RuntimeSelectionVarlen, DefaultsAreTheVarlenAndWindowEntries) {
+  // As the runtime asked them before these buckets were tuned: the varlen entries by the call's
+  // own batch x query heads; a window's entries, then the varlen ones, as a non-causal call of
+  // its window's keys.
+  EXPECT_EQ(tuner::key_default(kArch, varlen_.problem, 128),
+            tuner::default_variant(kArch, 128, "balanced", 4096, 1, 4096, false, 128, 0, true));
+  EXPECT_EQ(tuner::key_default(kArch, window_.problem, 128),
+            tuner::default_variant(kArch, 128, "balanced", 4096, 0, 16384, false, 128, 0, true, true));
+  // (rows16 is a dense call's only)
+  EXPECT_EQ(tuner::key_default(kArch, varlen_.problem, 128, 0, true), tuner::key_default(kArch, varlen_.problem, 128));
+  auto l = lookup();
+  for (const tuner::WinnerKey& k : {varlen_, window_}) {
+    const Choice c = rt::jit::choose(*l, k, kArch, false, false, 128);
+    EXPECT_EQ(c.source, Source::default_variant) << k.problem.str();
+    EXPECT_EQ(c.variant, tuner::key_default(kArch, k.problem, 128)) << k.problem.str();
+    const KernelConfig cfg = tuner::kernel_config(test::variant_named(kArch, c.variant));
+    EXPECT_TRUE(k.problem.window ? has_window_entry(cfg) : has_varlen_entry(cfg)) << c.variant;
+  }
+}
+
+TEST_F(RuntimeSelectionVarlen, VarlenAndWindowBucketsTakeTheirOwnWinners) {
+  // The dense bucket's winner of the same fields serves neither.
+  tuner::WinnerKey dense = varlen_;
+  dense.problem.varlen = false;
+  user_winner(fake_kernel(other_, 1), dense);
+  auto l = lookup();
+  Choice c = rt::jit::choose(*l, varlen_, kArch, true, false, 128);
+  EXPECT_EQ(c.source, Source::default_variant);
+  EXPECT_NE(c.miss.find("problem.varlen (wanted varlen, stored fixed)"), std::string::npos) << c.miss;
+
+  user_winner(fake_kernel(taker_, 2), varlen_);
+  user_winner(fake_kernel(taker_, 2), window_);
+  l = lookup();
+  for (const tuner::WinnerKey& k : {varlen_, window_}) {
+    c = rt::jit::choose(*l, k, kArch, false, false, 128);
+    EXPECT_EQ(c.source, Source::user_db) << k.problem.str();
+    EXPECT_EQ(c.variant, taker_) << k.problem.str();
+  }
+  EXPECT_EQ(rt::jit::choose(*l, dense, kArch, false).variant, other_);  // the dense bucket keeps its own
+  // The varlen winner does not serve the window bucket of its keys, nor the reverse.
+  tuner::WinnerKey both = varlen_;
+  both.problem.window = true;
+  EXPECT_EQ(rt::jit::choose(*l, both, kArch, false).source, Source::default_variant);
+}
+
+TEST_F(RuntimeSelectionVarlen, AWinnerThatTakesNoSuchCallsIsNotServed) {
+  user_winner(fake_kernel(other_, 1), varlen_);  // a database edited by hand
+  user_winner(fake_kernel(other_, 1), window_);
+  auto l = lookup();
+  Choice c = rt::jit::choose(*l, varlen_, kArch, false, false, 128);
+  EXPECT_EQ(c.source, Source::default_variant);
+  EXPECT_EQ(c.variant, tuner::key_default(kArch, varlen_.problem, 128));
+  EXPECT_NE(c.miss.find("the winner " + other_), std::string::npos) << c.miss;
+  EXPECT_NE(c.miss.find("takes no variable-length batch"), std::string::npos) << c.miss;
+  c = rt::jit::choose(*l, window_, kArch, false, false, 128);
+  EXPECT_EQ(c.source, Source::default_variant);
+  EXPECT_NE(c.miss.find("takes no sliding window"), std::string::npos) << c.miss;
+}
+
 TEST_F(RuntimeSelection, PolicySelectsItsOwnDefault) {
   auto l = lookup();
   tuner::WinnerKey k = key_;

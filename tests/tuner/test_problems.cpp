@@ -1,5 +1,6 @@
 // configs/problems.yaml: problem entries with a query-bucket list (decoding), the one-query
-// bucket of the built-in boundaries, and paged KV caches' buckets (paged, kv8, the paged section).
+// bucket of the built-in boundaries, paged KV caches' buckets (paged, kv8, the paged section),
+// variable-length batches' and sliding windows' (varlen, window, the varlen section).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -217,6 +218,163 @@ TEST(ProblemsConfig, BuiltinSetHasPagedBucketsOfBothPageTypes) {
   EXPECT_GT(paged, 0);
   EXPECT_GT(kv8, 0);
   EXPECT_LT(kv8, paged);
+}
+
+// Variable-length entries: buckets of packed batches (NHD), timed on sequences of the varlen
+// section's fractions of the bucket's longest, over its kv heads; the call keyed as the runtime.
+TEST(ProblemsConfig, VarlenEntriesMakeVarlenBucketsOfTheSectionsSequences) {
+  const ProblemsConfig cfg = parse(R"(varlen:
+  lengths: [1.0, 0.5]
+  heads_kv: 4
+problems:
+  - head_dim: [64]
+    causal: [true]
+    dtype: [fp16]
+    layout: [NHD]
+    seq: [4096]
+    bh: [128]
+    varlen: true
+)");
+  ASSERT_EQ(cfg.problems.size(), 1u);
+  const ProblemKey& k = cfg.problems[0];
+  EXPECT_EQ(k.str(), "d64_causal_fp16_NHD_q4096_kv4096_bh128_balanced_varlen");
+  const SeqLens s = cfg.sequences(k);
+  EXPECT_EQ(s.q, (std::vector<int>{4096, 2048, 4096, 2048}));  // 128 / 32 sequences, the fractions in turn
+  EXPECT_EQ(s.kv, s.q);
+  const AttnProblem p = cfg.representative(k);
+  EXPECT_TRUE(p.varlen);
+  EXPECT_EQ(p.layout, Layout::NHD);
+  EXPECT_EQ(p.batch, 4);
+  EXPECT_EQ(p.heads_q, 32);
+  EXPECT_EQ(p.heads_kv, 4);
+  EXPECT_EQ(p.seq_q, 4096);
+  EXPECT_EQ(p.seq_kv, 4096);
+  EXPECT_EQ(p.total_q, 12288);
+  EXPECT_EQ(p.total_kv, 12288);
+  EXPECT_EQ(p.window, 0);
+  // The call keys into it: a batch whose longest sequence has 3000 tokens.
+  AttnProblem call = p;
+  call.seq_q = call.seq_kv = 3000;
+  EXPECT_EQ(cfg.key_of(call, "balanced"), k);
+  EXPECT_TRUE(cfg.sequences(cfg.problems[0]).kv.size() == 4u);
+  // A dense bucket has no sequences.
+  ProblemKey dense = k;
+  dense.varlen = false;
+  EXPECT_TRUE(cfg.sequences(dense).empty());
+}
+
+// Window entries: seq the windows, seq_q the queries; every query of the timed call sees the
+// whole window; a dense call is keyed as trimmed (one whose window holds every key is dense).
+TEST(ProblemsConfig, WindowEntriesMakeWindowBucketsOfTheirWindows) {
+  const ProblemsConfig cfg = parse(R"(problems:
+  - head_dim: [128]
+    causal: [true]
+    dtype: [fp16]
+    layout: [NHD]
+    seq: [1024]
+    seq_q: [32768]
+    bh: [128]
+    window: true
+  - head_dim: [128]
+    causal: [true]
+    dtype: [fp16]
+    layout: [NHD]
+    seq: [1024]
+    seq_q: [4096]
+    bh: [128]
+    window: true
+    varlen: true
+)");
+  ASSERT_EQ(cfg.problems.size(), 2u);
+  const ProblemKey& w = cfg.problems[0];
+  EXPECT_EQ(w.str(), "d128_causal_fp16_NHD_q32768_kv1024_bh128_balanced_window");
+  AttnProblem p = cfg.representative(w);
+  EXPECT_FALSE(p.varlen);
+  EXPECT_EQ(p.window, 1024);
+  EXPECT_EQ(p.seq_q, 32768);
+  EXPECT_EQ(p.seq_kv, 32768 + 1023);
+  EXPECT_EQ(p.window_skip(), 0);                    // every key is seen by some query
+  EXPECT_EQ(p.flops(), 4.0 * 4 * 32 * 32768.0 * 1024 * 128);  // each query sees the whole window
+  EXPECT_EQ(cfg.key_of(p, "balanced"), w);
+  // A prompt of 20000 tokens under a window of 700 keys; one of 500 under a window of 700 holds
+  // every key in the window: a plain causal call.
+  AttnProblem call = p;
+  call.seq_q = call.seq_kv = 20000;
+  call.window = 700;
+  EXPECT_EQ(cfg.key_of(call, "balanced"), w);
+  call.seq_q = call.seq_kv = 500;
+  EXPECT_EQ(cfg.key_of(call, "balanced").str(), "d128_causal_fp16_NHD_q1024_kv1024_bh128_balanced");
+  // Variable-length with a window: each sequence's keys its queries + window - 1.
+  const ProblemKey& vw = cfg.problems[1];
+  EXPECT_EQ(vw.str(), "d128_causal_fp16_NHD_q4096_kv1024_bh128_balanced_varlen_window");
+  const SeqLens s = cfg.sequences(vw);
+  ASSERT_EQ(s.q.size(), 4u);
+  EXPECT_EQ(s.q[1], 3072);
+  EXPECT_EQ(s.kv[1], 3072 + 1023);
+  p = cfg.representative(vw);
+  EXPECT_TRUE(p.varlen);
+  EXPECT_EQ(p.window, 1024);
+  EXPECT_EQ(p.seq_q, 4096);
+  EXPECT_EQ(p.seq_kv, 4096 + 1023);
+  EXPECT_EQ(cfg.key_of(p, "balanced"), vw);
+}
+
+TEST(ProblemsConfig, VarlenAndWindowEntriesAreChecked) {
+  const std::string entry = R"(problems:
+  - head_dim: [128]
+    causal: [CAUSAL]
+    dtype: [fp16]
+    layout: [LAYOUT]
+    seq: [1024]
+    seq_q: [SEQQ]
+    bh: [128]
+EXTRA)";
+  auto with = [&](const char* causal, const char* layout, const char* seq_q, const std::string& extra) {
+    std::string s = entry;
+    s.replace(s.find("CAUSAL"), 6, causal);
+    s.replace(s.find("LAYOUT"), 6, layout);
+    s.replace(s.find("SEQQ"), 4, seq_q);
+    s.replace(s.find("EXTRA"), 5, extra);
+    return s;
+  };
+  const std::string hnd = error_of(with("true", "HND", "1024", "    varlen: true\n"));
+  EXPECT_NE(hnd.find("problems[0].layout[0]"), std::string::npos) << hnd;
+  EXPECT_NE(hnd.find("layout NHD"), std::string::npos) << hnd;
+  const std::string noncausal = error_of(with("false", "NHD", "4096", "    window: true\n"));
+  EXPECT_NE(noncausal.find("problems[0].causal[0]"), std::string::npos) << noncausal;
+  EXPECT_NE(noncausal.find("a sliding window is causal"), std::string::npos) << noncausal;
+  const std::string one = error_of(with("true", "NHD", "1", "    window: true\n"));
+  EXPECT_NE(one.find("problems[0].seq_q[0]"), std::string::npos) << one;
+  EXPECT_NE(one.find("dense call of the window's keys"), std::string::npos) << one;
+  const std::string paged = error_of(with("true", "NHD", "128", "    window: true\n    paged: true\n"));
+  EXPECT_NE(paged.find("not tuned"), std::string::npos) << paged;
+  // A window's queries may pass its keys (the bucket's seq is the window).
+  EXPECT_EQ(parse(with("true", "NHD", "4096", "    window: true\n")).problems[0].seq_q_bucket, 4096);
+  const std::string fr = error_of("varlen: {lengths: [0.5, 0.25]}\n" + with("true", "NHD", "1024", "    varlen: true\n"));
+  EXPECT_NE(fr.find("varlen.lengths"), std::string::npos) << fr;
+  EXPECT_NE(fr.find("the bucket's longest"), std::string::npos) << fr;
+  const std::string zero = error_of("varlen: {lengths: [1.0, 0]}\n" + with("true", "NHD", "1024", "    varlen: true\n"));
+  EXPECT_NE(zero.find("varlen.lengths[1]"), std::string::npos) << zero;
+  const std::string heads = error_of("varlen: {heads_kv: 3}\n" + with("true", "NHD", "1024", "    varlen: true\n"));
+  EXPECT_NE(heads.find("must divide the 32 query heads"), std::string::npos) << heads;
+}
+
+// The built-in set tunes variable-length batches and sliding windows too.
+TEST(ProblemsConfig, BuiltinSetHasVarlenAndWindowBuckets) {
+  const ProblemsConfig cfg = ProblemsConfig::builtin();
+  EXPECT_EQ(cfg.varlen.lengths, (std::vector<double>{1.0, 0.75, 0.5, 0.25}));
+  int varlen = 0, window = 0;
+  for (const ProblemKey& k : cfg.problems) {
+    varlen += k.varlen;
+    window += k.window;
+    if (k.varlen || k.window) {
+      EXPECT_EQ(ProblemKey::parse(k.str()), k);
+      EXPECT_EQ(k.layout, "NHD");
+      EXPECT_EQ(cfg.key_of(cfg.representative(k), k.policy), k) << k.str();
+    }
+  }
+  EXPECT_GT(varlen, 0);
+  EXPECT_GT(window, 0);
 }
 
 }  // namespace

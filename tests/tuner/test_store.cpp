@@ -102,7 +102,7 @@ TEST(StoreKeys, ProblemKey_PagedBucketsRoundTripAsTheRuntimeKeysThem) {
   EXPECT_THAT(e.message(), HasSubstr("power of two"));
   e = expect_error([] { ProblemKey::parse("d128_causal_fp16_NHD_q1_kv8192_bh128_balanced_paged_kv8"); },
                    Errc::invalid_argument);
-  EXPECT_THAT(e.message(), HasSubstr("optionally kv8 and paged"));
+  EXPECT_THAT(e.message(), HasSubstr("optionally varlen, window, kv8 and paged"));
   // The winner keys of the two page types differ in that field.
   WinnerKey a = winner_key(), b = a;
   a.problem = back;
@@ -112,6 +112,42 @@ TEST(StoreKeys, ProblemKey_PagedBucketsRoundTripAsTheRuntimeKeysThem) {
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].field, "problem.kv8");
   EXPECT_EQ(d[0].wanted, "FP8 pages");
+}
+
+// Variable-length and window buckets' keys: the dense fields, then _varlen, then _window (the
+// runtime's order); the checks of their fields name them.
+TEST(StoreKeys, ProblemKey_VarlenAndWindowBucketsRoundTrip) {
+  ProblemKey p = problem(16384, true, "balanced");
+  p.layout = "NHD";
+  p.seq_kv_bucket = 4096;
+  p.window = true;
+  EXPECT_EQ(p.str(), "d128_causal_fp16_NHD_q16384_kv4096_bh128_balanced_window");
+  EXPECT_EQ(ProblemKey::parse(p.str()), p);
+  p.varlen = true;
+  EXPECT_EQ(p.str(), "d128_causal_fp16_NHD_q16384_kv4096_bh128_balanced_varlen_window");
+  const ProblemKey back = ProblemKey::parse(p.str());
+  EXPECT_EQ(back, p);
+  EXPECT_TRUE(back.varlen && back.window && !back.paged);
+  Error e = expect_error([] { ProblemKey::parse("d128_noncausal_fp16_NHD_q4096_kv1024_bh128_balanced_window"); },
+                         Errc::invalid_argument);
+  EXPECT_THAT(e.message(), HasSubstr("a sliding window's bucket is causal"));
+  e = expect_error([] { ProblemKey::parse("d128_causal_fp16_HND_q4096_kv4096_bh128_balanced_varlen"); },
+                   Errc::invalid_argument);
+  EXPECT_THAT(e.message(), HasSubstr("layout NHD"));
+  e = expect_error([] { ProblemKey::parse("d128_causal_fp16_NHD_q128_kv4096_bh128_balanced_varlen_paged"); },
+                   Errc::invalid_argument);
+  EXPECT_THAT(e.message(), HasSubstr("are not tuned"));
+  e = expect_error([] { ProblemKey::parse("d128_causal_fp16_NHD_q4096_kv4096_bh128_balanced_window_varlen"); },
+                   Errc::invalid_argument);
+  EXPECT_THAT(e.message(), HasSubstr("optionally varlen, window, kv8 and paged"));
+  WinnerKey a = winner_key(), b = a;
+  a.problem = back;
+  b.problem = back;
+  b.problem.varlen = false;
+  const auto d = diff_keys(a, b);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].field, "problem.varlen");
+  EXPECT_EQ(d[0].wanted, "varlen");
 }
 
 TEST(StoreKeys, DiffKeys_ListsExactlyTheDifferingFields) {

@@ -286,28 +286,29 @@ int run_bench(const BenchArgs& a) {
     // default entry of their own ahead of a winner tuned on aligned rows (jit::choose).
     const bool rows16 = d < kd && d % 16 == 8;
     const int bh = p.batch * p.heads_q;
+    // Only the varlen defaults serve a variable-length batch or a sliding window (the runtime's
+    // selection; a window's read as non-causal sequences of the keys a query sees), and only the
+    // paged ones a paged call.
+    const bool varlen_defaults = p.varlen || p.window > 0 || p.paged;
     std::optional<std::string> own =
-        rows16 && names.empty() ? tuner::rows16_default(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q, bh, sms)
-                                : std::nullopt;
+        rows16 && names.empty() && !varlen_defaults
+            ? tuner::rows16_default(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, p.seq_q, bh, sms)
+            : std::nullopt;
     // As the runtime: a batch x query heads whose default differs from the one at its bucket's
     // boundary (where a winner was timed) takes that default ahead of the winner.
     // A paged call without a window or variable-length queries has a paged bucket (its winners
-    // read pages; ProblemsConfig::key_of), as the runtime's.
+    // read pages), a variable-length or window call its own (ProblemsConfig::key_of), as the
+    // runtime's; a paged call with either takes the paged defaults, never a winner.
     const tuner::ProblemKey key = pcfg.key_of(kp, a.policy);
-    if (!own && names.empty())
-      own = tuner::pairs_default(arch, kd, a.policy, p.seq_kv, p.causal ? 1 : 0, key.paged ? key.seq_q_bucket : p.seq_q,
-                                 rows16 && !p.paged, bh, key.bh_bucket, sms, key.paged, key.kv8);
-    if (names.empty() && store && !own) {
+    const bool tunable = !(p.paged && (p.varlen || p.window > 0));
+    if (!own && names.empty() && tunable) own = tuner::key_pairs_default(arch, key, rows16, bh, sms);
+    if (names.empty() && store && !own && tunable) {
       tuner::WinnerKey wk{fp, key, tuner::generator_hash(), tuner::nvrtc_version()};
-      if (auto w = store->winner(wk)) names.push_back(w->variant);
-    }
-    // Only the varlen defaults serve a variable-length batch or a sliding window (the runtime's
-    // selection; a window's read as non-causal sequences of the keys a query sees), and only the
-    // paged ones a paged call with either.
-    const bool varlen_defaults = p.varlen || p.window > 0 || p.paged;
-    if (varlen_defaults && !key.paged) {
-      own.reset();
-      if (a.variants.empty()) names.clear();
+      if (auto w = store->winner(wk)) {
+        // (a winner whose kernel does not serve such calls, as the runtime, is not served)
+        const std::optional<KernelConfig> wc = tuner::variant_config(arch, w->variant);
+        if (wc && tuner::serves(*wc, key)) names.push_back(w->variant);
+      }
     }
     if (names.empty() && a.variants.empty())
       names.push_back(own ? *own

@@ -196,7 +196,7 @@ int run_export(const ExportOptions& o) {
       continue;
     }
     if (!tuner::serves(tuner::kernel_config(*v), pk)) {
-      skip(w, pk.kv8 ? "its kernel reads no FP8 pages" : "its kernel reads no paged KV cache");
+      skip(w, "its kernel " + tuner::not_served_why(tuner::kernel_config(*v), pk));
       continue;
     }
     if (!cubins.count(w.kernel_hash)) {

@@ -83,12 +83,13 @@ int run_select(const SelectArgs& a) {
   AttnProblem kp = p;
   kp.head_dim = kd;
   if (window) kp.seq_kv = std::min(p.seq_kv, p.window);  // the runtime's BucketKey: the keys a query sees
-  tuner::ProblemKey key = cfg.key_of(kp, a.policy);  // a paged call without window or varlen: its paged bucket
+  // (a paged call without window or varlen: its paged bucket; a varlen or window call: its own)
+  tuner::ProblemKey key = cfg.key_of(kp, a.policy);
   if (p.paged) key.seq_q_bucket = paged_seq_q_bucket(p.seq_q, cfg.seq_bucket(p.seq_q));  // as the runtime's BucketKey
-  // Dense calls, and paged ones without a window or variable-length queries, may take a winner.
-  const bool tunable = !a.varlen && !window;
+  // Every call but a paged one with a window or variable-length queries may take a winner.
+  const bool tunable = !(p.paged && (a.varlen || window));
   tuner::ProblemKey base = key;
-  base.paged = base.kv8 = false;
+  base.paged = base.kv8 = base.varlen = base.window = false;
   const std::string bucket =
       base.str() + (a.varlen ? "_varlen" : "") + (window ? "_window" : "") + (p.kv_fp8 ? "_kv8" : "") + (p.paged ? "_paged" : "");
 
@@ -119,11 +120,7 @@ int run_select(const SelectArgs& a) {
   const auto own = rows16 && !varlen_defaults ? tuner::rows16_default(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0,
                                                   key.seq_q_bucket, pairs, sms)
                           : std::nullopt;
-  const auto own_pairs = own || !tunable || (varlen_defaults && !p.paged)
-                             ? std::nullopt
-                             : tuner::pairs_default(arch, kd, a.policy, key.seq_kv_bucket, p.causal ? 1 : 0,
-                                                    key.seq_q_bucket, rows16 && !p.paged, pairs, key.bh_bucket, sms,
-                                                    p.paged, p.kv_fp8);
+  const auto own_pairs = own || !tunable ? std::nullopt : tuner::key_pairs_default(arch, key, rows16, pairs, sms);
   // The paged entries, as they serve a paged call without a winner.
   const std::string paged_why =
       p.kv_fp8 ? "FP8 pages: configs/defaults.yaml's paged entries serve it as an FP16 pages' call, and those "
@@ -131,18 +128,19 @@ int run_select(const SelectArgs& a) {
       : window ? "a sliding window over a paged KV cache: configs/defaults.yaml's paged entries of mma.sync kernels, "
                  "or those that name paged and window, serve it (their kernels have the window entries)"
                : "a paged KV cache: configs/defaults.yaml's paged entries serve it (their kernels read the block table)";
+  // Without a winner: the defaults, of the paged, varlen or window entries where the call is such.
+  const std::string default_source = p.paged ? "paged default" : a.varlen ? "varlen default" : window ? "window default" : "";
+  const std::string default_why =
+      p.paged    ? paged_why + "; "
+      : a.varlen ? "a variable-length batch: configs/defaults.yaml's varlen entries serve it without a winner; "
+      : window   ? "a sliding window: configs/defaults.yaml's window entries, then its varlen ones, serve it without a "
+                   "winner, as non-causal sequences of the keys a query sees (their kernels take windows); "
+                 : "";
   if (p.paged && !tunable) {
     source = "paged default";
     why = paged_why + (a.varlen ? "; variable-length queries take them by the longest sequence (tuned winners are "
                                   "of paged buckets without them or a window)"
                                 : "; tuned winners are of paged buckets without a window");
-  } else if (varlen_defaults && !p.paged) {
-    source = a.varlen ? "varlen default" : "window default";
-    why = a.varlen ? "a variable-length batch: configs/defaults.yaml's varlen entries serve it (tuned winners are of "
-                     "dense buckets)"
-                   : "a sliding window: configs/defaults.yaml's window entries, then its varlen ones, serve it as "
-                     "non-causal sequences of the keys a query sees (their kernels take windows; tuned winners are "
-                     "of buckets without one)";
   } else if (own) {
     source = "rows16 default";
     why = "rows 16 but not 32 bytes long a multiple of: configs/defaults.yaml's rows16 entry for this bucket serves "
@@ -154,26 +152,31 @@ int run_select(const SelectArgs& a) {
               ": configs/defaults.yaml's entry for that count serves them ahead of a winner timed at the bucket's ",
               key.bh_bucket);
   } else if (fp) {
-    if (p.paged) source = "paged default";
+    source = default_source;
     tuner::LookupOptions o;
     o.user_db = a.db;
     o.quick_check = false;
     tuner::WinnerLookup lookup(o);
     const tuner::WinnerKey wk{*fp, key, tuner::generator_hash(), tuner::nvrtc_version()};
     const tuner::LookupResult r = lookup.find(wk, true);
-    if (r.status != tuner::LookupResult::Status::miss) {
+    // As the runtime: a paged, varlen or window bucket's winner must serve such calls.
+    const std::optional<KernelConfig> wcfg =
+        r.status != tuner::LookupResult::Status::miss ? tuner::variant_config(arch, r.winner->variant) : std::nullopt;
+    const std::string lacks = wcfg ? tuner::not_served_why(*wcfg, key) : std::string();
+    if (r.status != tuner::LookupResult::Status::miss && lacks.empty()) {
       variant = r.winner->variant;
       db = r.db;
       const tuner::Store* user = lookup.user();
       source = user && user->path() == r.db ? "user DB" : "system DB";
       why = cat("the winner tuned for this bucket on this GPU (", db, ")");
+    } else if (!lacks.empty()) {
+      why = default_why + cat("the winner ", r.winner->variant, " in ", r.db, " ", lacks, ": not served");
     } else {
-      why = (p.paged ? paged_why + "; " : std::string()) + "no tuned winner: " + tuner::describe_miss(r);
+      why = default_why + "no tuned winner: " + tuner::describe_miss(r);
     }
   } else {
-    if (p.paged) source = "paged default";
-    why = (p.paged ? paged_why + "; " : std::string()) +
-          "--arch: the databases' winners belong to a device and were not consulted";
+    source = default_source;
+    why = default_why + "--arch: the databases' winners belong to a device and were not consulted";
   }
   if (variant.empty()) {
     // (a window: read as non-causal sequences of the keys a query sees, as the runtime does)

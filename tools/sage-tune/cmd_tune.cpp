@@ -138,6 +138,7 @@ int run_tune_plan(const tuner::TuneOptions& o, std::string arch, bool json) {
     j["problems"] = nlohmann::json::array();
     for (const auto& e : plan.problems)
       j["problems"].push_back({{"problem", e.key.str()}, {"paged", e.key.paged}, {"kv8", e.key.kv8},
+                                {"varlen", e.key.varlen}, {"window", e.key.window},
                                {"default", e.default_variant}, {"candidates", e.candidates}, {"note", e.note}});
     std::cout << j.dump(2) << "\n";
     return kOk;

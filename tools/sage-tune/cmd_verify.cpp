@@ -61,7 +61,8 @@ static Registrar reg_verify(
             std::optional<tuner::KernelRecord> kr = store.kernel(w.kernel_hash);
             if (!kr) throw Error(Errc::not_found, "its kernel is missing from the database");
             auto k = std::make_shared<AttnKernel>(tuner::kernel_config(*v), Module::load(kr->cubin));
-            tuner::GateMetrics gm = tuner::run_gate(*k, refmod, tuner::gate_shape(cfg, w.key.problem), stream);
+            tuner::GateMetrics gm = tuner::run_gate(*k, refmod, tuner::gate_shape(cfg, w.key.problem), stream, std::nullopt,
+                                                      tuner::gate_sequences(cfg, w.key.problem));
             g = gm.gaussian;
             o = gm.outliers;
             std::string jwhy;
@@ -70,7 +71,8 @@ static Registrar reg_verify(
               detail = jwhy;
             }
             const AttnProblem p = cfg.representative(w.key.problem);
-            const tuner::TimingInputs in(p, *refmod, 2, 500, stream);  // a paged bucket's: over pages
+            // a paged bucket's over pages, a variable-length one's over its packed sequences
+            const tuner::TimingInputs in(p, *refmod, 2, 500, stream, cfg.sequences(w.key.problem));
             DeviceBuffer ws(k->workspace_size(p));
             tuner::TimingOptions to;
             to.min_samples = cfg.timing.min_samples;

@@ -287,8 +287,101 @@ AttnArgs PagedKv::args(const AttnBuffers& dense) const {
                     num_pages, k_scale.as<float>(), v_scale.as<float>());
 }
 
-TimingInputs::TimingInputs(const AttnProblem& p, const Module& refmod, int sets, std::uint64_t seed, CUstream stream)
+AttnProblem VarlenBatch::packed_problem(const AttnProblem& vl) {
+  AttnProblem d = vl;
+  d.varlen = false;
+  d.batch = 1;
+  d.seq_q = std::max(1, vl.total_q);
+  d.seq_kv = std::max(1, vl.total_kv);
+  d.total_q = d.total_kv = 0;
+  d.window = 0;
+  d.causal = false;
+  d.layout = Layout::NHD;
+  return d;
+}
+
+VarlenBatch::VarlenBatch(const AttnProblem& vl, SeqLens l)
+    : problem(vl), lens(std::move(l)), buffers(packed_problem(vl)) {
+  if (!vl.varlen || lens.q.size() != std::size_t(vl.batch) || lens.kv.size() != lens.q.size())
+    throw Error(Errc::internal, cat("VarlenBatch: ", lens.q.size(), " sequences for the call ", vl.str()));
+  offsets_q.push_back(0);
+  offsets_kv.push_back(0);
+  for (std::size_t i = 0; i < lens.q.size(); ++i) {
+    offsets_q.push_back(offsets_q.back() + lens.q[i]);
+    offsets_kv.push_back(offsets_kv.back() + lens.kv[i]);
+  }
+  if (offsets_q.back() != vl.total_q || offsets_kv.back() != vl.total_kv)
+    throw Error(Errc::internal, cat("VarlenBatch: the sequences' totals differ from the call's ", vl.str()));
+  cu_q = DeviceBuffer(offsets_q.size() * 4);
+  cu_q.upload(offsets_q.data(), offsets_q.size() * 4);
+  cu_kv = DeviceBuffer(offsets_kv.size() * 4);
+  cu_kv.upload(offsets_kv.data(), offsets_kv.size() * 4);
+}
+
+AttnArgs VarlenBatch::args() const {
+  AttnArgs a = buffers.args();
+  a.lse = problem.return_lse ? buffers.lse.as<float>() : nullptr;
+  a.cu_seqlens_q = cu_q.as<std::int32_t>();
+  a.cu_seqlens_kv = cu_kv.as<std::int32_t>();
+  return a;
+}
+
+namespace {
+// Sequence i of a variable-length call as a dense call of its own.
+AttnProblem sequence_problem(const AttnProblem& vl, int q, int kv) {
+  AttnProblem s = vl;
+  s.varlen = false;
+  s.total_q = s.total_kv = 0;
+  s.batch = 1;
+  s.seq_q = q;
+  s.seq_kv = kv;
+  s.return_lse = false;
+  return s;
+}
+}  // namespace
+
+ReferenceResult VarlenBatch::reference(const ReferenceKernel& ref, CUstream stream) const {
+  const AttnProblem& p = problem;
+  const int hq = p.heads_q, hkv = p.heads_kv, d = p.head_dim;
+  ReferenceResult r;
+  r.o.assign(std::size_t(p.total_q) * hq * d, 0.f);  // [Hq, total_q, D]
+  for (std::size_t i = 0; i < lens.q.size(); ++i) {
+    const int nq = lens.q[i], nkv = lens.kv[i];
+    if (nq == 0 || nkv == 0) continue;  // no keys: O stays 0
+    const AttnProblem s = sequence_problem(p, nq, nkv);
+    AttnArgs a;
+    a.q = static_cast<const char*>(buffers.q.get()) + std::size_t(offsets_q[i]) * hq * d * 2;
+    a.k = static_cast<const char*>(buffers.k.get()) + std::size_t(offsets_kv[i]) * hkv * d * 2;
+    a.v = static_cast<const char*>(buffers.v.get()) + std::size_t(offsets_kv[i]) * hkv * d * 2;
+    DeviceBuffer o(sizeof(float) * std::size_t(nq) * hq * d), lse(sizeof(float) * std::size_t(nq) * hq);
+    ref.run(s, a, o.as<float>(), lse.as<float>(), stream);
+    SAGE_CU(cuStreamSynchronize(stream));
+    const std::vector<float> h = o.to_host<float>(std::size_t(nq) * hq * d);  // [Hq, nq, D]
+    for (int head = 0; head < hq; ++head)
+      std::copy_n(h.begin() + std::ptrdiff_t(std::size_t(head) * nq * d), std::size_t(nq) * d,
+                  r.o.begin() + std::ptrdiff_t((std::size_t(head) * p.total_q + offsets_q[i]) * d));
+  }
+  return r;
+}
+
+double VarlenBatch::flops() const {
+  double f = 0;
+  for (std::size_t i = 0; i < lens.q.size(); ++i)
+    if (lens.q[i] > 0 && lens.kv[i] > 0) f += sequence_problem(problem, lens.q[i], lens.kv[i]).flops();
+  return f;
+}
+
+TimingInputs::TimingInputs(const AttnProblem& p, const Module& refmod, int sets, std::uint64_t seed, CUstream stream,
+                           const SeqLens& lens)
     : problem_(p) {
+  if (p.varlen) {
+    if (lens.empty()) throw Error(Errc::internal, "TimingInputs: a variable-length call without its sequences");
+    for (int s = 0; s < sets; ++s) {
+      varlen_.emplace_back(p, lens);
+      varlen_.back().buffers.fill(refmod, InputKind::gaussian, seed + std::uint64_t(s), stream);
+    }
+    return;
+  }
   for (int s = 0; s < sets; ++s) {
     dense_.emplace_back(p.paged ? PagedKv::dense_problem(p) : p);
     dense_.back().fill(refmod, InputKind::gaussian, seed + std::uint64_t(s), stream);
@@ -297,9 +390,12 @@ TimingInputs::TimingInputs(const AttnProblem& p, const Module& refmod, int sets,
 }
 
 AttnArgs TimingInputs::args(std::size_t i) const {
+  if (problem_.varlen) return varlen_[i % varlen_.size()].args();
   i %= dense_.size();
   return problem_.paged ? pages_[i].args(dense_[i]) : dense_[i].args();
 }
+
+double TimingInputs::flops() const { return problem_.varlen ? varlen_.front().flops() : problem_.flops(); }
 
 ReferenceResult run_reference(const ReferenceKernel& ref, const AttnBuffers& b, CUstream stream) {
   const AttnProblem& p = b.problem;

@@ -8,13 +8,26 @@
 
 namespace sage::tuner {
 
+namespace {
+// An odd length (bucket - 3) exercises the masked tail tile of every tile size.
+int gate_len(const ProblemsConfig& cfg, int bucket) { return std::max(1, std::min(bucket, cfg.gate.max_seq) - 3); }
+int gate_window(const ProblemsConfig& cfg, const ProblemKey& key) {
+  return std::max(1, std::min(key.seq_kv_bucket, cfg.gate.max_seq / 2) - 5);
+}
+}  // namespace
+
+SeqLens gate_sequences(const ProblemsConfig& cfg, const ProblemKey& key) {
+  if (!key.varlen) return {};
+  return fraction_sequences(cfg.varlen.lengths, int(cfg.varlen.lengths.size()), gate_len(cfg, key.seq_q_bucket),
+                            gate_len(cfg, key.seq_kv_bucket), key.window ? gate_window(cfg, key) : 0);
+}
+
 AttnProblem gate_shape(const ProblemsConfig& cfg, const ProblemKey& key) {
   AttnProblem p;
   p.batch = cfg.gate.batch;
   p.heads_q = cfg.gate.heads_q;
   p.heads_kv = cfg.gate.heads_kv;
-  // An odd length (bucket - 3) exercises the masked tail tile of every tile size.
-  auto len = [&](int bucket) { return std::max(1, std::min(bucket, cfg.gate.max_seq) - 3); };
+  auto len = [&](int bucket) { return gate_len(cfg, bucket); };
   p.seq_q = len(key.seq_q_bucket);
   p.seq_kv = std::max(p.seq_q, len(key.seq_kv_bucket));
   p.head_dim = key.head_dim;
@@ -28,17 +41,38 @@ AttnProblem gate_shape(const ProblemsConfig& cfg, const ProblemKey& key) {
     p.page_size = cfg.paged.page_size;
     if (key.seq_q_bucket <= 128) p.seq_q = std::max(1, std::min(key.seq_q_bucket, p.seq_kv));
   }
+  if (key.window) {
+    p.window = gate_window(cfg, key);
+    p.seq_kv = p.seq_q + p.window - 1;
+  }
+  if (key.varlen) p = with_sequences(p, gate_sequences(cfg, key));
   return p;
 }
 
 GateMetrics run_gate(const AttnKernel& k, const std::shared_ptr<Module>& refmod, const AttnProblem& shape, CUstream stream,
-                     std::optional<std::uint64_t> seed) {
+                     std::optional<std::uint64_t> seed, const SeqLens& lens) {
   GateMetrics g;
   std::uint64_t base = seed ? *seed : (std::uint64_t(std::random_device{}()) << 32 | std::random_device{}());
   g.seed_gaussian = base;
   g.seed_outliers = base ^ 0x9e3779b97f4a7c15ull;
   try {
     ReferenceKernel ref(refmod);
+    if (shape.varlen) {
+      // Each sequence against its own reference (a dense call on views of its rows).
+      VarlenBatch vb(shape, lens);
+      DeviceBuffer ws(k.workspace_size(shape));
+      for (InputKind kind : {InputKind::gaussian, InputKind::outliers}) {
+        vb.buffers.fill(*refmod, kind, kind == InputKind::gaussian ? g.seed_gaussian : g.seed_outliers, stream);
+        ReferenceResult r = vb.reference(ref, stream);
+        vb.buffers.poison_output();
+        k.run(shape, vb.args(), ws.get(), stream);
+        SAGE_CU(cuStreamSynchronize(stream));
+        std::vector<float> o = vb.buffers.output_hnd();
+        (kind == InputKind::gaussian ? g.gaussian : g.outliers) = compare(o.data(), r.o.data(), o.size());
+      }
+      g.ran = true;
+      return g;
+    }
     // A paged bucket: the reference on the dense K and V, the kernel on pages made of them.
     AttnBuffers buf(shape.paged ? PagedKv::dense_problem(shape) : shape);
     DeviceBuffer ws(k.workspace_size(shape));

@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "sage/common/archs.h"
@@ -92,7 +93,7 @@ ProblemsConfig ProblemsConfig::from_string(const std::string& yaml, const std::s
   } catch (const YAML::ParserException& e) {
     throw Error(Errc::parse_error, e.msg, cat(file, ":", e.mark.line + 1, ":", e.mark.column + 1));
   }
-  c.only_keys(root, "", {"version", "buckets", "policies", "accuracy_check", "timing", "paged", "problems"});
+  c.only_keys(root, "", {"version", "buckets", "policies", "accuracy_check", "timing", "paged", "varlen", "problems"});
   const int version = c.as<int>(c.need(root, "", "version"), "version", "an integer");
   if (version != 1) c.fail(root["version"], "version", cat("unsupported version ", version, " (this build reads 1)"));
   ProblemsConfig cfg;
@@ -160,8 +161,27 @@ ProblemsConfig ProblemsConfig::from_string(const std::string& yaml, const std::s
         c.fail(pg["heads_kv"], "paged.heads_kv", cat("must divide the 32 query heads, got ", cfg.paged.heads_kv));
     }
   }
+  if (YAML::Node vl = root["varlen"]) {
+    c.only_keys(vl, "varlen", {"lengths", "heads_kv"});
+    if (vl["lengths"]) {
+      const YAML::Node& ls = vl["lengths"];
+      cfg.varlen.lengths.clear();
+      c.each(ls, "varlen.lengths", [&](const YAML::Node& x, const std::string& k) {
+        const double f = c.num(x, k);
+        if (!(f > 0 && f <= 1)) c.fail(x, k, cat("a fraction of the longest sequence, in (0, 1], got ", f));
+        cfg.varlen.lengths.push_back(f);
+      });
+      if (*std::max_element(cfg.varlen.lengths.begin(), cfg.varlen.lengths.end()) != 1.0)
+        c.fail(ls, "varlen.lengths", "one sequence must be the bucket's longest (a fraction of 1)");
+    }
+    if (vl["heads_kv"]) {
+      cfg.varlen.heads_kv = c.pos_int(vl["heads_kv"], "varlen.heads_kv");
+      if (32 % cfg.varlen.heads_kv)
+        c.fail(vl["heads_kv"], "varlen.heads_kv", cat("must divide the 32 query heads, got ", cfg.varlen.heads_kv));
+    }
+  }
   c.each(c.need(root, "", "problems"), "problems", [&](const YAML::Node& n, const std::string& key) {
-    c.only_keys(n, key, {"head_dim", "causal", "dtype", "layout", "seq", "seq_q", "bh", "paged", "kv8"});
+    c.only_keys(n, key, {"head_dim", "causal", "dtype", "layout", "seq", "seq_q", "bh", "paged", "kv8", "varlen", "window"});
     // paged (optional, a boolean): buckets of paged KV caches (sage_attention_paged without a
     // window); kv8 (optional, a list of booleans, paged only): over FP16/BF16 pages, FP8 ones, or both.
     const bool paged = n["paged"] ? c.as<bool>(n["paged"], key + ".paged", "a boolean") : false;
@@ -172,6 +192,13 @@ ProblemsConfig ProblemsConfig::from_string(const std::string& yaml, const std::s
       c.each(n["kv8"], key + ".kv8",
              [&](const YAML::Node& x, const std::string& k) { kv8s.push_back(c.as<bool>(x, k, "a boolean")); });
     }
+    // varlen (optional, a boolean): buckets of variable-length batches (sage_attention_varlen;
+    // layout NHD); window (optional, a boolean): of sliding windows (causal), seq the windows.
+    const bool varlen = n["varlen"] ? c.as<bool>(n["varlen"], key + ".varlen", "a boolean") : false;
+    const bool window = n["window"] ? c.as<bool>(n["window"], key + ".window", "a boolean") : false;
+    if (paged && (varlen || window))
+      c.fail(n[varlen ? "varlen" : "window"], key + (varlen ? ".varlen" : ".window"),
+             "paged calls with variable-length queries or a sliding window are not tuned (they take the defaults)");
     std::vector<int> hd = c.int_list(c.need(n, key, "head_dim"), key + ".head_dim");
     for (std::size_t i = 0; i < hd.size(); ++i)
       if (hd[i] != 64 && hd[i] != 128 && hd[i] != 256)
@@ -190,6 +217,14 @@ ProblemsConfig ProblemsConfig::from_string(const std::string& yaml, const std::s
       if (v != "HND" && v != "NHD") c.fail(x, k, "unknown layout '" + v + "' (allowed: HND, NHD)");
       layouts.push_back(v);
     });
+    if (window)
+      for (std::size_t i = 0; i < causal.size(); ++i)
+        if (!causal[i]) c.fail(n["causal"][i], cat(key, ".causal[", i, "]"), "a sliding window is causal");
+    if (varlen)
+      for (std::size_t i = 0; i < layouts.size(); ++i)
+        if (layouts[i] != "NHD")
+          c.fail(n["layout"][i], cat(key, ".layout[", i, "]"),
+                 "a variable-length batch is packed [total, heads, head_dim]: layout NHD");
     std::vector<int> seqs = c.int_list(c.need(n, key, "seq"), key + ".seq");
     std::vector<int> bhs = c.int_list(c.need(n, key, "bh"), key + ".bh");
     for (std::size_t i = 0; i < seqs.size(); ++i)
@@ -208,6 +243,10 @@ ProblemsConfig ProblemsConfig::from_string(const std::string& yaml, const std::s
           c.fail(n["seq_q"][i], cat(key, ".seq_q[", i, "]"),
                  paged ? cat(q, " is no paged query bucket (a power of two up to 128, else a boundary of buckets.seq)")
                        : cat(q, " is not a bucket boundary of buckets.seq"));
+        // One query's window call runs as a dense call of its window's keys (trim_window).
+        if (window && !varlen && q == 1)
+          c.fail(n["seq_q"][i], cat(key, ".seq_q[", i, "]"),
+                 "a sliding window of one query runs as a dense call of the window's keys: no window bucket");
       }
     }
     for (int d : hd)
@@ -221,6 +260,8 @@ ProblemsConfig ProblemsConfig::from_string(const std::string& yaml, const std::s
                   ProblemKey k;
                   k.paged = paged;
                   k.kv8 = kv8;
+                  k.varlen = varlen;
+                  k.window = window;
                   k.head_dim = d;
                   k.causal = cz;
                   k.dtype = dt;
@@ -229,7 +270,7 @@ ProblemsConfig ProblemsConfig::from_string(const std::string& yaml, const std::s
                   k.seq_kv_bucket = s;
                   k.bh_bucket = bh;
                   k.policy = "balanced";
-                  if (cz && sq > s)
+                  if (cz && sq > s && !window)
                     c.fail(n["seq_q"], key + ".seq_q",
                            cat("a causal problem needs seq_q <= seq (bottom-right aligned mask), got ", sq, " > ", s));
                   if (std::find(cfg.problems.begin(), cfg.problems.end(), k) == cfg.problems.end()) cfg.problems.push_back(k);
@@ -266,12 +307,59 @@ ProblemKey ProblemsConfig::key_of(const AttnProblem& p, const std::string& pol) 
   k.seq_kv_bucket = seq_bucket(p.seq_kv);
   k.bh_bucket = bh_bucket(p.batch * p.heads_q);
   k.policy = pol;
-  if (p.paged && p.window == 0 && !p.varlen) {
-    k.paged = true;
-    k.kv8 = p.kv_fp8;
-    k.seq_q_bucket = paged_seq_q_bucket(p.seq_q, k.seq_q_bucket);
+  if (p.paged) {
+    if (p.window == 0 && !p.varlen) {
+      k.paged = true;
+      k.kv8 = p.kv_fp8;
+      k.seq_q_bucket = paged_seq_q_bucket(p.seq_q, k.seq_q_bucket);
+    }
+    return k;
+  }
+  AttnProblem t = p;
+  if (!t.varlen) t.trim_window();  // the runtime's keys are of the trimmed call
+  k.varlen = t.varlen;
+  if (t.window > 0) {
+    k.window = true;
+    k.seq_kv_bucket = seq_bucket(std::min(t.seq_kv, t.window));
   }
   return k;
+}
+
+AttnProblem with_sequences(AttnProblem p, const SeqLens& lens) {
+  if (lens.q.empty() || lens.q.size() != lens.kv.size())
+    throw Error(Errc::invalid_argument, "a variable-length batch needs as many key lengths as query lengths, at least one");
+  p.varlen = true;
+  p.layout = Layout::NHD;
+  p.batch = int(lens.q.size());
+  p.seq_q = std::max(1, *std::max_element(lens.q.begin(), lens.q.end()));
+  p.seq_kv = std::max(1, *std::max_element(lens.kv.begin(), lens.kv.end()));
+  std::int64_t tq = 0, tkv = 0;
+  for (std::size_t i = 0; i < lens.q.size(); ++i) {
+    tq += lens.q[i];
+    tkv += lens.kv[i];
+  }
+  if (tq > 0x7fffffff || tkv > 0x7fffffff) throw Error(Errc::invalid_argument, "a variable-length batch of more than 2^31 rows");
+  p.total_q = int(tq);
+  p.total_kv = int(tkv);
+  return p;
+}
+
+SeqLens fraction_sequences(const std::vector<double>& fractions, int n, int q, int kv, int window) {
+  SeqLens s;
+  for (int i = 0; i < n; ++i) {
+    const double f = fractions[std::size_t(i) % fractions.size()];
+    const int qi = std::max(1, int(std::lround(f * q)));
+    s.q.push_back(qi);
+    s.kv.push_back(window > 0 ? qi + window - 1 : std::max(1, int(std::lround(f * kv))));
+  }
+  return s;
+}
+
+SeqLens ProblemsConfig::sequences(const ProblemKey& k) const {
+  if (!k.varlen) return {};
+  const int heads_q = k.bh_bucket >= 32 ? 32 : k.bh_bucket;
+  const int n = std::max(1, k.bh_bucket / heads_q);
+  return fraction_sequences(varlen.lengths, n, k.seq_q_bucket, k.seq_kv_bucket, k.window ? k.seq_kv_bucket : 0);
 }
 
 AttnProblem ProblemsConfig::representative(const ProblemKey& k) const {
@@ -291,6 +379,15 @@ AttnProblem ProblemsConfig::representative(const ProblemKey& k) const {
     p.page_size = paged.page_size;
     p.heads_kv = p.heads_q >= 32 ? paged.heads_kv : std::max(1, p.heads_q / 4);
     if (p.heads_q % p.heads_kv) p.heads_kv = 1;
+  }
+  if (k.window) {
+    p.window = k.seq_kv_bucket;
+    p.seq_kv = p.seq_q + p.window - 1;
+  }
+  if (k.varlen) {
+    p.heads_kv = p.heads_q >= 32 ? varlen.heads_kv : std::max(1, p.heads_q / 4);
+    if (p.heads_q % p.heads_kv) p.heads_kv = 1;
+    p = with_sequences(p, sequences(k));
   }
   return p;
 }

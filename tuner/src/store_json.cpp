@@ -27,7 +27,8 @@ void to_json(json& j, const ProblemKey& p) {
   j = {{"key", p.str()},       {"head_dim", p.head_dim},          {"causal", p.causal},
        {"dtype", p.dtype},     {"layout", p.layout},              {"seq_q_bucket", p.seq_q_bucket},
        {"seq_kv_bucket", p.seq_kv_bucket}, {"bh_bucket", p.bh_bucket}, {"policy", p.policy},
-       {"paged", p.paged},     {"kv8", p.kv8}};
+       {"paged", p.paged},     {"kv8", p.kv8},                    {"varlen", p.varlen},
+       {"window", p.window}};
 }
 
 void to_json(json& j, const WinnerKey& k) {

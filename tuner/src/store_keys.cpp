@@ -83,7 +83,8 @@ DeviceFingerprint DeviceFingerprint::parse(std::string_view key) {
 
 std::string ProblemKey::str() const {
   return cat("d", head_dim, "_", causal ? "causal" : "noncausal", "_", dtype, "_", layout, "_q", seq_q_bucket,
-             "_kv", seq_kv_bucket, "_bh", bh_bucket, "_", policy, kv8 ? "_kv8" : "", paged ? "_paged" : "");
+             "_kv", seq_kv_bucket, "_bh", bh_bucket, "_", policy, varlen ? "_varlen" : "", window ? "_window" : "",
+             kv8 ? "_kv8" : "", paged ? "_paged" : "");
 }
 
 void ProblemKey::validate() const {
@@ -99,25 +100,31 @@ void ProblemKey::validate() const {
   if (kv8 && !paged) bad("kv8 (FP8 pages) is a paged bucket's");
   if (paged && seq_q_bucket <= 128 && (seq_q_bucket & (seq_q_bucket - 1)) != 0)
     bad("a paged bucket of up to 128 queries is a power of two");
+  if (window && !causal) bad("a sliding window's bucket is causal");
+  if (paged && (varlen || window))
+    bad("paged buckets with variable-length queries or a sliding window are not tuned (they take the defaults)");
+  if (varlen && layout != "NHD") bad("a variable-length batch is packed [total, heads, head_dim]: layout NHD");
 }
 
 ProblemKey ProblemKey::parse(std::string_view s) {
   const char* what = "problem key";
   auto parts = split(s, '_');
   ProblemKey k;
-  // Optional suffixes, in this order: kv8 (FP8 pages), paged.
-  if (parts.size() > 8 && parts.back() == "paged") {
-    k.paged = true;
-    parts.pop_back();
-  }
-  if (parts.size() > 8 && parts.back() == "kv8") {
-    k.kv8 = true;
-    parts.pop_back();
-  }
+  // Optional suffixes, in this order: varlen, window, kv8 (FP8 pages), paged.
+  auto pop = [&](const char* suffix, bool& flag) {
+    if (parts.size() > 8 && parts.back() == suffix) {
+      flag = true;
+      parts.pop_back();
+    }
+  };
+  pop("paged", k.paged);
+  pop("kv8", k.kv8);
+  pop("window", k.window);
+  pop("varlen", k.varlen);
   if (parts.size() != 8)
     throw Error(Errc::invalid_argument,
                 cat(what, " '", s, "': expected dD_causal|noncausal_DTYPE_LAYOUT_qN_kvN_bhN_POLICY (8 fields), then "
-                    "optionally kv8 and paged; got ", parts.size(), " fields"));
+                    "optionally varlen, window, kv8 and paged; got ", parts.size(), " fields"));
   k.head_dim = parse_int<int>(expect_prefix(parts[0], "d", "head_dim", s, what), "head_dim", s, what);
   if (parts[1] == "causal") k.causal = true;
   else if (parts[1] == "noncausal") k.causal = false;
@@ -159,6 +166,8 @@ std::vector<FieldDiff> diff_keys(const WinnerKey& a, const WinnerKey& b) {
   cmp("problem.policy", a.problem.policy, b.problem.policy);
   cmp("problem.paged", std::string(a.problem.paged ? "paged" : "dense"), std::string(b.problem.paged ? "paged" : "dense"));
   cmp("problem.kv8", std::string(a.problem.kv8 ? "FP8 pages" : "16-bit"), std::string(b.problem.kv8 ? "FP8 pages" : "16-bit"));
+  cmp("problem.varlen", std::string(a.problem.varlen ? "varlen" : "fixed"), std::string(b.problem.varlen ? "varlen" : "fixed"));
+  cmp("problem.window", std::string(a.problem.window ? "window" : "none"), std::string(b.problem.window ? "window" : "none"));
   return d;
 }
 

@@ -313,9 +313,21 @@ std::optional<std::string> pairs_default(const std::string& arch, int head_dim, 
       });
 }
 
-bool serves(const KernelConfig& c, const ProblemKey& k) {
-  if (!k.paged) return true;
-  return has_paged_entry(c) && (!k.kv8 || has_paged_fp8_entry(c));
+bool serves(const KernelConfig& c, const ProblemKey& k) { return not_served_why(c, k).empty(); }
+
+std::string not_served_why(const KernelConfig& c, const ProblemKey& k) {
+  if (k.kv8 && !has_paged_fp8_entry(c)) return "reads no FP8 pages";
+  if (k.paged && !has_paged_entry(c)) return "reads no paged KV cache";
+  if (k.varlen && !has_varlen_entry(c)) return "takes no variable-length batch";
+  if (k.window && !has_window_entry(c)) return "takes no sliding window";
+  return {};
+}
+
+std::optional<std::string> key_pairs_default(const std::string& arch, const ProblemKey& k, bool rows16, int pairs,
+                                             int sms) {
+  if (pairs <= 0 || pairs == k.bh_bucket) return std::nullopt;
+  return default_if_it_differs([&] { return key_default(arch, k, pairs, sms, rows16); },
+                               [&] { return key_default(arch, k, k.bh_bucket, sms, rows16); });
 }
 
 std::optional<KernelConfig> variant_config(const std::string& arch, const std::string& name) {
@@ -324,9 +336,13 @@ std::optional<KernelConfig> variant_config(const std::string& arch, const std::s
   return std::nullopt;
 }
 
-std::string key_default(const std::string& arch, const ProblemKey& k, int bh, int sms) {
-  return default_variant(arch, k.head_dim, k.policy, k.seq_kv_bucket, k.causal ? 1 : 0, k.seq_q_bucket, false,
-                         bh > 0 ? bh : k.bh_bucket, sms, false, false, k.paged, k.kv8);
+std::string key_default(const std::string& arch, const ProblemKey& k, int bh, int sms, bool rows16) {
+  const bool dense = !k.paged && !k.varlen && !k.window;
+  // A window's call: its `window` entries, then the varlen ones, read as a non-causal call of its
+  // window's keys (each query tile sees about that many).
+  return default_variant(arch, k.head_dim, k.policy, k.seq_kv_bucket, k.causal && !k.window ? 1 : 0, k.seq_q_bucket,
+                         rows16 && dense, bh > 0 ? bh : k.bh_bucket, sms, (k.varlen || k.window) && !k.paged, k.window,
+                         k.paged, k.kv8);
 }
 
 namespace {
@@ -499,8 +515,9 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
         rep.warnings.push_back(e.what());
       }
       const std::vector<const gen::Variant*> cands = candidates_of(variants_by_arch[arch], shape_key, dflt);
+      const SeqLens gate_lens = gate_sequences(cfg, shape_key);
 
-      const TimingInputs inputs(problem, *refmod, cfg.timing.input_sets, 1000, stream);
+      const TimingInputs inputs(problem, *refmod, cfg.timing.input_sets, 1000, stream, cfg.sequences(shape_key));
       double best_ms = 0;
       std::map<std::string, double> median_us;  // per variant, for the default's speed-up
       int passed_any = 0, timed = 0, resumed = 0;
@@ -577,7 +594,7 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
         const double tg = now_s();
         const std::string gkey = v->name + "|" + gshape.str();
         auto git = gate_cache.find(gkey);
-        if (git == gate_cache.end()) git = gate_cache.emplace(gkey, run_gate(*kern, refmod, gshape, stream)).first;
+        if (git == gate_cache.end()) git = gate_cache.emplace(gkey, run_gate(*kern, refmod, gshape, stream, std::nullopt, gate_lens)).first;
         const GateMetrics& gm = git->second;
         add(gate_s, now_s() - tg);
         std::vector<MeasurementStatus> st(keys.size());
@@ -630,7 +647,7 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
             m.p10_us = tr.p10_ms * 1e3;
             m.p90_us = tr.p90_ms * 1e3;
             m.samples = tr.samples;
-            m.tops = problem.flops() / (tr.median_ms * 1e-3) / 1e12;
+            m.tops = inputs.flops() / (tr.median_ms * 1e-3) / 1e12;
           }
           store.record_measurement(m);
         }

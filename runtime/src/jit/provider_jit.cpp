@@ -110,13 +110,16 @@ tuner::ProblemKey problem_key(const BucketKey& b) {
   k.policy = to_string(b.policy);
   k.paged = b.paged;
   k.kv8 = b.kv8;
+  k.varlen = b.varlen;
+  k.window = b.window;
   return k;
 }
 
-// The buckets a tuned winner can serve: dense calls, and paged ones without a window or
-// variable-length queries (the tuner's paged buckets, tuner::ProblemKey::paged). Other calls
-// take configs/defaults.yaml's entries.
-bool tunable(const BucketKey& k) { return !k.varlen && !k.window; }
+// The buckets a tuned winner can serve: dense calls, variable-length batches and sliding windows
+// (the tuner's varlen and window buckets), and paged calls without a window or variable-length
+// queries (its paged buckets, tuner::ProblemKey::paged). Paged calls with either take
+// configs/defaults.yaml's entries.
+bool tunable(const BucketKey& k) { return !(k.paged && (k.varlen || k.window)); }
 
 }  // namespace
 
@@ -144,9 +147,9 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
   // Fast path (the first call with a tuned database): a stored winner with its verified cubin
   // and the launcher config recorded with its variant needs no search space (parsing and
   // enumerating it costs ~12 ms). Head dims were validated against the build already.
-  // A variable-length batch takes its `varlen` default (the tuner times no such batches), and
-  // so does a sliding window (its kernels take windows; BucketKey::window). A paged call without
-  // them takes a winner of its paged bucket whose kernel reads such pages.
+  // A variable-length batch takes a winner of its varlen bucket whose kernel takes such batches
+  // (else its `varlen` default), a sliding window one of its window bucket (else the window
+  // defaults), a paged call without them one of its paged bucket whose kernel reads such pages.
   if (tunable(key)) {
     const tuner::WinnerKey wk{fp, problem_key(key), tuner::generator_hash(), tuner::nvrtc_version()};
     jit::Choice c = jit::choose(lookup(), wk, arch, log_enabled(), key.rows16, p.batch * p.heads_q, sms);
@@ -200,19 +203,6 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
       throw Error(Errc::unsupported, cat("paged KV caches at head dim ", key.head_dim, " have no kernel on ", arch, " (",
                                          fp.name, ")"));
     }
-  } else if (key.varlen || key.window) {
-    try {
-      // A window's call: its `window` entries, then the varlen ones, read as non-causal sequences
-      // of its window's keys (each query tile sees about that many; BucketKey::window).
-      c.variant = tuner::default_variant(arch, key.head_dim, to_string(key.policy), key.seq_kv,
-                                         key.causal && !key.window ? 1 : 0,
-                                         key.seq_q, false, p.batch * p.heads_q, sms, true, key.window);
-    } catch (const Error& e) {
-      if (e.code() != Errc::not_found) throw;
-      throw Error(Errc::unsupported, cat(key.varlen ? "variable-length batches" : "sliding windows", " at head dim ",
-                                         key.head_dim, " have no kernel on ", arch, " (", fp.name,
-                                         "): head dims 64 and 128 run everywhere, 256 on sm_90a"));
-    }
   }
   Resolved r;
   Selection& s = r.selection;
@@ -225,9 +215,7 @@ Resolved resolve(const BucketKey& key, const AttnProblem& p, const Device& dev) 
                           arch, ": serving the default instead"));
     c = jit::Choice{};
     c.source = Source::default_variant;
-    c.variant = key.paged ? tuner::key_default(arch, problem_key(key), p.batch * p.heads_q, sms)
-                          : tuner::default_variant(arch, key.head_dim, to_string(key.policy), key.seq_kv,
-                                                   key.causal ? 1 : 0, key.seq_q, key.rows16, p.batch * p.heads_q, sms);
+    c.variant = tuner::key_default(arch, problem_key(key), p.batch * p.heads_q, sms, key.rows16);
     v = find_variant(*vs, c.variant);
     if (!v) throw Error(Errc::internal, cat("the default variant ", c.variant, " is not in the search space for ", arch));
   }

@@ -38,7 +38,8 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
   // Rows off the 32-byte sectors: the tuner times its buckets at the kernel's own head dim, so a
   // winner speaks for aligned rows only. Where defaults.yaml has an entry of its own for such
   // calls in this bucket (measured on them), that entry serves them ahead of any winner.
-  if (rows16 && !key.problem.paged) {
+  const bool dense = !key.problem.paged && !key.problem.varlen && !key.problem.window;
+  if (rows16 && dense) {
     const tuner::ProblemKey& p = key.problem;
     if (std::optional<std::string> own =
             tuner::rows16_default(arch, p.head_dim, p.policy, p.seq_kv_bucket, p.causal ? 1 : 0, p.seq_q_bucket, bh, sms)) {
@@ -53,9 +54,7 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
   // default at its bucket's boundary, where a winner was timed): that default first.
   if (pairs > 0) {
     const tuner::ProblemKey& p = key.problem;
-    if (std::optional<std::string> own =
-            tuner::pairs_default(arch, p.head_dim, p.policy, p.seq_kv_bucket, p.causal ? 1 : 0, p.seq_q_bucket,
-                                 rows16 && !p.paged, pairs, p.bh_bucket, sms, p.paged, p.kv8)) {
+    if (std::optional<std::string> own = tuner::key_pairs_default(arch, p, rows16, pairs, sms)) {
       c.source = Source::default_variant;
       c.variant = *own;
       const int measured = tuner::measured_sms(arch), as = tuner::pairs_at_measured_sms(arch, pairs, sms);
@@ -68,15 +67,15 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
   }
   tuner::LookupResult r = lookup.find(key, explain);
   std::string not_served;
-  if (r.status != tuner::LookupResult::Status::miss && key.problem.paged) {
-    // A paged bucket's winner must read such pages (the tuner measures only those; a database
-    // edited or merged by hand may say otherwise).
+  if (r.status != tuner::LookupResult::Status::miss && !dense) {
+    // A paged, variable-length or window bucket's winner must serve such calls (the tuner
+    // measures only those; a database edited or merged by hand may say otherwise).
     // The launcher config the tuner recorded with the variant, else the search space's.
     std::optional<KernelConfig> cfg = recorded_config(lookup, r.db, r.winner->variant);
     if (!cfg) cfg = tuner::variant_config(arch, r.winner->variant);
     if (cfg && !tuner::serves(*cfg, key.problem))
-      not_served = cat("the winner ", r.winner->variant, " in ", r.db, " reads no ",
-                       key.problem.kv8 ? "FP8 pages" : "paged KV cache", ": serving the default instead");
+      not_served = cat("the winner ", r.winner->variant, " in ", r.db, " ", tuner::not_served_why(*cfg, key.problem),
+                       ": serving the default instead");
   }
   if (r.status != tuner::LookupResult::Status::miss && not_served.empty()) {
     // WinnerLookup::find already prefers the user DB's winner over the system DB's.
@@ -92,12 +91,18 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
   c.source = Source::default_variant;
   c.miss = !not_served.empty() ? not_served : explain ? tuner::describe_miss(r) : r.message;
   try {
-    c.variant = tuner::default_variant(arch, key.problem.head_dim, key.problem.policy, key.problem.seq_kv_bucket,
-                                       key.problem.causal ? 1 : 0, key.problem.seq_q_bucket, rows16 && !key.problem.paged,
-                                       bh, sms, false, false, key.problem.paged, key.problem.kv8);
+    c.variant = tuner::key_default(arch, key.problem, bh, sms, rows16);
   } catch (const Error& e) {
     if (e.code() != Errc::not_found) throw;
-    throw Error(Errc::unsupported, cat("no tuned winner for ", key.problem.str(), " on ", key.device.name,
+    const tuner::ProblemKey& p = key.problem;
+    if (p.paged)
+      throw Error(Errc::unsupported, cat("paged KV caches at head dim ", p.head_dim, " have no kernel on ", arch, " (",
+                                         key.device.name, ")"));
+    if (p.varlen || p.window)
+      throw Error(Errc::unsupported, cat(p.varlen ? "variable-length batches" : "sliding windows", " at head dim ",
+                                         p.head_dim, " have no kernel on ", arch, " (", key.device.name,
+                                         "): head dims 64 and 128 run everywhere, 256 on sm_90a"));
+    throw Error(Errc::unsupported, cat("no tuned winner for ", p.str(), " on ", key.device.name,
                                        " and no default variant: ", e.message()));
   }
   return c;

@@ -177,9 +177,10 @@ Resolved resolve(const BucketKey& call_key, const AttnProblem& p, const Device& 
                                        ") is not a target of sage-tune (", target_archs_text(), ")"));
   const int sms = p.sms > 0 && dev.sms > 0 ? std::min(p.sms, dev.sms) : dev.sms;
   const int pairs = p.batch * p.heads_q;
-  // The calls a winner can serve (a JIT build's as well): dense ones, and paged ones without a
-  // window or variable-length queries (the tuner's paged buckets).
-  const bool tunable = !key.varlen && !key.window;
+  // The calls a winner can serve (a JIT build's as well): dense ones, variable-length batches and
+  // sliding windows, and paged ones without a window or variable-length queries (the tuner's
+  // buckets).
+  const bool tunable = !(key.paged && (key.varlen || key.window));
   const std::string policy = to_string(key.policy);
 
   // The defaults, as the JIT provider asks them (provider_jit.cpp, jit::choose).

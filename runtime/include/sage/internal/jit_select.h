@@ -43,7 +43,10 @@ std::optional<KernelConfig> recorded_config(tuner::WinnerLookup& lookup, const s
 // configs/defaults.yaml's max_bh edges were measured), which scale those edges
 // (tuner::pairs_at_measured_sms).
 // A paged key (key.problem.paged: a paged call without a window or variable-length queries) asks
-// the paged entries (kv8: those for FP8 pages too) for its defaults, and no rows16 entry.
+// the paged entries (kv8: those for FP8 pages too) for its defaults, and no rows16 entry; a
+// variable-length or window key the varlen / window entries (tuner::key_default). Such a key's
+// winner whose kernel does not serve it (tuner::serves: a database edited by hand) is not served:
+// the default is, and `miss` says why.
 Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const std::string& arch, bool explain,
               bool rows16 = false, int pairs = 0, int sms = 0);
 

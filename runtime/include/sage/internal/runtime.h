@@ -39,18 +39,19 @@ struct BucketKey {
   // (tuner::rows16_default, jit::choose; a static build's provider asks its exported defaults the same way).
   bool rows16 = false;
   // A variable-length batch (AttnProblem::varlen; seq_q and seq_kv its longest sequence's). Its
-  // kernels are configs/defaults.yaml's `varlen` entries (the kernels that have
-  // sage_attn_varlen), never a tuned winner; a static build takes them from its exported defaults.
+  // kernels: a tuned winner of its bucket whose kernel has sage_attn_varlen (tuner::serves), else
+  // configs/defaults.yaml's `varlen` entries; a static build takes them from its export.
   bool varlen = false;
-  // A sliding-window call (AttnProblem::window). Like a variable-length batch it takes the
-  // `varlen` defaults (their kernels all have the entry sage_attn_window: launch.cpp
-  // has_window_entry), read as non-causal sequences of the keys a query sees, min(seq_kv,
-  // window) (each query tile sees about that many): seq_kv is that length's bucket. Never a
-  // tuned winner; a static build takes them from its exported defaults.
+  // A sliding-window call (AttnProblem::window): seq_kv is the bucket of the keys a query sees,
+  // min(seq_kv, window). Its kernels: a tuned winner of its bucket whose kernel has
+  // sage_attn_window, else the `window` defaults, then the `varlen` ones (their kernels all have
+  // that entry: launch.cpp has_window_entry), read as non-causal sequences of those keys (each
+  // query tile sees about that many). With paged: the paged defaults, never a winner.
   bool window = false;
-  // A paged KV cache (AttnProblem::paged; seq_kv the keys' upper bound). Its kernels are
-  // configs/defaults.yaml's `paged` entries (the native kernels with the entry sage_attn_paged),
-  // never a tuned winner; a static build takes them from its exported defaults. Its seq_q is finer than the
+  // A paged KV cache (AttnProblem::paged; seq_kv the keys' upper bound). Its kernels: without a
+  // window or variable-length queries a tuned winner of its bucket whose kernel reads pages, else
+  // configs/defaults.yaml's `paged` entries (the native kernels with the entry sage_attn_paged);
+  // a static build takes them from its export. Its seq_q is finer than the
   // buckets: the next power of two up to 128 (Buckets::key_of), where the paged defaults move
   // from the mma.sync kernels, which split the keys over the CTAs, to the wgmma ones.
   bool paged = false;

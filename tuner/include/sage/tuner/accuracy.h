@@ -7,6 +7,7 @@
 
 #include "sage/internal/device_buffer.h"
 #include "sage/internal/launch.h"
+#include "sage/tuner/problems.h"
 
 namespace sage::tuner {
 
@@ -78,25 +79,50 @@ AttnArgs with_pages(AttnArgs a, const AttnProblem& p, const void* k, const void*
                     const std::int32_t* lens, int max_pages, int num_pages, const float* k_scale = nullptr,
                     const float* v_scale = nullptr);
 
-// The inputs a problem is timed on (`sage-tune tune`, `sage-tune verify`): `sets` Gaussian input
-// sets (seeds seed, seed + 1, ...), rotated between samples; a paged problem's with pages made of
-// each set's K and V (PagedKv).
-class TimingInputs {
- public:
-  TimingInputs(const AttnProblem& p, const Module& reference_module, int sets, std::uint64_t seed, CUstream stream);
-  AttnArgs args(std::size_t i) const;  // set i % sets
-  std::size_t size() const { return dense_.size(); }
-
- private:
-  AttnProblem problem_;
-  std::vector<AttnBuffers> dense_;
-  std::vector<PagedKv> pages_;
-};
-
 // Runs the reference for `buffers` and returns its O ([B,Hq,Nq,D] FP32) and LSE.
 struct ReferenceResult {
   std::vector<float> o, lse;
 };
 ReferenceResult run_reference(const ReferenceKernel& ref, const AttnBuffers& b, CUstream stream);
+
+// A variable-length batch (the tuner's varlen buckets, ProblemKey::varlen): `problem` is the call
+// (with_sequences(..., lens)), `buffers` its sequences packed one after another ([total, heads,
+// head_dim]: packed_problem, a dense call of one sequence of total_q queries and total_kv keys,
+// NHD), their offsets on the device in cu_q / cu_kv.
+class VarlenBatch {
+ public:
+  VarlenBatch(const AttnProblem& varlen, SeqLens lens);
+  static AttnProblem packed_problem(const AttnProblem& varlen);
+  AttnArgs args() const;  // buffers' with the offsets
+  // Each sequence's FP32 reference alone (a dense call on views of its rows, with the call's mask
+  // and window), O in buffers.output_hnd()'s order (no LSE).
+  ReferenceResult reference(const ReferenceKernel& ref, CUstream stream) const;
+  double flops() const;  // each sequence's, under its mask and window
+
+  AttnProblem problem;
+  SeqLens lens;
+  AttnBuffers buffers;
+  DeviceBuffer cu_q, cu_kv;
+  std::vector<std::int32_t> offsets_q, offsets_kv;  // batch + 1 each
+};
+
+// The inputs a problem is timed on (`sage-tune tune`, `sage-tune verify`): `sets` Gaussian input
+// sets (seeds seed, seed + 1, ...), rotated between samples; a paged problem's with pages made of
+// each set's K and V (PagedKv); a variable-length one's packed sequences of `lens` (VarlenBatch).
+class TimingInputs {
+ public:
+  TimingInputs(const AttnProblem& p, const Module& reference_module, int sets, std::uint64_t seed, CUstream stream,
+               const SeqLens& lens = {});
+  AttnArgs args(std::size_t i) const;  // set i % sets
+  std::size_t size() const { return problem_.varlen ? varlen_.size() : dense_.size(); }
+  // The FLOPs of one call (a variable-length batch's: its sequences'), for TOPS.
+  double flops() const;
+
+ private:
+  AttnProblem problem_;
+  std::vector<AttnBuffers> dense_;
+  std::vector<PagedKv> pages_;
+  std::vector<VarlenBatch> varlen_;
+};
 
 }  // namespace sage::tuner

@@ -22,11 +22,17 @@ struct GateMetrics {
 
 // The gate's shape for a problem bucket (config.accuracy_check, the bucket's head_dim,
 // causal, dtype and layout; sequence min(bucket, max_seq), odd-sized so tails are tested).
+// A sliding window's: window min(bucket, max_seq / 2) less 5, every query seeing that many keys.
+// A variable-length bucket's: with_sequences of gate_sequences.
 AttnProblem gate_shape(const ProblemsConfig& cfg, const ProblemKey& key);
+// A variable-length bucket's gate sequences: varlen.lengths of the gate's lengths (empty for
+// other buckets).
+SeqLens gate_sequences(const ProblemsConfig& cfg, const ProblemKey& key);
 
-// Runs `k` and the reference on fresh inputs of both kinds (seeds drawn from the OS).
+// Runs `k` and the reference on fresh inputs of both kinds (seeds drawn from the OS). A
+// variable-length shape's sequences are `lens` (each against its own reference: VarlenBatch).
 GateMetrics run_gate(const AttnKernel& k, const std::shared_ptr<Module>& reference_module, const AttnProblem& shape, CUstream stream,
-                     std::optional<std::uint64_t> seed = std::nullopt);
+                     std::optional<std::uint64_t> seed = std::nullopt, const SeqLens& lens = {});
 
 // passed | incorrect (thresholds of `policy`) | failed (did not run) | unsupported (the policy
 // does not admit the variant's P.V precision). `why` gets the reason for anything but passed.

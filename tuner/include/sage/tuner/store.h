@@ -55,10 +55,16 @@ struct ProblemKey {
   // (ProblemsConfig::paged). kv8: over FP8 e4m3 pages (sage_paged_kv::kv_dtype); paged only.
   bool paged = false;
   bool kv8 = false;
+  // A variable-length batch's bucket (sage_attention_varlen; NHD): seq_q / seq_kv the longest
+  // sequence's, timed on sequences of ProblemsConfig::varlen's lengths. A sliding window's
+  // (causal): seq_kv_bucket the keys a query sees (the window), timed with every query seeing
+  // them. Neither with paged (those calls take the defaults).
+  bool varlen = false;
+  bool window = false;
 
   // Canonical form "d128_causal_fp16_HND_q4096_kv4096_bh128_balanced" ("noncausal" when not),
-  // then "_kv8" for FP8 pages and "_paged" for a paged bucket: the runtime's bucket key
-  // (rt::BucketKey::str) of the same call.
+  // then "_varlen", "_window", "_kv8" for FP8 pages and "_paged" for a paged bucket: the
+  // runtime's bucket key (rt::BucketKey::str) of the same call.
   std::string str() const;
   // Inverse of str(); throws Error(invalid_argument) naming the key and the bad field.
   static ProblemKey parse(std::string_view s);

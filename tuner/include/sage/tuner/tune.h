@@ -167,16 +167,28 @@ std::optional<std::string> pairs_default(const std::string& arch, int head_dim, 
                                          int causal, int seq_q, bool rows16, int pairs, int bh_bucket, int sms = 0,
                                          bool paged = false, bool kv8 = false);
 
+// The same for any bucket (ProblemKey): pairs_default with the key's fields (a paged key asked of
+// the paged entries, a variable-length or window key of the varlen / window ones, as key_default).
+std::optional<std::string> key_pairs_default(const std::string& arch, const ProblemKey& k, bool rows16, int pairs,
+                                             int sms = 0);
+
 // Whether a variant's kernel serves a bucket: every kernel a dense one; a paged bucket needs the
-// entry sage_attn_paged (has_paged_entry), over FP8 pages sage_attn_paged_fp8 (has_paged_fp8_entry).
-// The tuner measures a paged bucket's candidates that serve it only, and the runtime serves a
-// stored winner only where it does.
+// entry sage_attn_paged (has_paged_entry), over FP8 pages sage_attn_paged_fp8 (has_paged_fp8_entry);
+// a variable-length bucket sage_attn_varlen (has_varlen_entry), a sliding window's
+// sage_attn_window (has_window_entry). The tuner measures a bucket's candidates that serve it
+// only, and the runtime serves a stored winner only where it does.
 bool serves(const KernelConfig& c, const ProblemKey& k);
+// What a kernel that does not serve `k` lacks, in words ("reads no paged KV cache", "takes no
+// variable-length batch", ...); empty where it serves it.
+std::string not_served_why(const KernelConfig& c, const ProblemKey& k);
 // The launcher config of a variant of arch's search space (enumerated once per process); nullopt
 // where the space has no such variant.
 std::optional<KernelConfig> variant_config(const std::string& arch, const std::string& name);
 // A bucket's default at `bh` batch x query heads (0: the bucket's), as the runtime asks it for the
-// bucket's calls: default_variant with the key's fields (a paged key of the paged entries).
-std::string key_default(const std::string& arch, const ProblemKey& k, int bh = 0, int sms = 0);
+// bucket's calls: default_variant with the key's fields (a paged key of the paged entries; a
+// variable-length one of the varlen entries; a window one of the window entries, then the varlen
+// ones, as a non-causal call of its window's keys). `rows16` (rows off the 32-byte sectors) applies
+// to dense keys only, as the runtime's choice does.
+std::string key_default(const std::string& arch, const ProblemKey& k, int bh = 0, int sms = 0, bool rows16 = false);
 
 }  // namespace sage::tuner
