@@ -1096,6 +1096,100 @@ TEST_F(RuntimeGpu, ServesAPagedBucketsWinnerToItsPagedCalls) {
   }
 }
 
+// A variable-length bucket's winner serves the bucket's packed batches, and a sliding window
+// bucket's its window calls (`sage-tune tune` with varlen / window problems): the user DB's
+// winner, its stored kernel, the launcher's bits for the same call. A varlen call with a window
+// is a bucket of its own, which the varlen winner does not serve.
+TEST_F(RuntimeGpu, ServesVarlenAndWindowBucketsWinnersToTheirCalls) {
+  const std::string cache = std::string(SAGE_BINARY_DIR) + "/test-cache/runtime-gpu/cubins";
+  const auto refmod = tuner::reference_module(arch_);
+  const tuner::ProblemsConfig cfg = tuner::ProblemsConfig::builtin();
+  auto winner_for = [&](const tuner::ProblemKey& bucket, int pairs) {
+    const std::string dflt = tuner::key_default(arch_, bucket, pairs, fp_.sm_count);
+    std::string won;
+    for (const auto& v : test::attention_variants(arch_, 128))
+      if (v.name != dflt && tuner::serves(tuner::kernel_config(v), bucket)) {
+        won = v.name;
+        break;
+      }
+    if (!won.empty()) {
+      tuner::Store user(dir_.file("user.db"));
+      test::add_winner(user, fp_, bucket, test::compiled_kernel(test::variant_named(arch_, won), cache));
+    }
+    return won;
+  };
+  {
+    SCOPED_TRACE("variable-length batch");
+    // (4 x 32 pairs: the bucket's boundary, where no default of the call's own count leads)
+    const tuner::SeqLens lens{{700, 300, 1000, 64}, {700, 300, 1000, 64}};
+    const AttnProblem p = tuner::with_sequences(make(1, 32, 8, 1, 1, 128, true, Layout::NHD), lens);
+    const tuner::ProblemKey bucket = cfg.key_of(p, "balanced");
+    ASSERT_TRUE(bucket.varlen);
+    ASSERT_FALSE(bucket.window);
+    const std::string won = winner_for(bucket, p.batch * p.heads_q);
+    ASSERT_FALSE(won.empty());
+    rt::reset();
+    const rt::Selection& s = rt::selection_for(p, rt::Policy::balanced);
+    EXPECT_EQ(s.source, rt::Source::user_db);
+    EXPECT_EQ(s.variant, won);
+    EXPECT_EQ(s.kernel_from, "database");
+    EXPECT_EQ(s.bucket, bucket.str());
+
+    tuner::VarlenBatch vb(p, lens);
+    vb.buffers.fill(*refmod, tuner::InputKind::gaussian, 5, stream_);
+    sage_attention_desc desc = desc_of(p);
+    const sage_varlen vl{vb.cu_q.as<std::int32_t>(), vb.cu_kv.as<std::int32_t>(), p.total_q, p.total_kv};
+    vb.buffers.poison_output();
+    ASSERT_EQ(sage_attention_varlen(&desc, &vl, vb.buffers.q.get(), vb.buffers.k.get(), vb.buffers.v.get(),
+                                    vb.buffers.o.get(), nullptr, nullptr, 0, stream_),
+              SAGE_OK)
+        << sage_last_error();
+    sync();
+    const std::size_t n = std::size_t(p.total_q) * p.heads_q * p.head_dim;
+    const std::vector<std::uint16_t> got = vb.buffers.o.to_host<std::uint16_t>(n);
+    EXPECT_EQ(rt::counters().compiles, 0u) << "a stored cubin needs no compile";
+    const auto k = launcher(won);
+    DeviceBuffer ws(std::max<std::size_t>(k->workspace_size(p), 256));
+    vb.buffers.poison_output();
+    k->run(p, vb.args(), ws.get(), stream_);
+    sync();
+    EXPECT_TRUE(vb.buffers.o.to_host<std::uint16_t>(n) == got) << "the winner's kernel did not run";
+    // Against each sequence's own FP32 reference.
+    const tuner::ReferenceResult r = vb.reference(ReferenceKernel(refmod), stream_);
+    const std::vector<float> o = vb.buffers.output_hnd();
+    const tuner::Metrics m = tuner::compare(o.data(), r.o.data(), o.size());
+    EXPECT_GT(m.cos, 0.999) << m.str();
+
+    AttnProblem windowed = p;
+    windowed.window = 256;
+    const rt::Selection& w = rt::selection_for(windowed, rt::Policy::balanced);
+    EXPECT_EQ(w.source, rt::Source::default_variant);
+    EXPECT_NE(w.bucket.find("_varlen_window"), std::string::npos) << w.bucket;
+  }
+  {
+    SCOPED_TRACE("sliding window");
+    AttnProblem p = make(2, 16, 16, 3000, 3000, 128, true, Layout::NHD);
+    p.window = 700;
+    const tuner::ProblemKey bucket = cfg.key_of(p, "balanced");
+    ASSERT_TRUE(bucket.window);
+    EXPECT_EQ(bucket.seq_kv_bucket, 1024);
+    const std::string won = winner_for(bucket, p.batch * p.heads_q);
+    ASSERT_FALSE(won.empty());
+    rt::reset();
+    const rt::Selection& s = rt::selection_for(p, rt::Policy::balanced);
+    EXPECT_EQ(s.source, rt::Source::user_db);
+    EXPECT_EQ(s.variant, won);
+    EXPECT_EQ(s.bucket, bucket.str());
+    Tensors t(p, 11);
+    t.poison();
+    ASSERT_EQ(t.call(stream_), SAGE_OK) << sage_last_error();
+    sync();
+    const auto got = t.out();
+    EXPECT_EQ(rt::counters().compiles, 0u) << "a stored cubin needs no compile";
+    EXPECT_TRUE(got == launcher_out(won, t)) << "the winner's kernel did not run";
+  }
+}
+
 // ---- JIT ---------------------------------------------------------------------------------
 
 TEST_F(RuntimeGpu, JitDisabledOnAColdCacheIsAnErrorThenJitCompilesOnce) {

@@ -166,6 +166,52 @@ TEST_F(RuntimeExport, PagedWinnersTravelUnderTheirPagedKeys) {
   EXPECT_EQ(back.str(), paged.str());
 }
 
+// Winners of variable-length and window buckets travel under their own keys too; one whose
+// kernel takes no such calls is skipped, saying so.
+TEST_F(RuntimeExport, VarlenAndWindowWinnersTravelUnderTheirKeys) {
+  // (the table's winner is a taker: a second of them needs no other compile)
+  ASSERT_TRUE(has_varlen_entry(tuner::kernel_config(test::variant_named(kArch, dflt_)))) << dflt_;
+  std::string other;
+  for (const auto& v : test::attention_variants(kArch, 128))
+    if (!has_varlen_entry(tuner::kernel_config(v)) && v.pipeline == "mma") {
+      other = v.name;
+      break;
+    }
+  ASSERT_FALSE(other.empty());
+  tuner::ProblemKey varlen = test::bucket(128, true, 4096, 128);
+  varlen.layout = "NHD";
+  varlen.varlen = true;
+  tuner::ProblemKey window = test::bucket(128, true, 16384, 128);
+  window.layout = "NHD";
+  window.seq_kv_bucket = 4096;
+  window.window = true;
+  {
+    tuner::Store db(db_path());
+    test::add_winner(db, test::fake_h100(), varlen, test::compiled_kernel(test::variant_named(kArch, dflt_), cache_dir()));
+    test::add_winner(db, test::fake_h100(), window, test::compiled_kernel(test::variant_named(kArch, other), cache_dir()));
+  }
+  const auto r = sage_tune(cat("export --db ", test::quote(db_path()), " --out ", test::quote(out()), " --no-defaults --json"));
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const json m = json::parse(read_file(out() + "/manifest.json"));
+  bool found = false;
+  for (const auto& k : m["kernels"]) {
+    EXPECT_NE(k["bucket"], window.str()) << m.dump(2);
+    if (k["bucket"] == varlen.str()) {
+      found = true;
+      EXPECT_EQ(k["variant"], dflt_);
+    }
+  }
+  EXPECT_TRUE(found) << m.dump(2);
+  const std::string skipped = m["skipped"].dump();
+  EXPECT_NE(skipped.find(window.str()), std::string::npos) << skipped;
+  EXPECT_NE(skipped.find("its kernel takes no sliding window"), std::string::npos) << skipped;
+  EXPECT_NE(read_file(out() + "/sage_tuned_kernels.cpp").find("\"" + varlen.str() + "\""), std::string::npos);
+  const rt::BucketKey back = rt::BucketKey::parse(varlen.str());
+  EXPECT_TRUE(back.varlen);
+  EXPECT_FALSE(back.window);
+  EXPECT_EQ(back.str(), varlen.str());
+}
+
 TEST_F(RuntimeExport, ArchFilterAndErrors) {
   auto r = sage_tune(cat("export --db ", test::quote(db_path()), " --out ", test::quote(out()), " --arch sm_80 --no-defaults"));
   EXPECT_EQ(r.rc, 8) << r.output;  // not found: no exportable sm_80 winner

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -45,7 +46,7 @@ TEST(CliGpu, TuneListVerifyResume) {
   }
   CliRun l = s.run("list --json");
   ASSERT_EQ(l.rc, 0) << l.err;
-  EXPECT_EQ(nlohmann::json::parse(l.out).size() > 0, true) << l.out;
+  EXPECT_EQ(nlohmann::json::parse(l.out)["winners"].size(), 4u) << l.out;  // 2 problems x 2 policies
   CliRun v = s.run("verify");
   EXPECT_EQ(v.rc, 0) << v.out << v.err;
   EXPECT_NE(v.out.find("4 winners checked"), std::string::npos) << v.out;
@@ -93,7 +94,7 @@ TEST(CliGpu, TunePagedBucketsOverBothPageTypes) {
     EXPECT_TRUE(keys.count(k)) << k << " in " << t.out;
   CliRun l = s.run("list --problem _kv8_paged --json");
   ASSERT_EQ(l.rc, 0) << l.err;
-  EXPECT_EQ(nlohmann::json::parse(l.out).size(), 2u) << l.out;
+  EXPECT_EQ(nlohmann::json::parse(l.out)["winners"].size(), 2u) << l.out;
   CliRun v = s.run("verify");
   EXPECT_EQ(v.rc, 0) << v.out << v.err;
   EXPECT_NE(v.out.find("4 winners checked"), std::string::npos) << v.out;
@@ -109,6 +110,79 @@ TEST(CliGpu, TunePagedBucketsOverBothPageTypes) {
   for (const auto& r : doc["results"])
     if (r["problem"] == j["bucket"]) want = r["winner"];
   EXPECT_EQ(j["variant"], want) << sel.out;
+}
+
+// Variable-length and sliding-window problems: tune measures the variants whose kernels take
+// such calls (and no other), gates a batch's sequences each against its own reference and a
+// window's queries against the windowed reference, stores each bucket's winner under its own
+// key; list shows them, verify re-checks them, select and bench --tuned serve them.
+TEST(CliGpu, TuneVarlenAndWindowBuckets) {
+  SAGE_REQUIRE_CC(80);
+  CliSandbox s;
+  s.write("p.yaml",
+          "version: 1\n"
+          "buckets: {seq: [128, 1024, 2048], bh: [32, 128]}\n"
+          "policies:\n"
+          "  balanced: {pv: [native, fp16, fp16acc, fp8], gaussian: {cos_min: 0.999, rel_l1_max: 0.04}, outliers: "
+          "{cos_min: 0.9999, rel_l1_max: 0.01}}\n"
+          "timing: {min_samples: 4, max_samples: 6, max_seconds: 0.2}\n"
+          "varlen: {lengths: [1.0, 0.75, 0.5, 0.25], heads_kv: 8}\n"
+          "problems:\n"
+          "  - {head_dim: [128], causal: [true], dtype: [fp16], layout: [NHD], seq: [2048], bh: [128], varlen: true}\n"
+          "  - {head_dim: [128], causal: [true], dtype: [fp16], layout: [NHD], seq: [128], seq_q: [2048], bh: [32], "
+          "window: true}\n");
+  // Two native plain mma.sync kernels (varlen and window entries everywhere), sm_90a's quantized
+  // varlen kernel, and a quantized mma.sync kernel that takes neither.
+  const std::string filter =
+      "'d128_m(64_n64_w4_s2_qk-native_pv-native_sch-plain_occ1|128_n128_w8_s2_qk-native_pv-native_sch-plain_occ1|"
+      "128_n128_w8_s2_qk-int8-thread_pv-fp16acc_smk_sch-plain_occ1|64_n128_wg1_s2_qk-int8-thread_pv-fp8_smk_rsum_fq_"
+      "tma_sch-plain_occ3)$'";
+  const std::string arch = tuner::arch_for_cc(tuner::fingerprint_device(0).cc);
+  CliRun t = s.run("tune -q --problems p.yaml --filter " + filter + " --json");
+  ASSERT_EQ(t.rc, 0) << t.out << t.err;
+  const auto doc = nlohmann::json::parse(t.out);
+  ASSERT_EQ(doc["results"].size(), 2u) << t.out;
+  std::map<std::string, std::string> won;
+  for (const auto& r : doc["results"]) {
+    EXPECT_EQ(r["candidates"].get<int>(), arch == "sm_90a" ? 3 : 2) << r.dump();
+    EXPECT_GE(r["passed"].get<int>(), 2) << r.dump();
+    const std::string w = r["winner"].get<std::string>();
+    EXPECT_EQ(w.find("pv-fp16acc"), std::string::npos) << r.dump();
+    EXPECT_GT(r["tops"].get<double>(), 0) << r.dump();
+    won[r["problem"].get<std::string>()] = w;
+  }
+  const std::string vkey = "d128_causal_fp16_NHD_q2048_kv2048_bh128_balanced_varlen";
+  const std::string wkey = "d128_causal_fp16_NHD_q2048_kv128_bh32_balanced_window";
+  ASSERT_TRUE(won.count(vkey)) << t.out;
+  ASSERT_TRUE(won.count(wkey)) << t.out;
+  CliRun l = s.run("list --problem _varlen --json");
+  ASSERT_EQ(l.rc, 0) << l.err;
+  EXPECT_EQ(nlohmann::json::parse(l.out)["winners"].size(), 1u) << l.out;
+  CliRun v = s.run("verify");
+  EXPECT_EQ(v.rc, 0) << v.out << v.err;
+  EXPECT_NE(v.out.find("2 winners checked"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find(", 0 bad"), std::string::npos) << v.out;
+  // select: this GPU's winners for a packed batch of 4 x 32 heads whose longest sequence has
+  // 1500 tokens, and for a window of 100 keys over 2000 tokens.
+  CliRun sv = s.run("select -d 128 -n 1500 --batch 4 --heads 32 --heads-kv 8 --causal yes --varlen --json");
+  ASSERT_EQ(sv.rc, 0) << sv.err;
+  auto j = nlohmann::json::parse(sv.out);
+  EXPECT_EQ(j["source"], "user DB") << sv.out;
+  EXPECT_EQ(j["bucket"], vkey) << sv.out;
+  EXPECT_EQ(j["variant"], won[vkey]) << sv.out;
+  CliRun sw = s.run("select -d 128 -n 2000 --batch 1 --heads 32 --causal yes --layout NHD --window 100 --json");
+  ASSERT_EQ(sw.rc, 0) << sw.err;
+  j = nlohmann::json::parse(sw.out);
+  EXPECT_EQ(j["source"], "user DB") << sw.out;
+  EXPECT_EQ(j["bucket"], wkey) << sw.out;
+  EXPECT_EQ(j["variant"], won[wkey]) << sw.out;
+  // bench --tuned times the varlen winner.
+  CliRun b = s.run("bench --tuned --varlen 2000,1500,1000,500 -d 128 --causal yes --heads 32 --heads-kv 8 --samples 2 "
+                   "--cooldown 0 --json");
+  ASSERT_EQ(b.rc, 0) << b.out << b.err;
+  const auto bdoc = nlohmann::json::parse(b.out);
+  ASSERT_EQ(bdoc["results"].size(), 1u) << b.out;
+  EXPECT_EQ(bdoc["results"][0]["variant"], won[vkey]) << b.out;
 }
 
 // tune --devices 0,1: a worker per GPU, the problems dealt out between them, each measured on

@@ -82,7 +82,7 @@ int run_select(const SelectArgs& a) {
   // The bucket of the call as run: at the kernels' head dim (the tuner's and runtime's key).
   AttnProblem kp = p;
   kp.head_dim = kd;
-  if (window) kp.seq_kv = std::min(p.seq_kv, p.window);  // the runtime's BucketKey: the keys a query sees
+  // (a window's key: the bucket of the keys a query sees, min(seq_kv, window); ProblemsConfig::key_of)
   // (a paged call without window or varlen: its paged bucket; a varlen or window call: its own)
   tuner::ProblemKey key = cfg.key_of(kp, a.policy);
   if (p.paged) key.seq_q_bucket = paged_seq_q_bucket(p.seq_q, cfg.seq_bucket(p.seq_q));  // as the runtime's BucketKey
