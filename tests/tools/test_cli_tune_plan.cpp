@@ -96,6 +96,46 @@ TEST(CliTunePlan, FilterAndShardNarrowThePlanAndTheTextSaysWhatItIs) {
       << dense.dump();
 }
 
+// The built-in set's variable-length and window buckets: their candidates are the variants that
+// take such calls; on an architecture where none does at a head dim (256 off sm_90a), the plan
+// says tune skips the bucket (tune: ProblemResult::skipped, no failure of the run).
+TEST(CliTunePlan, VarlenAndWindowBucketsTakeTheirKernelsAndUnservableOnesAreSkipped) {
+  CliSandbox s;
+  for (const char* arch : {"sm_90a", "sm_80"}) {
+    CliRun r = s.run(std::string("tune --dry-run --json --arch ") + arch);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    int varlen = 0, window = 0, skipped = 0;
+    for (const auto& e : j["problems"]) {
+      const tuner::ProblemKey k = tuner::ProblemKey::parse(e["problem"].get<std::string>());
+      EXPECT_EQ(e["varlen"].get<bool>(), k.varlen);
+      EXPECT_EQ(e["window"].get<bool>(), k.window);
+      varlen += k.varlen;
+      window += k.window;
+      const std::string why = tuner::unservable_why(arch, k);
+      if (!why.empty()) {
+        ++skipped;
+        EXPECT_TRUE(e["candidates"].empty()) << e.dump();
+        EXPECT_NE(e["note"].get<std::string>().find(why + ": tune skips it"), std::string::npos) << e.dump();
+        continue;
+      }
+      ASSERT_FALSE(e["candidates"].empty()) << e.dump();
+      EXPECT_EQ(e["candidates"][0], e["default"]) << e.dump();
+      for (const auto& c : e["candidates"]) {
+        const KernelConfig cfg = *tuner::variant_config(arch, c.get<std::string>());
+        if (k.varlen) EXPECT_TRUE(has_varlen_entry(cfg)) << c;
+        if (k.window) EXPECT_TRUE(has_window_entry(cfg)) << c;
+      }
+    }
+    EXPECT_EQ(varlen, 2) << arch;
+    EXPECT_EQ(window, 4) << arch;
+    // sm_90a serves every bucket of the set; sm_80 has no head dim 256 kernel with windows.
+    EXPECT_EQ(skipped, std::string(arch) == "sm_90a" ? 0 : 2) << arch;
+  }
+  EXPECT_EQ(tuner::unservable_why("sm_80", tuner::ProblemKey::parse("d256_causal_fp16_NHD_q16384_kv1024_bh128_balanced_window")),
+            "no sm_80 variant takes sliding windows at head dim 256");
+}
+
 TEST(CliTunePlan, BadArchOrArchWithoutDryRunIsAClearError) {
   CliSandbox s;
   CliRun bad = s.run("tune --dry-run --arch sm_75");

@@ -61,7 +61,11 @@ int run_tune(tuner::TuneOptions o, bool json, bool quiet) {
   if (!phase.empty()) (phase == "compile" ? compile_bar : tune_bar).finish();
 
   int missing = 0;
-  for (const auto& pr : r.results) missing += pr.winner.empty();
+  int skipped = 0;
+  for (const auto& pr : r.results) {
+    missing += pr.winner.empty() && pr.skipped.empty();
+    skipped += !pr.skipped.empty();
+  }
   if (json) {
     nlohmann::json j;
     j["db"] = r.db_path;
@@ -83,6 +87,7 @@ int run_tune(tuner::TuneOptions o, bool json, bool quiet) {
                           {"outliers", {{"cos", pr.outliers.cos}, {"rel_l1", pr.outliers.rel_l1}}},
                           {"candidates", pr.candidates}, {"passed", pr.passed}, {"timed", pr.timed},
                           {"resumed", pr.resumed}};
+      if (!pr.skipped.empty()) x["skipped"] = pr.skipped;
       j["results"].push_back(x);
     }
     j["warnings"] = r.warnings;
@@ -91,7 +96,9 @@ int run_tune(tuner::TuneOptions o, bool json, bool quiet) {
     for (const auto& w : r.warnings) std::cerr << "sage-tune: warning: " << w << "\n";
     std::vector<std::vector<std::string>> rows;
     for (const auto& pr : r.results) {
-      rows.push_back({pr.key.str(), pr.winner.empty() ? "(none passed)" : pr.winner,
+      rows.push_back({pr.key.str(), !pr.skipped.empty() ? "(skipped: " + pr.skipped + ")"
+                                    : pr.winner.empty()  ? "(none passed)"
+                                                         : pr.winner,
                       pr.winner.empty() ? "-" : fmt(pr.tops, "%.0f"), pr.winner.empty() ? "-" : fmt(pr.median_us / 1e3, "%.3f"),
                       pr.speedup > 0 ? fmt(pr.speedup, "%.2fx") : "-",
                       pr.winner.empty() ? "-" : (pr.tie ? "tie" : fmt(pr.margin * 100, "%.1f%%")),
@@ -106,6 +113,9 @@ int run_tune(tuner::TuneOptions o, bool json, bool quiet) {
                        rows);
     std::printf("\n%d variants: %d compiled (%d cached), %d failed, %d spill (pruned)\n", r.variants, r.compiled,
                 r.cache_hits, r.compile_failed, r.spilled);
+    if (skipped)
+      std::printf("%d problem%s skipped: no variant of the GPU's architecture serves %s\n", skipped,
+                  skipped == 1 ? "" : "s", skipped == 1 ? "it" : "them");
     std::printf("time: compile %s, accuracy gate %s, timing %s, total %s%s\n", human_duration(r.compile_s).c_str(),
                 human_duration(r.gate_s).c_str(), human_duration(r.timing_s).c_str(), human_duration(r.total_s).c_str(),
                 r.budget_exhausted ? " (budget exhausted: rerun with --resume to continue)" : "");

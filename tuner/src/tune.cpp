@@ -375,6 +375,16 @@ std::vector<const gen::Variant*> candidates_of(const std::vector<gen::Variant>& 
   return cands;
 }
 
+// What calls a bucket holds, in words.
+std::string calls_of(const ProblemKey& k) {
+  if (k.kv8) return "FP8 pages of a paged KV cache";
+  if (k.paged) return "paged KV caches";
+  if (k.varlen && k.window) return "variable-length batches with a sliding window";
+  if (k.varlen) return "variable-length batches";
+  if (k.window) return "sliding windows";
+  return "attention";
+}
+
 // The variants a run compiles for `arch`: both pipelines', through --filter.
 gen::Enumeration run_variants(const TuneOptions& opts, const std::string& arch) {
   gen::EnumerateOptions eo;
@@ -384,6 +394,14 @@ gen::Enumeration run_variants(const TuneOptions& opts, const std::string& arch) 
   return gen::SearchSpace::builtin().enumerate(eo);
 }
 }  // namespace
+
+std::string unservable_why(const std::string& arch, const ProblemKey& k) {
+  for (const gen::Variant& v : arch_variants(arch))
+    if (v.pipeline != "reference" && v.params.count("head_dim") && v.get_int("head_dim") == k.head_dim &&
+        serves(kernel_config(v), k))
+      return {};
+  return cat("no ", arch, " variant takes ", calls_of(k), " at head dim ", k.head_dim);
+}
 
 TunePlan plan_tune(const TuneOptions& opts, const std::string& arch, int sms) {
   const ProblemsConfig cfg = run_config(opts);
@@ -404,6 +422,7 @@ TunePlan plan_tune(const TuneOptions& opts, const std::string& arch, int sms) {
     for (const gen::Variant* v : candidates_of(en.variants, e.key, e.default_variant)) e.candidates.push_back(v->name);
     if (!e.default_variant.empty() && (e.candidates.empty() || e.candidates.front() != e.default_variant))
       e.note = "the default is not among the candidates (--filter, or pruned): no speed-up column";
+    if (const std::string why = unservable_why(arch, e.key); !why.empty()) e.note = why + ": tune skips it";
     plan.measurements += e.candidates.size();
     plan.problems.push_back(std::move(e));
   }
@@ -503,6 +522,20 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
     std::map<std::string, GateMetrics> gate_cache;  // variant + gate shape
     for (std::size_t si = widx; si < shapes.size(); si += opts.devices.size()) {
       const ProblemKey& shape_key = shapes[si];
+      // A bucket no kernel of this architecture serves (head dim 256's varlen and window calls
+      // off sm_90a): skipped, no failure.
+      if (const std::string why = unservable_why(arch, shape_key); !why.empty()) {
+        std::lock_guard<std::mutex> lock(mu);
+        for (const std::string& pol : opts.policies) {
+          ProblemResult pr;
+          pr.key = shape_key;
+          pr.key.policy = pol;
+          pr.device = dev;
+          pr.skipped = why;
+          rep.results.push_back(pr);
+        }
+        continue;
+      }
       const AttnProblem problem = cfg.representative(shape_key);
       const AttnProblem gshape = gate_shape(cfg, shape_key);
       std::string dflt;

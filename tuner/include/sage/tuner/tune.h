@@ -41,6 +41,9 @@ struct ProblemResult {
   double speedup = 0;            // default_us / median_us
   Accuracy gaussian, outliers;   // the winner's
   int candidates = 0, passed = 0, timed = 0, resumed = 0;
+  // Not tuned: no variant of the device's architecture serves the bucket (unservable_why); such a
+  // bucket has no winner and is no failure of the run.
+  std::string skipped;
 };
 
 struct TuneProgress {
@@ -79,6 +82,11 @@ struct TunePlan {
   std::vector<TunePlanEntry> problems;
 };
 TunePlan plan_tune(const TuneOptions& opts, const std::string& arch, int sms = 0);
+
+// Why no variant of arch's whole search space (whatever --filter keeps) serves a bucket, in words
+// ("no sm_80 variant takes sliding windows at head dim 256"); empty where one does. tune skips such
+// buckets (ProblemResult::skipped), and the plan says so.
+std::string unservable_why(const std::string& arch, const ProblemKey& k);
 
 // What the tuner stores as a variant's record (VariantRecord::params_json): the pipeline, the
 // architecture, the parameters, and the launcher's KernelConfig text, so that a runtime can
