@@ -627,7 +627,8 @@ TuneReport tune(const TuneOptions& opts, const std::function<void(const TuneProg
         const double tg = now_s();
         const std::string gkey = v->name + "|" + gshape.str();
         auto git = gate_cache.find(gkey);
-        if (git == gate_cache.end()) git = gate_cache.emplace(gkey, run_gate(*kern, refmod, gshape, stream, std::nullopt, gate_lens)).first;
+        if (git == gate_cache.end())
+          git = gate_cache.emplace(gkey, run_gate(*kern, refmod, gshape, stream, std::nullopt, gate_lens)).first;
         const GateMetrics& gm = git->second;
         add(gate_s, now_s() - tg);
         std::vector<MeasurementStatus> st(keys.size());
