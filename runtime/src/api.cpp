@@ -115,6 +115,17 @@ AttnProblem checked_varlen_paged_problem(const sage_attention_desc* d, int total
   return p;
 }
 
+// The variant that serves `p` (as the call of that problem selects it) into name[capacity].
+void write_variant_name(const AttnProblem& p, Policy policy, char* name, size_t capacity) {
+  const std::string& v = selection_for(p, policy).variant;
+  const std::size_t n = std::min(v.size(), capacity - 1);
+  std::memcpy(name, v.data(), n);
+  name[n] = '\0';
+}
+void check_name(const char* name, size_t capacity) {
+  if (!name || capacity == 0) throw Error(Errc::invalid_argument, "name is NULL or capacity is 0");
+}
+
 }  // namespace
 }  // namespace sage::rt
 
@@ -285,12 +296,30 @@ SAGE_API sage_status sage_variant_name(const sage_attention_desc* desc, char* na
   return rt::guarded([&] {
     rt::Policy policy;
     AttnProblem p = rt::checked_problem(desc, &policy);
-    if (!name || capacity == 0) throw Error(Errc::invalid_argument, "name is NULL or capacity is 0");
+    rt::check_name(name, capacity);
     rt::trim_window(p, nullptr);
-    const std::string& v = rt::selection_for(p, policy).variant;
-    const std::size_t n = std::min(v.size(), capacity - 1);
-    std::memcpy(name, v.data(), n);
-    name[n] = '\0';
+    rt::write_variant_name(p, policy, name, capacity);
+  });
+}
+
+SAGE_API sage_status sage_variant_name_varlen(const sage_attention_desc* desc, const sage_varlen* varlen, char* name,
+                                              size_t capacity) {
+  return rt::guarded([&] {
+    rt::Policy policy;
+    AttnProblem p = rt::checked_varlen_problem(desc, varlen, &policy);
+    rt::check_name(name, capacity);
+    rt::trim_window(p, nullptr);
+    rt::write_variant_name(p, policy, name, capacity);
+  });
+}
+
+SAGE_API sage_status sage_variant_name_paged(const sage_attention_desc* desc, const sage_paged_kv* kv, char* name,
+                                             size_t capacity) {
+  return rt::guarded([&] {
+    rt::Policy policy;
+    const AttnProblem p = rt::checked_paged_problem(desc, kv, &policy);
+    rt::check_name(name, capacity);
+    rt::write_variant_name(p, policy, name, capacity);
   });
 }
 

@@ -1081,6 +1081,9 @@ TEST_F(RuntimeGpu, ServesAPagedBucketsWinnerToItsPagedCalls) {
     sync();
     const std::vector<std::uint16_t> got = dense.o.to_host<std::uint16_t>(std::size_t(p.q_elems()));
     EXPECT_EQ(rt::counters().compiles, 0u) << "a stored cubin needs no compile";
+    char name[256];
+    ASSERT_EQ(sage_variant_name_paged(&desc, &kv, name, sizeof name), SAGE_OK) << sage_last_error();
+    EXPECT_EQ(std::string(name), won);
     const auto k = launcher(won);
     DeviceBuffer ws(std::max<std::size_t>(k->workspace_size(p), 256));
     dense.poison_output();
@@ -1148,6 +1151,9 @@ TEST_F(RuntimeGpu, ServesVarlenAndWindowBucketsWinnersToTheirCalls) {
     const std::size_t n = std::size_t(p.total_q) * p.heads_q * p.head_dim;
     const std::vector<std::uint16_t> got = vb.buffers.o.to_host<std::uint16_t>(n);
     EXPECT_EQ(rt::counters().compiles, 0u) << "a stored cubin needs no compile";
+    char name[256];
+    ASSERT_EQ(sage_variant_name_varlen(&desc, &vl, name, sizeof name), SAGE_OK) << sage_last_error();
+    EXPECT_EQ(std::string(name), won);
     const auto k = launcher(won);
     DeviceBuffer ws(std::max<std::size_t>(k->workspace_size(p), 256));
     vb.buffers.poison_output();

@@ -626,6 +626,58 @@ TEST(RuntimeApiValidation, VarlenPagedArguments) {
   }
 }
 
+// sage_variant_name_varlen / _paged: the varlen and paged calls' checks (their offsets, pages and
+// tables are not read), then the name's; valid, as far as needing a device.
+TEST(RuntimeApiValidation, VariantNamesOfVarlenAndPagedCalls) {
+  const sage_varlen vl{kCuQ, kCuKv, 600, 1000};
+  const sage_attention_desc dv = good_varlen();
+  char name[64];
+  EXPECT_EQ(sage_variant_name_varlen(nullptr, &vl, name, sizeof name), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("desc is NULL"), std::string::npos);
+  EXPECT_EQ(sage_variant_name_varlen(&dv, nullptr, name, sizeof name), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("varlen is NULL"), std::string::npos);
+  EXPECT_EQ(sage_variant_name_varlen(&dv, &vl, nullptr, 10), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("name is NULL or capacity is 0"), std::string::npos);
+  EXPECT_EQ(sage_variant_name_varlen(&dv, &vl, name, 0), SAGE_ERR_INVALID_ARGUMENT);
+  sage_attention_desc hnd = dv;
+  hnd.layout = SAGE_LAYOUT_HND;
+  EXPECT_EQ(sage_variant_name_varlen(&hnd, &vl, name, sizeof name), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("desc->layout must be SAGE_LAYOUT_NHD"), std::string::npos);
+  const sage_varlen negative{kCuQ, kCuKv, -1, 1000};
+  EXPECT_EQ(sage_variant_name_varlen(&dv, &negative, name, sizeof name), SAGE_ERR_INVALID_ARGUMENT);
+  const sage_varlen no_offsets{nullptr, nullptr, 600, 1000};  // offsets are not read
+
+  const sage_attention_desc d = good();
+  const sage_paged_kv kv = good_paged();
+  EXPECT_EQ(sage_variant_name_paged(&d, nullptr, name, sizeof name), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("kv is NULL"), std::string::npos);
+  EXPECT_EQ(sage_variant_name_paged(&d, &kv, name, 0), SAGE_ERR_INVALID_ARGUMENT);
+  sage_paged_kv odd = kv;
+  odd.page_size = 12;
+  EXPECT_EQ(sage_variant_name_paged(&d, &odd, name, sizeof name), SAGE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(sage_last_error()).find("page"), std::string::npos) << sage_last_error();
+  sage_paged_kv no_tables{};  // pages and tables are not read
+  no_tables.page_size = 16;
+  no_tables.max_pages = 16;
+  no_tables.num_pages = 40;
+
+  sage::Attention a(good_varlen());
+  std::string why;
+  if (!cu::have_device(&why)) {
+    EXPECT_EQ(sage_variant_name_varlen(&dv, &vl, name, sizeof name), SAGE_ERR_NO_DEVICE);
+    EXPECT_EQ(sage_variant_name_varlen(&dv, &no_offsets, name, sizeof name), SAGE_ERR_NO_DEVICE);
+    EXPECT_EQ(sage_variant_name_paged(&d, &kv, name, sizeof name), SAGE_ERR_NO_DEVICE);
+    EXPECT_EQ(sage_variant_name_paged(&d, &no_tables, name, sizeof name), SAGE_ERR_NO_DEVICE);
+    try {
+      a.variant_varlen(vl);
+      ADD_FAILURE() << "expected sage::ApiError";
+    } catch (const sage::ApiError& e) {
+      EXPECT_EQ(e.status(), SAGE_ERR_NO_DEVICE);
+    }
+    EXPECT_THROW(sage::Attention(good()).variant_paged(odd), sage::ApiError);
+  }
+}
+
 TEST(RuntimeApiValidation, StatusStringsAreDistinct) {
   std::set<std::string> seen;
   for (int s = SAGE_OK; s <= SAGE_ERR_INTERNAL; ++s) {

@@ -246,6 +246,13 @@ SAGE_API sage_status sage_attention_varlen_paged(const sage_attention_desc* desc
 /* Writes the name of the variant that serves `desc` on the current device into `name`
  * (NUL-terminated, truncated to `capacity` bytes), selecting it first if needed. */
 SAGE_API sage_status sage_variant_name(const sage_attention_desc* desc, char* name, size_t capacity);
+/* The same for a variable-length batch (sage_attention_varlen's desc and varlen: its totals are
+ * checked, its offsets not read) and for dense queries over a paged KV cache (sage_attention_paged's
+ * desc and kv: its page size, page counts and kv_dtype; pages, tables and lengths not read). */
+SAGE_API sage_status sage_variant_name_varlen(const sage_attention_desc* desc, const sage_varlen* varlen, char* name,
+                                              size_t capacity);
+SAGE_API sage_status sage_variant_name_paged(const sage_attention_desc* desc, const sage_paged_kv* kv, char* name,
+                                             size_t capacity);
 
 /* The reason of the calling thread's last failure ("" after a success). */
 SAGE_API const char* sage_last_error(void);

@@ -68,10 +68,21 @@ class Attention {
     check(sage_workspace_size_on_stream(&desc_, stream, &n));
     return n;
   }
-  // The variant serving this problem on the current device.
+  // The variant serving this problem on the current device; as a variable-length batch's, or with
+  // dense queries over a paged KV cache.
   std::string variant() const {
     char buf[256];
     check(sage_variant_name(&desc_, buf, sizeof buf));
+    return buf;
+  }
+  std::string variant_varlen(const sage_varlen& varlen) const {
+    char buf[256];
+    check(sage_variant_name_varlen(&desc_, &varlen, buf, sizeof buf));
+    return buf;
+  }
+  std::string variant_paged(const sage_paged_kv& kv) const {
+    char buf[256];
+    check(sage_variant_name_paged(&desc_, &kv, buf, sizeof buf));
     return buf;
   }
   // Runs on `stream` (a cudaStream_t / CUstream; nullptr: the legacy default stream).
