@@ -31,8 +31,8 @@ except ImportError:
 if _torch_module is not None:
     from . import _op  # registers torch.ops.sagetune.attention
 
-__all__ = ["attention", "attention_varlen", "attention_paged", "attention_varlen_paged", "sdpa", "variant", "SageError",
-           "LIBRARY_PATH"]
+__all__ = ["attention", "attention_varlen", "attention_paged", "attention_varlen_paged", "sdpa", "variant",
+           "variant_varlen", "SageError", "LIBRARY_PATH"]
 
 
 def _torch():
@@ -413,3 +413,23 @@ def variant(q, k, v, is_causal=False, tensor_layout="HND", policy="balanced", wi
                      window=window)
     with torch.cuda.device(q.device):
         return _capi.variant_name(desc)
+
+
+def variant_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal=False, policy="balanced",
+                   window=0):
+    """Name of the kernel variant that attention_varlen() runs for these arguments on q's device (a
+    tuned winner of the batch's bucket, or the default); the offsets are not read."""
+    torch = _torch()
+    fn = "sagetune.variant_varlen"
+    if policy not in _capi.POLICIES:
+        raise ValueError(f"{fn}: policy must be one of {', '.join(_capi.POLICIES)}, got {policy!r}")
+    _check_tensors(q, k, v, "NHD", fn=fn, shape="[total, heads, head_dim]")
+    if cu_seqlens_q.shape[0] < 2 or cu_seqlens_q.shape != cu_seqlens_k.shape:
+        raise ValueError(f"{fn}: cu_seqlens_q and cu_seqlens_k must both hold batch + 1 >= 2 offsets, got "
+                         f"{cu_seqlens_q.shape[0]} and {cu_seqlens_k.shape[0]}")
+    window = _window(fn, window, is_causal)
+    desc = make_desc(cu_seqlens_q.shape[0] - 1, q.shape[1], k.shape[1], int(max_seqlen_q), int(max_seqlen_k), q.shape[2],
+                     layout="NHD", dtype=_op.DTYPES[q.dtype], causal=is_causal, policy=policy, window=window)
+    varlen = _capi.make_varlen(0, 0, q.shape[0], k.shape[0])
+    with torch.cuda.device(q.device):
+        return _capi.variant_name_varlen(desc, varlen)

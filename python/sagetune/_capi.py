@@ -221,6 +221,12 @@ _lib.sage_attention_varlen_paged.argtypes = [
 _lib.sage_attention_varlen_paged.restype = ctypes.c_int
 _lib.sage_variant_name.argtypes = [ctypes.POINTER(AttentionDesc), ctypes.c_char_p, ctypes.c_size_t]
 _lib.sage_variant_name.restype = ctypes.c_int
+_lib.sage_variant_name_varlen.argtypes = [ctypes.POINTER(AttentionDesc), ctypes.POINTER(Varlen), ctypes.c_char_p,
+                                          ctypes.c_size_t]
+_lib.sage_variant_name_varlen.restype = ctypes.c_int
+_lib.sage_variant_name_paged.argtypes = [ctypes.POINTER(AttentionDesc), ctypes.POINTER(PagedKV), ctypes.c_char_p,
+                                         ctypes.c_size_t]
+_lib.sage_variant_name_paged.restype = ctypes.c_int
 _lib.sage_last_error.argtypes = []
 _lib.sage_last_error.restype = ctypes.c_char_p
 _lib.sage_status_string.argtypes = [ctypes.c_int]
@@ -270,6 +276,22 @@ def variant_name(desc):
     """Name of the variant serving `desc` on the current device."""
     buf = ctypes.create_string_buffer(512)
     _check(_lib.sage_variant_name(ctypes.byref(desc), buf, len(buf)))
+    return buf.value.decode()
+
+
+def variant_name_varlen(desc, varlen):
+    """Name of the variant serving the variable-length batch `desc`, `varlen` (its totals; the
+    offsets are not read) on the current device."""
+    buf = ctypes.create_string_buffer(512)
+    _check(_lib.sage_variant_name_varlen(ctypes.byref(desc), ctypes.byref(varlen), buf, len(buf)))
+    return buf.value.decode()
+
+
+def variant_name_paged(desc, paged):
+    """Name of the variant serving dense queries `desc` over the paged cache `paged` (its page size,
+    page counts and kv_dtype; pages and tables are not read) on the current device."""
+    buf = ctypes.create_string_buffer(512)
+    _check(_lib.sage_variant_name_paged(ctypes.byref(desc), ctypes.byref(paged), buf, len(buf)))
     return buf.value.decode()
 
 

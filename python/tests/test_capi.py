@@ -124,6 +124,27 @@ class CapiTest(unittest.TestCase):
             _capi.variant_name(good(batch=0))
         self.assertEqual(cm.exception.status, _capi.ERR_INVALID_ARGUMENT)
 
+    def test_variant_names_of_varlen_and_paged_calls_validate_their_calls(self):
+        nhd = good(layout="NHD")
+        for desc, vl, text in ((good(), _capi.make_varlen(0, 0, 256, 512), "desc->layout must be SAGE_LAYOUT_NHD"),
+                               (nhd, _capi.make_varlen(0, 0, -1, 512), "varlen->total_q and total_kv must be >= 0")):
+            with self.assertRaises(SageError) as cm:
+                _capi.variant_name_varlen(desc, vl)
+            self.assertEqual(cm.exception.status, _capi.ERR_INVALID_ARGUMENT, str(cm.exception))
+            self.assertIn(text, str(cm.exception))
+        with self.assertRaises(SageError) as cm:
+            _capi.variant_name_paged(good(), _capi.make_paged(0, 0, 0, 0, 12, 16, 40))
+        self.assertEqual(cm.exception.status, _capi.ERR_INVALID_ARGUMENT, str(cm.exception))
+        self.assertIn("page", str(cm.exception))
+        # Valid calls (offsets, pages and tables are not read): named where there is a device, else
+        # refused for the want of one.
+        for name_of in (lambda: _capi.variant_name_varlen(nhd, _capi.make_varlen(0, 0, 256, 512)),
+                        lambda: _capi.variant_name_paged(good(), _capi.make_paged(0, 0, 0, 0, 16, 16, 40))):
+            try:
+                self.assertTrue(name_of().startswith("attn_"))
+            except SageError as e:
+                self.assertEqual(e.status, _capi.ERR_NO_DEVICE, str(e))
+
     def test_varlen_fields_reach_the_library_field_by_field(self):
         self.assertEqual(_capi.ctypes.sizeof(_capi.Varlen), 24)
         nhd = good(layout="NHD")

@@ -721,6 +721,9 @@ def test_varlen_default_policy_meets_the_balanced_thresholds(d, causal):
                                            return_lse=True)
     cos, rel = _check_sequences(q, k, v, cq, ck, o, lse, causal, 5e-2)
     assert cos >= 0.999 and rel <= 0.04, (cos, rel)
+    # variant_varlen names the kernel of this batch's bucket: one of its head dim.
+    name = sagetune.variant_varlen(q, k, v, cq, ck, max(seq_q), max(seq_k), is_causal=causal)
+    assert name.startswith("attn_") and f"_d{d}_" in name, name
 
 
 def test_varlen_clear_errors_and_the_operator():
