@@ -26,7 +26,7 @@ bool default_rule_matches(const DefaultRule& r, const DefaultCall& c) {
   if (c.paged) {
     if (r.window && !c.window) return false;  // a paged entry of windows: windowed calls only
   } else if (r.window) {
-    if (!c.window) return false;
+    if (!c.window || (r.dense && c.varlen)) return false;
   } else if (r.varlen != varlen) {
     return false;
   }

@@ -1928,6 +1928,17 @@ const WindowCase kWindowCases[] = {
      "mma_d64_m128_n64_w8_s2_qk-native_pv-native_sch-plain_occ1"},
     {"Native_Mma_D128_64x64_Chunk", 2, 8, 2, 700, 3000, 128, 450, DType::fp16, Layout::HND, false,
      SAGE_POLICY_ACCURATE, "mma_d128_m64_n64_w4_s2_qk-native_pv-native_sch-plain_occ1"},
+    // The quantized mma.sync kernels (dense calls: sm_80 to sm_120's window defaults), their
+    // sm_90a builds: FP8, FP16 and FP16-accumulator P.V, head dims 64 to 256, a window narrower
+    // than a tile, the entry held to two CTAs an SM where the variant asks for three.
+    {"Quant_Mma_D128_Fp8_128x64", 2, 8, 2, 3000, 3000, 128, 1100, DType::fp16, Layout::HND, true,
+     SAGE_POLICY_BALANCED, "mma_d128_m128_n64_w8_s2_qk-int8-thread_pv-fp8_smk_sch-plain_occ1"},
+    {"Quant_Mma_D64_Fp16acc_Chunk", 1, 8, 2, 900, 4000, 64, 700, DType::bf16, Layout::NHD, false,
+     SAGE_POLICY_BALANCED, "mma_d64_m128_n64_w8_s2_qk-int8-thread_pv-fp16acc_smk_sch-plain_occ1"},
+    {"Quant_Mma_D256_Fp16_Window200", 1, 4, 2, 2000, 2000, 256, 200, DType::fp16, Layout::HND, true,
+     SAGE_POLICY_BALANCED, "mma_d256_m64_n32_w4_s2_qk-int8-thread_pv-fp16_smk_sch-plain_occ1"},
+    {"Quant_Mma_D128_Occ3_Window48", 2, 4, 4, 2500, 2500, 128, 48, DType::fp16, Layout::NHD, true,
+     SAGE_POLICY_BALANCED, "mma_d128_m64_n64_w4_s2_qk-int8-thread_pv-fp16_smk_sch-plain_occ3"},
 };
 
 class RuntimeGpuWindow : public RuntimeGpu, public ::testing::WithParamInterface<WindowCase> {};

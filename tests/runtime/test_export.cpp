@@ -173,7 +173,7 @@ TEST_F(RuntimeExport, VarlenAndWindowWinnersTravelUnderTheirKeys) {
   ASSERT_TRUE(has_varlen_entry(tuner::kernel_config(test::variant_named(kArch, dflt_)))) << dflt_;
   std::string other;
   for (const auto& v : test::attention_variants(kArch, 128))
-    if (!has_varlen_entry(tuner::kernel_config(v)) && v.pipeline == "mma") {
+    if (!has_window_entry(tuner::kernel_config(v)) && v.pipeline == "mma") {
       other = v.name;
       break;
     }

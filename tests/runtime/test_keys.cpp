@@ -834,10 +834,41 @@ TEST(RuntimeKeys, WindowsRunOnTheKernelsThatTakeVariableLengthBatches) {
   c.schedule = "decode";
   EXPECT_FALSE(has_window_entry(c));
   EXPECT_NE(c.cannot_implement(p).find("sliding windows run on"), std::string::npos) << c.cannot_implement(p);
+  // The quantized mma.sync kernels: INT8 Q.K^T at per-thread granularity, FP16 or FP8 P.V, the
+  // plain schedule, every head dim; dense calls only (a packed batch needs sage_attn_varlen).
   c.qk = "int8";
-  c.pv = "fp8";
   c.schedule = "plain";
-  EXPECT_FALSE(has_window_entry(c)) << "the quantized mma.sync kernels";
+  for (const char* pv : {"fp8", "fp16", "fp16acc"}) {
+    c.pv = pv;
+    for (int d : {64, 128, 256}) {
+      c.head_dim = d;
+      EXPECT_TRUE(has_window_entry(c)) << "quantized mma.sync, " << pv << " P.V, head dim " << d;
+      EXPECT_FALSE(has_varlen_entry(c));
+    }
+  }
+  c.head_dim = 128;
+  EXPECT_EQ(c.cannot_implement(p), "");
+  AttnProblem packed = p;
+  packed.varlen = true;
+  packed.total_q = packed.total_kv = 4096;
+  EXPECT_NE(c.cannot_implement(packed).find("variable-length batches run on"), std::string::npos)
+      << "a packed window needs sage_attn_varlen: " << c.cannot_implement(packed);
+  c.pv = "int8";
+  EXPECT_FALSE(has_window_entry(c)) << "INT8 P.V (its LSE takes an entry of its own)";
+  EXPECT_NE(c.cannot_implement(p).find("for dense calls, on the quantized mma.sync kernels"), std::string::npos)
+      << c.cannot_implement(p);
+  c.pv = "fp8";
+  c.schedule = "overlap";
+  EXPECT_FALSE(has_window_entry(c)) << "the overlap schedule";
+  c.schedule = "plain";
+  for (const char* g : {"per_warp", "per_block"}) {
+    c.granularity = g;
+    EXPECT_FALSE(has_window_entry(c)) << g;
+  }
+  c.granularity = "per_thread";
+  c.qk = "int4";
+  EXPECT_FALSE(has_window_entry(c)) << "INT4 Q.K^T";
+  c.qk = "int8";
   c.pipeline = "wgmma";
   c.tma = true;
   c.fuse_q = true;

@@ -132,11 +132,12 @@ TEST(CliGpu, TuneVarlenAndWindowBuckets) {
           "  - {head_dim: [128], causal: [true], dtype: [fp16], layout: [NHD], seq: [128], seq_q: [2048], bh: [32], "
           "window: true}\n");
   // Two native plain mma.sync kernels (varlen and window entries everywhere), sm_90a's quantized
-  // varlen kernel, and a quantized mma.sync kernel that takes neither.
+  // varlen kernel, a quantized mma.sync kernel that takes dense windows only (per-thread INT8 Q.K^T)
+  // and one that takes neither (per-warp).
   const std::string filter =
       "'d128_m(64_n64_w4_s2_qk-native_pv-native_sch-plain_occ1|128_n128_w8_s2_qk-native_pv-native_sch-plain_occ1|"
-      "128_n128_w8_s2_qk-int8-thread_pv-fp16acc_smk_sch-plain_occ1|64_n128_wg1_s2_qk-int8-thread_pv-fp8_smk_rsum_fq_"
-      "tma_sch-plain_occ3)$'";
+      "128_n128_w8_s2_qk-int8-thread_pv-fp16acc_smk_sch-plain_occ1|128_n64_w8_s2_qk-int8-warp_pv-fp16_smk_sch-plain_"
+      "occ1|64_n128_wg1_s2_qk-int8-thread_pv-fp8_smk_rsum_fq_tma_sch-plain_occ3)$'";
   const std::string arch = tuner::arch_for_cc(tuner::fingerprint_device(0).cc);
   CliRun t = s.run("tune -q --problems p.yaml --filter " + filter + " --json");
   ASSERT_EQ(t.rc, 0) << t.out << t.err;
@@ -144,10 +145,14 @@ TEST(CliGpu, TuneVarlenAndWindowBuckets) {
   ASSERT_EQ(doc["results"].size(), 2u) << t.out;
   std::map<std::string, std::string> won;
   for (const auto& r : doc["results"]) {
-    EXPECT_EQ(r["candidates"].get<int>(), arch == "sm_90a" ? 3 : 2) << r.dump();
+    const bool window = r["problem"].get<std::string>().find("_window") != std::string::npos;
+    EXPECT_EQ(r["candidates"].get<int>(), (arch == "sm_90a" ? 3 : 2) + (window ? 1 : 0)) << r.dump();
     EXPECT_GE(r["passed"].get<int>(), 2) << r.dump();
     const std::string w = r["winner"].get<std::string>();
-    EXPECT_EQ(w.find("pv-fp16acc"), std::string::npos) << r.dump();
+    EXPECT_EQ(w.find("qk-int8-warp"), std::string::npos) << r.dump();
+    if (!window) {
+      EXPECT_EQ(w.find("pv-fp16acc"), std::string::npos) << r.dump();
+    }
     EXPECT_GT(r["tops"].get<double>(), 0) << r.dump();
     won[r["problem"].get<std::string>()] = w;
   }

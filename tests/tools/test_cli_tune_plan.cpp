@@ -97,11 +97,13 @@ TEST(CliTunePlan, FilterAndShardNarrowThePlanAndTheTextSaysWhatItIs) {
 }
 
 // The built-in set's variable-length and window buckets: their candidates are the variants that
-// take such calls; on an architecture where none does at a head dim (256 off sm_90a), the plan
-// says tune skips the bucket (tune: ProblemResult::skipped, no failure of the run).
+// take such calls (every bucket of the set has some on sm_90a, sm_80 and sm_100: head dim 256's
+// windows off sm_90a on the quantized mma.sync kernels). On an architecture where none does (a
+// variable-length batch at head dim 256 off sm_90a), the plan says tune skips the bucket (tune:
+// ProblemResult::skipped, no failure of the run).
 TEST(CliTunePlan, VarlenAndWindowBucketsTakeTheirKernelsAndUnservableOnesAreSkipped) {
   CliSandbox s;
-  for (const char* arch : {"sm_90a", "sm_80"}) {
+  for (const char* arch : {"sm_90a", "sm_80", "sm_100"}) {
     CliRun r = s.run(std::string("tune --dry-run --json --arch ") + arch);
     ASSERT_EQ(r.rc, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
@@ -129,11 +131,27 @@ TEST(CliTunePlan, VarlenAndWindowBucketsTakeTheirKernelsAndUnservableOnesAreSkip
     }
     EXPECT_EQ(varlen, 2) << arch;
     EXPECT_EQ(window, 4) << arch;
-    // sm_90a serves every bucket of the set; sm_80 has no head dim 256 kernel with windows.
-    EXPECT_EQ(skipped, std::string(arch) == "sm_90a" ? 0 : 2) << arch;
+    EXPECT_EQ(skipped, 0) << arch;
   }
-  EXPECT_EQ(tuner::unservable_why("sm_80", tuner::ProblemKey::parse("d256_causal_fp16_NHD_q16384_kv1024_bh128_balanced_window")),
-            "no sm_80 variant takes sliding windows at head dim 256");
+  const auto w256 = tuner::ProblemKey::parse("d256_causal_fp16_NHD_q16384_kv1024_bh128_balanced_window");
+  EXPECT_EQ(tuner::unservable_why("sm_80", w256), "");
+  const auto v256 = tuner::ProblemKey::parse("d256_causal_fp16_NHD_q4096_kv4096_bh128_balanced_varlen");
+  EXPECT_EQ(tuner::unservable_why("sm_80", v256), "no sm_80 variant takes variable-length batches at head dim 256");
+  EXPECT_EQ(tuner::unservable_why("sm_90a", v256), "");
+  std::string file = kProblems;
+  file = file.substr(0, file.find("problems:\n")) +
+         "problems:\n  - {head_dim: [256], causal: [true], dtype: [fp16], layout: [NHD], seq: [2048], bh: [128], "
+         "varlen: true}\n";
+  s.write("v256.yaml", file);
+  CliRun r = s.run("tune --dry-run --json --arch sm_80 --problems v256.yaml");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["problems"].size(), 1u) << r.out;
+  EXPECT_TRUE(j["problems"][0]["candidates"].empty()) << r.out;
+  EXPECT_NE(j["problems"][0]["note"].get<std::string>().find(
+                "no sm_80 variant takes variable-length batches at head dim 256: tune skips it"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(CliTunePlan, BadArchOrArchWithoutDryRunIsAClearError) {

@@ -117,24 +117,33 @@ TEST(Defaults, HopperVarlenBatchesPastOneKRunTheQuantizedKernelsUnderBalancedAnd
 TEST(Defaults, SlidingWindowsTakeKernelsWithTheWindowEntry) {
   const gen::SearchSpace space = gen::SearchSpace::builtin();
   const tuner::ProblemsConfig cfg = tuner::ProblemsConfig::builtin();
-  auto pick = [&](const std::string& arch, int d, const std::string& policy, int w) {
-    const std::string v = tuner::default_variant(arch, d, policy, w, 0, 32768, false, 32, 0, true, true);
+  // A dense call's window, or (packed) a variable-length batch's, whose kernel must also take such
+  // batches.
+  auto pick = [&](const std::string& arch, int d, const std::string& policy, int w, bool packed = false,
+                  int seq_q = 32768) {
+    const std::string v = tuner::default_variant(arch, d, policy, w, 0, seq_q, false, 32, 0, packed, true);
     const std::optional<gen::Variant> var = space.find(v);
     EXPECT_TRUE(var.has_value()) << v;
     EXPECT_TRUE(has_window_entry(tuner::kernel_config(*var))) << v;
+    if (packed) {
+      EXPECT_TRUE(has_varlen_entry(tuner::kernel_config(*var))) << v;
+    }
     EXPECT_EQ(var->get_int("head_dim"), d) << v;
     return *var;
   };
   for (const std::string& arch : space.archs())
-    for (int d : {64, 128, 256}) {
-      if (d == 256 && arch != "sm_90a") continue;
-      for (const auto& [name, policy] : cfg.policies)
-        for (int w : {1, 64, 128, 256, 512, 1024, 4096, 32768}) {
-          const gen::Variant v = pick(arch, d, name, w);
-          EXPECT_EQ(v.arch, arch);
-          EXPECT_TRUE(policy.admits_pv(v.get_string("pv"))) << v.name << " under " << name;
-        }
-    }
+    for (int d : {64, 128, 256})
+      for (bool packed : {false, true}) {
+        // (no kernel takes packed batches at head dim 256 off sm_90a, nor on sm_100 any window there)
+        if (d == 256 && arch != "sm_90a" && packed) continue;
+        for (const auto& [name, policy] : cfg.policies)
+          for (int w : {1, 64, 128, 256, 512, 1024, 4096, 32768})
+            for (int q : {16, 256, 32768}) {
+              const gen::Variant v = pick(arch, d, name, w, packed, q);
+              EXPECT_EQ(v.arch, arch);
+              EXPECT_TRUE(policy.admits_pv(v.get_string("pv"))) << v.name << " under " << name;
+            }
+      }
   for (const std::string policy : {"balanced", "fast"}) {
     for (int w : {1, 128, 256, 1024, 8192}) EXPECT_EQ(pick("sm_90a", 128, policy, w).get_string("qk"), "int8") << w;
     for (int w : {513, 1024, 32768}) EXPECT_EQ(pick("sm_90a", 64, policy, w).get_string("qk"), "int8") << w;
@@ -143,6 +152,32 @@ TEST(Defaults, SlidingWindowsTakeKernelsWithTheWindowEntry) {
   }
   for (int d : {64, 128})
     for (int w : {128, 1024, 32768}) EXPECT_EQ(pick("sm_90a", d, "accurate", w).get_string("qk"), "native");
+  // sm_80 to sm_120 (2026-11-30 (bc)): the quantized mma.sync kernels of their long prompts take a
+  // dense call's window past 128 keys a query sees at D=128 and 256 at D=64, and past 256 queries;
+  // every D=256 window; every policy (their accurate kernels are quantized too, with FP16 P.V). A
+  // packed batch's window, and the shorter ones, take the native kernels of the varlen entries.
+  for (const std::string arch : {"sm_80", "sm_86", "sm_89", "sm_100", "sm_120"})
+    for (const std::string policy : {"balanced", "accurate"}) {
+      for (int w : {129, 1024, 32768}) {
+        EXPECT_EQ(pick(arch, 128, policy, w).get_string("qk"), "int8") << arch << " " << w;
+        EXPECT_EQ(pick(arch, 128, policy, w, false, 256).get_string("qk"), "native") << arch << " a chunk of 256";
+        EXPECT_EQ(pick(arch, 128, policy, w, true).get_string("qk"), "native") << arch << " packed";
+      }
+      for (int w : {257, 1024, 32768}) EXPECT_EQ(pick(arch, 64, policy, w).get_string("qk"), "int8") << arch << " " << w;
+      EXPECT_EQ(pick(arch, 128, policy, 128).get_string("qk"), "native") << arch;
+      EXPECT_EQ(pick(arch, 64, policy, 256).get_string("qk"), "native") << arch;
+      for (int w : {64, 1024, 32768}) {
+        const gen::Variant v = pick(arch, 256, policy, w, false, 16);
+        EXPECT_EQ(v.get_string("qk"), "int8") << arch << " " << w;
+        EXPECT_EQ(v.pipeline, "mma") << arch;
+      }
+      try {
+        tuner::default_variant(arch, 256, policy, 1024, 0, 4096, false, 32, 0, true, true);
+        ADD_FAILURE() << arch << ": a packed window at head dim 256 has no kernel there";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), Errc::not_found) << e.what();
+      }
+    }
   // A variable-length batch (without a window) and a dense call never match a window entry.
   for (int d : {64, 128})
     for (int n : {128, 1024, 8192}) {
@@ -286,6 +321,51 @@ TEST(Defaults, Kv8EntriesMatchCallsOverFp8PagesOnly) {
   DefaultCall dense = call(false, false);
   dense.paged = false;
   EXPECT_FALSE(default_rule_matches(kv8, dense));
+}
+
+// The matcher's `dense` (`window: true, varlen: false`): an entry that names it matches the
+// windows of dense calls only; a plain window entry matches packed ones too, and a varlen entry
+// matches windows of either kind after them; a dense call without a window matches none of them.
+TEST(Defaults, DenseWindowEntriesMatchNoPackedBatch) {
+  DefaultRule window, dense_window, varlen;
+  for (DefaultRule* r : {&window, &dense_window, &varlen}) r->head_dim = 128;
+  window.window = dense_window.window = true;
+  dense_window.dense = true;
+  varlen.varlen = true;
+  auto call = [](bool packed, bool win) {
+    DefaultCall c;
+    c.head_dim = 128;
+    c.policy = "balanced";
+    c.varlen = packed;
+    c.window = win;
+    return c;
+  };
+  EXPECT_TRUE(default_rule_matches(window, call(false, true)));
+  EXPECT_TRUE(default_rule_matches(window, call(true, true)));
+  EXPECT_TRUE(default_rule_matches(dense_window, call(false, true)));
+  EXPECT_FALSE(default_rule_matches(dense_window, call(true, true)));
+  EXPECT_TRUE(default_rule_matches(varlen, call(false, true)));
+  EXPECT_TRUE(default_rule_matches(varlen, call(true, true)));
+  EXPECT_TRUE(default_rule_matches(varlen, call(true, false)));
+  for (const DefaultRule* r : {&window, &dense_window, &varlen}) EXPECT_FALSE(default_rule_matches(*r, call(false, false)));
+  EXPECT_FALSE(default_rule_matches(window, call(true, false)));
+  EXPECT_FALSE(default_rule_matches(dense_window, call(true, false)));
+  // The file's rule: `varlen: false` names a window entry's kernels as dense-only.
+  for (const std::string arch : {"sm_80", "sm_89", "sm_100"}) {
+    int dense_entries = 0;
+    for (const tuner::DefaultEntry& e : tuner::default_entries(arch))
+      if (e.rule.dense) {
+        ++dense_entries;
+        EXPECT_TRUE(e.rule.window && !e.rule.varlen && !e.rule.paged) << e.conditions;
+        EXPECT_NE(e.conditions.find("varlen false"), std::string::npos) << e.conditions;
+        const std::optional<std::string> v = tuner::entry_variant(arch, e);
+        ASSERT_TRUE(v.has_value()) << e.conditions;
+        const KernelConfig c = *tuner::variant_config(arch, *v);
+        EXPECT_TRUE(has_window_entry(c)) << *v;
+        EXPECT_FALSE(has_varlen_entry(c)) << *v << ": a kernel that takes packed batches needs no varlen: false";
+      }
+    EXPECT_GE(dense_entries, 3) << arch;
+  }
 }
 
 // FP8 pages (BucketKey::kv8) take a kernel with the FP8 entries on every architecture, every

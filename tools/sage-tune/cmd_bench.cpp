@@ -314,7 +314,7 @@ int run_bench(const BenchArgs& a) {
       names.push_back(own ? *own
                           : tuner::default_variant(arch, kd, a.policy, p.window > 0 ? std::min(p.seq_kv, p.window) : p.seq_kv,
                                                    p.causal && (p.window == 0 || p.paged) ? 1 : 0, p.seq_q, false, bh, sms,
-                                                   varlen_defaults && !p.paged, p.window > 0, p.paged, p.kv_fp8));
+                                                   p.varlen && !p.paged, p.window > 0, p.paged, p.kv_fp8));
     for (const std::string& name : names) {
       auto k = kernel_for(name);
       if (!first && a.cooldown_s > 0) {

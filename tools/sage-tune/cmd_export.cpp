@@ -116,7 +116,7 @@ std::set<int> kernel_head_dims() {
 }
 
 std::string rule_text(const DefaultRule& r) {
-  return cat("{", r.head_dim, ", ", r.paged, ", ", r.window, ", ", r.varlen, ", ", r.kv8, ", ", r.max_seq_kv, ", ", r.max_seq_q, ", ",
+  return cat("{", r.head_dim, ", ", r.paged, ", ", r.window, ", ", r.varlen, ", ", r.kv8, ", ", r.dense, ", ", r.max_seq_kv, ", ", r.max_seq_q, ", ",
              r.min_seq_q, ", ", r.max_bh, ", ", r.causal, ", ", r.rows16, ", ", c_string(std::string(r.policies)), "}");
 }
 

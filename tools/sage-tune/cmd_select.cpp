@@ -182,7 +182,7 @@ int run_select(const SelectArgs& a) {
     // (a window: read as non-causal sequences of the keys a query sees, as the runtime does)
     entry = tuner::default_match(arch, kd, a.policy, key.seq_kv_bucket, p.causal && (!window || p.paged) ? 1 : 0,
                                  key.seq_q_bucket,
-                                 rows16 && !varlen_defaults, pairs, sms, varlen_defaults && !p.paged, window, p.paged,
+                                 rows16 && !varlen_defaults, pairs, sms, a.varlen && !p.paged, window, p.paged,
                                  p.kv_fp8);
     variant = entry.variant;
     if (source.empty()) source = "default";
@@ -320,7 +320,7 @@ Registrar reg_select(
       sub.add_flag("--kv-fp8", a->kv_fp8, "--paged: FP8 (e4m3) pages (sage_paged_kv::kv_dtype); shows the kernel that reads them");
       sub.add_option("--window", a->window,
                      "a causal sliding window: each query sees its W most recent keys (0: none); shows the kernel "
-                     "that serves it (a varlen default, at the keys a query sees)");
+                     "that serves it (its window defaults, then the varlen ones, at the keys a query sees)");
       return [a]() { return run_select(*a); };
     },
     52);

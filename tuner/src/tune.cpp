@@ -133,6 +133,10 @@ std::vector<DefaultEntry> read_entries(const YAML::Node& root, const std::string
       e.rule.paged = named_bool(entry["paged"]) == 1;
       e.rule.window = named_bool(entry["window"]) == 1;
       e.rule.varlen = named_bool(entry["varlen"]) == 1;
+      e.rule.dense = e.rule.window && named_bool(entry["varlen"]) == 0;
+      if (named_bool(entry["varlen"]) == 0 && (!e.rule.window || e.rule.paged))
+        throw Error(Errc::parse_error, cat("configs/defaults.yaml: ", arch, " entry ", i,
+                                           ": varlen: false is for window: true entries (windows of dense calls only)"));
       e.rule.kv8 = named_bool(entry["kv8"]) == 1;
       if (e.rule.kv8 && !e.rule.paged)
         throw Error(Errc::parse_error, cat("configs/defaults.yaml: ", arch, " entry ", i, ": kv8 (FP8 pages) needs paged: true"));
@@ -341,8 +345,8 @@ std::string key_default(const std::string& arch, const ProblemKey& k, int bh, in
   // A window's call: its `window` entries, then the varlen ones, read as a non-causal call of its
   // window's keys (each query tile sees about that many).
   return default_variant(arch, k.head_dim, k.policy, k.seq_kv_bucket, k.causal && !k.window ? 1 : 0, k.seq_q_bucket,
-                         rows16 && dense, bh > 0 ? bh : k.bh_bucket, sms, (k.varlen || k.window) && !k.paged, k.window,
-                         k.paged, k.kv8);
+                         rows16 && dense, bh > 0 ? bh : k.bh_bucket, sms, k.varlen && !k.paged, k.window, k.paged,
+                         k.kv8);
 }
 
 namespace {

@@ -243,7 +243,8 @@ std::string KernelConfig::cannot_implement(const AttnProblem& p) const {
   if (p.window > 0 && !p.paged && !has_window_entry(*this))
     return "sliding windows run on the kernels that take variable-length batches: the native (unquantized) kernels of "
            "the plain schedule (mma.sync at head dims 64 and 128), and the quantized wgmma kernels of FP8 P.V, the TMA "
-           "loader and the plain or turns schedule that quantize Q themselves (fuse_q)";
+           "loader and the plain or turns schedule that quantize Q themselves (fuse_q); and, for dense calls, on the "
+           "quantized mma.sync kernels of INT8 Q.K^T at per-thread granularity, FP16 or FP8 P.V and the plain schedule";
   if (p.paged && !has_paged_entry(*this))
     return "paged KV caches (with dense or variable-length queries) run on the native (unquantized) mma.sync kernels "
            "of the decode schedule, and of the plain schedule at head dims 64 and 128, and on the native wgmma kernels "
@@ -352,11 +353,18 @@ bool has_varlen_entry(const KernelConfig& c) {
          c.schedule == "plain" && (c.head_dim == 64 || c.head_dim == 128 || (c.pipeline == "wgmma" && c.head_dim == 256));
 }
 
-// The variants whose module has the entry sage_attn_window (sliding windows, dense or packed):
-// those with sage_attn_varlen (the templates' rule), whose kernels start each query tile at its
-// window's first key tile (mma_attn::kv_range). Every `varlen` default of configs/defaults.yaml
-// is one, which window calls take (BucketKey::window).
-bool has_window_entry(const KernelConfig& c) { return has_varlen_entry(c); }
+// The variants whose module has the entry sage_attn_window (sliding windows), whose kernels start
+// each query tile at its window's first key tile (mma_attn::kv_range): those with sage_attn_varlen
+// (the templates' rule), where it takes dense and packed calls; and the quantized mma.sync kernels
+// of INT8 Q.K^T at per-thread granularity, FP16 or FP8 P.V and the plain schedule, where it takes
+// dense calls only (their Q is quantized by the preparation, which has no per-sequence Q tiles:
+// attn_mma.cu.j2). Every `varlen` default of configs/defaults.yaml is one, which window calls take
+// after the `window` entries (BucketKey::window).
+bool has_window_entry(const KernelConfig& c) {
+  if (c.pipeline == "mma" && c.qk == "int8")
+    return c.granularity == "per_thread" && c.schedule == "plain" && (c.pv == "fp16" || c.pv == "fp16acc" || c.pv == "fp8");
+  return has_varlen_entry(c);
+}
 
 // The variants whose module has the entry sage_attn_paged (the templates' rule): the native
 // mma.sync kernels of the decode schedule (every head dim), and of the plain schedule at head

@@ -198,7 +198,7 @@ Resolved resolve(const BucketKey& call_key, const AttnProblem& p, const Device& 
   } else if (key.varlen || key.window) {
     // A window's call: its entries, then the varlen ones, read as non-causal sequences of its
     // window's keys (BucketKey::window).
-    call.varlen = true;
+    call.varlen = key.varlen;
     call.window = key.window;
     call.causal = key.causal && !key.window ? 1 : 0;
   } else {

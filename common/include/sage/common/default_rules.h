@@ -16,6 +16,8 @@ struct DefaultRule {
   bool varlen = false;  // `varlen: true`: variable-length batches, and windows after the window entries
   bool kv8 = false;     // `kv8: true`: calls over FP8 pages only (with window: those with a window,
                         // else those without); FP8 pages also match every paged entry as FP16 ones
+  bool dense = false;   // `window: true, varlen: false`: windows of dense calls only (kernels whose
+                        // sage_attn_window takes no packed batch)
   // -1 where the entry does not name it.
   int max_seq_kv = -1, max_seq_q = -1, min_seq_q = -1, max_bh = -1;
   int causal = -1, rows16 = -1;  // 0 or 1 where named
@@ -31,7 +33,8 @@ struct DefaultCall {
   int seq_q = 0;      // 0: entries with max_seq_q or min_seq_q do not match
   bool rows16 = false;
   int bh = 0;         // batch x query heads at the measured SMs (default_pairs); 0: entries with max_bh do not match
-  bool varlen = false, window = false, paged = false;
+  bool varlen = false;  // a variable-length batch (a window's call is matched as one after the window entries)
+  bool window = false, paged = false;
   bool kv8 = false;   // a paged call over FP8 pages
 };
 

@@ -111,8 +111,9 @@ std::optional<KernelConfig> stored_kernel_config(const VariantRecord& r);
 // `varlen`: a variable-length batch, which only the entries that name `varlen: true` match
 // (and they match nothing else). `window`: a sliding window's call (its seq_kv the keys a query
 // sees, min(seq_kv, window); causal 0: each query tile sees about that many), which the entries
-// that name `window: true` match (and nothing else), then the `varlen: true` ones (their kernels
-// all take windows: the entry sage_attn_window).
+// that name `window: true` match (and nothing else; those that also name `varlen: false` only
+// where `varlen` is false: their kernels' window entry takes no packed batch), then the
+// `varlen: true` ones (their kernels all take windows: the entry sage_attn_window).
 // `paged`: a paged KV cache's call, which only the `paged: true` entries match (and with a
 // window also those that name `window: true`). `kv8`: over FP8 pages, which also the entries that
 // name `kv8: true` match (and nothing else), and they first where they come first.
