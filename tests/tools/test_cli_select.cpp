@@ -114,11 +114,11 @@ TEST(CliSelect, BlackwellEntriesNameTheListThatHoldsThem) {
   ASSERT_EQ(own.rc, 0) << own.err;
   const nlohmann::json o = nlohmann::json::parse(own.out);
   EXPECT_EQ(o["defaults_entry"]["list"], "sm_100") << o.dump();
-  EXPECT_EQ(o["defaults_entry"]["index"], 0);
-  EXPECT_NE(o["variant"].get<std::string>().find("_qk-native_pv-native_"), std::string::npos) << o.dump();
+  EXPECT_EQ(o["defaults_entry"]["index"], 2);  // past the native kernel's (up to 128 queries, up to 1K keys)
+  EXPECT_NE(o["variant"].get<std::string>().find("_qk-int8-thread_pv-fp16_"), std::string::npos) << o.dump();
   CliRun quant = s.run("select --arch sm_100 -d 128 -n 4096");
   ASSERT_EQ(quant.rc, 0) << quant.err;
-  EXPECT_NE(quant.out.find("the sm_100 list's entry 6: head_dim 128"), std::string::npos) << quant.out;
+  EXPECT_NE(quant.out.find("the sm_100 list's entry 8: head_dim 128"), std::string::npos) << quant.out;
   EXPECT_EQ(quant.out.find("continues"), std::string::npos) << quant.out;
 }
 

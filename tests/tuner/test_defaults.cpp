@@ -464,9 +464,10 @@ TEST(Defaults, EveryArchHasAVarlenKernelAtHeadDims64And128) {
 // Blackwell runs the mma.sync pipeline with sm_89's choices (configs/defaults.yaml: no Blackwell
 // GPU has measured its own): sm_120 those of the call's policy, sm_100, whose FP8 mma.sync is
 // emulated, those of the accurate policy (FP16 P.V) under every policy; but for head dim 256
-// where the quantized kernels spill (sm_100 every policy, sm_120 the accurate one's FP16
-// accumulators): there the native kernel. For every call the sm_100 and sm_120 default is that
-// variant for the arch, in its search space.
+// where those quantized kernels spill (sm_100 every policy, sm_120 the accurate one's FP16
+// accumulators): there sm_80's, FP16 P.V into FP32 accumulators, past the native kernel's calls
+// (up to 128 queries or 1K keys). For every call the sm_100 and sm_120 default is that variant for
+// the arch, in its search space.
 TEST(Defaults, BlackwellRunsTheAdaDefaultsCompiledForItsOwnArch) {
   const gen::SearchSpace space = gen::SearchSpace::builtin();
   int checked = 0;
@@ -484,10 +485,16 @@ TEST(Defaults, BlackwellRunsTheAdaDefaultsCompiledForItsOwnArch) {
             EXPECT_EQ(var->arch, arch);
             EXPECT_EQ(var->pipeline, "mma") << v;
             if (sm100) EXPECT_NE(var->get_string("pv"), "fp8") << v << ": FP8 mma.sync is emulated on sm_100";
-            const bool native256 = d == 256 && (sm100 || std::string(policy) == "accurate");
-            if (native256) {
-              EXPECT_EQ(var->get_string("qk"), "native") << v;
-              EXPECT_EQ(var->get_string("pv"), "native") << v;
+            const bool own256 = d == 256 && (sm100 || std::string(policy) == "accurate");
+            if (own256) {
+              const bool short_call = seq_q == 1 || n == 1024;
+              EXPECT_EQ(var->get_string("qk"), short_call ? "native" : "int8") << v;
+              EXPECT_EQ(var->get_string("pv"), short_call ? "native" : "fp16") << v;
+              if (!short_call) {
+                EXPECT_EQ(tuner::default_variant("sm_80", d, policy, n, -1, seq_q).substr(9),
+                          v.substr(space.arch(arch).tag().size() + 5))
+                    << v << ": sm_80's kernel";
+              }
             } else {
               EXPECT_EQ(v, "attn_" + space.arch(arch).tag() + ada.substr(9)) << arch << " d" << d << " " << policy;
             }
@@ -1148,13 +1155,14 @@ TEST(Defaults, EveryEntryNamesKnownKeysOnly) {
 // (accurate: the native wgmma kernel); on sm_80/86/89 the mma.sync kernel of INT8 Q.K^T past
 // 1K keys under every policy, with each arch's D=128 P.V precision (sm_80 FP16, sm_86 FP16
 // into FP16 accumulators, sm_89 FP8, and under the accurate policy FP16 accumulators); sm_120
-// as sm_89 but for the accurate policy, and sm_100 under every policy, native (the quantized
-// kernels spill there).
+// as sm_89 but for the accurate policy, and sm_100 under every policy, sm_80's FP16 P.V into
+// FP32 accumulators (their other quantized 64x32 kernels spill there; since 2026-11-30 (bc)).
 TEST(Defaults, HeadDim256RunsTheQuantizedKernelsPastTheCrossover) {
   static const gen::SearchSpace space = gen::SearchSpace::builtin();
-  const std::map<std::string, std::string> pv = {
-      {"sm_80", "fp16"}, {"sm_86", "fp16acc"}, {"sm_89", "fp8"}, {"sm_90a", "fp8"}, {"sm_120", "fp8"}};
-  const std::map<std::string, std::string> pv_accurate = {{"sm_80", "fp16"}, {"sm_86", "fp16acc"}, {"sm_89", "fp16acc"}};
+  const std::map<std::string, std::string> pv = {{"sm_80", "fp16"},   {"sm_86", "fp16acc"}, {"sm_89", "fp8"},
+                                                 {"sm_90a", "fp8"},  {"sm_100", "fp16"},   {"sm_120", "fp8"}};
+  const std::map<std::string, std::string> pv_accurate = {
+      {"sm_80", "fp16"}, {"sm_86", "fp16acc"}, {"sm_89", "fp16acc"}, {"sm_100", "fp16"}, {"sm_120", "fp16"}};
   for (const std::string& arch : space.archs())
     for (const std::string policy : {"accurate", "balanced", "fast"})
       for (int n : {1024, 2048, 4096, 0})
@@ -1168,9 +1176,7 @@ TEST(Defaults, HeadDim256RunsTheQuantizedKernelsPastTheCrossover) {
             const bool decoding = seq_q >= 1 && seq_q <= 128;
             const bool long_keys = n == 0 || n > (hopper ? 2048 : 1024);
             const bool accurate = policy == "accurate";
-            // Blackwell: native where the quantized 64x32 kernels spill (configs/defaults.yaml).
-            const bool spills = arch == "sm_100" || (arch == "sm_120" && accurate);
-            const bool quantized = !(hopper && accurate) && !spills && !decoding && long_keys;
+            const bool quantized = !(hopper && accurate) && !decoding && long_keys;
             EXPECT_EQ(v->get_string("qk"), quantized ? "int8" : "native") << name << " n " << n << " seq_q " << seq_q;
             if (quantized) EXPECT_EQ(v->get_string("pv"), accurate ? pv_accurate.at(arch) : pv.at(arch)) << name;
             EXPECT_EQ(v->pipeline, hopper && !decoding ? "wgmma" : "mma") << name << " seq_q " << seq_q;
