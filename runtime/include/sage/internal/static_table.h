@@ -12,8 +12,9 @@
 
 namespace sage::rt {
 
-// The layout of these structs; sage_tuned.cmake records the one it was written for.
-inline constexpr int kStaticTableFormat = 2;
+// The layout of these structs; sage_tuned.cmake records the one it was written for (3: the
+// defaults' rules carry DefaultRule::dense, 2026-11-30 (bc)).
+inline constexpr int kStaticTableFormat = 3;
 
 // One exported winner.
 struct StaticKernel {
