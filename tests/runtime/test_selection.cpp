@@ -346,7 +346,7 @@ TEST_F(RuntimeSelectionVarlen, DefaultsAreTheVarlenAndWindowEntries) {
   EXPECT_EQ(tuner::key_default(kArch, varlen_.problem, 128),
             tuner::default_variant(kArch, 128, "balanced", 4096, 1, 4096, false, 128, 0, true));
   EXPECT_EQ(tuner::key_default(kArch, window_.problem, 128),
-            tuner::default_variant(kArch, 128, "balanced", 4096, 0, 16384, false, 128, 0, true, true));
+            tuner::default_variant(kArch, 128, "balanced", 4096, 0, 16384, false, 128, 0, false, true));
   // (rows16 is a dense call's only)
   EXPECT_EQ(tuner::key_default(kArch, varlen_.problem, 128, 0, true), tuner::key_default(kArch, varlen_.problem, 128));
   auto l = lookup();

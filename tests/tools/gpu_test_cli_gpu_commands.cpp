@@ -314,7 +314,7 @@ TEST(CliGpu, BenchTimesASlidingWindow) {
     ++windowed;
     EXPECT_EQ(r["window"].get<int>(), 700) << r.dump();
     const std::string v = r["variant"].get<std::string>();
-    EXPECT_EQ(v, tuner::default_variant(arch, r["head_dim"].get<int>(), "balanced", 700, 0, 3000, false, 8, 0, true,
+    EXPECT_EQ(v, tuner::default_variant(arch, r["head_dim"].get<int>(), "balanced", 700, 0, 3000, false, 8, 0, false,
                                         true))
         << r.dump();
   }

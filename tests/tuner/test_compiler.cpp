@@ -373,7 +373,8 @@ TEST(Compiler, Sm90a_VarlenAndWindowDefaultsHaveTheirEntriesWithoutSpills) {
     for (const char* policy : {"balanced", "accurate"})
       for (int n : {128, 512, 4096, 16384}) {
         for (int causal : {0, 1}) seen.insert(default_variant("sm_90a", d, policy, n, causal, n, false, 64, 0, true));
-        seen.insert(default_variant("sm_90a", d, policy, n, 0, 32768, false, 64, 0, true, true));  // window n
+        for (bool packed : {false, true})  // window n, of a dense call or a packed batch
+          seen.insert(default_variant("sm_90a", d, policy, n, 0, 32768, false, 64, 0, packed, true));
       }
   for (const std::string& name : seen) {
     const std::optional<gen::Variant> v = space.find(name);
