@@ -177,6 +177,13 @@ TEST(Defaults, SlidingWindowsTakeKernelsWithTheWindowEntry) {
       } catch (const Error& e) {
         EXPECT_EQ(e.code(), Errc::not_found) << e.what();
       }
+      // A bucket's key asks them the same way (tuner::key_default: the runtime's and the tuner's
+      // baseline): `_window` a dense call's, `_varlen_window` a packed batch's.
+      const auto dense = tuner::ProblemKey::parse("d128_causal_fp16_NHD_q16384_kv1024_bh128_" + policy + "_window");
+      const auto packed =
+          tuner::ProblemKey::parse("d128_causal_fp16_NHD_q16384_kv1024_bh128_" + policy + "_varlen_window");
+      EXPECT_NE(tuner::key_default(arch, dense).find("qk-int8"), std::string::npos) << arch << " " << dense.str();
+      EXPECT_NE(tuner::key_default(arch, packed).find("qk-native"), std::string::npos) << arch << " " << packed.str();
     }
   // A variable-length batch (without a window) and a dense call never match a window entry.
   for (int d : {64, 128})
