@@ -151,6 +151,17 @@ TEST(CliSelect, VariableLengthBatchesNameTheirVarlenEntry) {
   CliRun none = s.run("select --arch sm_80 --varlen -d 256 -n 2048");
   EXPECT_NE(none.rc, 0);
   EXPECT_NE(none.err.find("for variable-length batches"), std::string::npos) << none.err;
+  // With a window too: a packed batch's window at head dim 256 has no kernel off sm_90a, while a
+  // dense call's window there takes the quantized mma.sync kernel.
+  CliRun packed = s.run("select --arch sm_80 --varlen -d 256 -n 4096 --causal yes --window 1024");
+  EXPECT_NE(packed.rc, 0);
+  EXPECT_NE(packed.err.find("for variable-length batches with a sliding window"), std::string::npos) << packed.err;
+  CliRun d256 = s.run("select --arch sm_80 --json -d 256 -n 4096 --causal yes --window 1024");
+  ASSERT_EQ(d256.rc, 0) << d256.err;
+  const nlohmann::json w256 = nlohmann::json::parse(d256.out);
+  EXPECT_NE(w256["variant"].get<std::string>().find("attn_sm80_mma_d256_m64_n32_w4_s2_qk-int8-thread_pv-fp16_"),
+            std::string::npos)
+      << w256.dump();
 }
 
 // --sms: the defaults of a call on another SM count (a GPU of the architecture with fewer SMs, a

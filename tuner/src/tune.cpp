@@ -278,10 +278,11 @@ DefaultMatch default_match(const std::string& arch, int head_dim, const std::str
   }
   throw Error(Errc::not_found, cat("configs/defaults.yaml has no ", arch, " default for head_dim ", head_dim,
                                    " and policy ", policy,
-                                   paged    ? " for paged KV caches"
-                                   : window ? " for sliding windows"
-                                   : varlen ? " for variable-length batches"
-                                            : ""));
+                                   paged              ? " for paged KV caches"
+                                   : window && varlen ? " for variable-length batches with a sliding window"
+                                   : window           ? " for sliding windows"
+                                   : varlen           ? " for variable-length batches"
+                                                      : ""));
 }
 
 namespace {

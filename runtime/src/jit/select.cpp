@@ -98,10 +98,14 @@ Choice choose(tuner::WinnerLookup& lookup, const tuner::WinnerKey& key, const st
     if (p.paged)
       throw Error(Errc::unsupported, cat("paged KV caches at head dim ", p.head_dim, " have no kernel on ", arch, " (",
                                          key.device.name, ")"));
-    if (p.varlen || p.window)
-      throw Error(Errc::unsupported, cat(p.varlen ? "variable-length batches" : "sliding windows", " at head dim ",
-                                         p.head_dim, " have no kernel on ", arch, " (", key.device.name,
-                                         "): head dims 64 and 128 run everywhere, 256 on sm_90a"));
+    if (p.varlen)
+      throw Error(Errc::unsupported, cat(p.window ? "variable-length batches with a sliding window" : "variable-length batches",
+                                         " at head dim ", p.head_dim, " have no kernel on ", arch, " (", key.device.name,
+                                         "): head dims 64 and 128 run everywhere, 256 on sm_90a",
+                                         p.window ? " (a dense call's window at 256 runs everywhere)" : ""));
+    if (p.window)
+      throw Error(Errc::unsupported, cat("sliding windows at head dim ", p.head_dim, " have no kernel on ", arch, " (",
+                                         key.device.name, ")"));
     throw Error(Errc::unsupported, cat("no tuned winner for ", p.str(), " on ", key.device.name,
                                        " and no default variant: ", e.message()));
   }
