@@ -1939,6 +1939,14 @@ const WindowCase kWindowCases[] = {
      SAGE_POLICY_BALANCED, "mma_d256_m64_n32_w4_s2_qk-int8-thread_pv-fp16_smk_sch-plain_occ1"},
     {"Quant_Mma_D128_Occ3_Window48", 2, 4, 4, 2500, 2500, 128, 48, DType::fp16, Layout::NHD, true,
      SAGE_POLICY_BALANCED, "mma_d128_m64_n64_w4_s2_qk-int8-thread_pv-fp16_smk_sch-plain_occ3"},
+    // The decode schedule's window entry (dense draft tokens): GQA heads packed into a tile, the
+    // keys split over the CTAs, every key of the cache passed (the kernel starts at the window).
+    {"Native_Decode_D128_Draft8", 2, 32, 8, 8, 5000, 128, 2000, DType::bf16, Layout::NHD, true, SAGE_POLICY_ACCURATE,
+     "mma_d128_m16_n128_w8_s3_qk-native_pv-native_sch-decode_occ1"},
+    {"Native_Decode_D64_Draft16_MQA", 1, 16, 1, 16, 3000, 64, 300, DType::fp16, Layout::HND, true,
+     SAGE_POLICY_ACCURATE, "mma_d64_m16_n128_w8_s3_qk-native_pv-native_sch-decode_occ1"},
+    {"Native_Decode_D256_Draft3", 1, 8, 2, 3, 2500, 256, 700, DType::fp16, Layout::NHD, false, SAGE_POLICY_ACCURATE,
+     "mma_d256_m16_n64_w4_s2_qk-native_pv-native_sch-decode_occ1"},
 };
 
 class RuntimeGpuWindow : public RuntimeGpu, public ::testing::WithParamInterface<WindowCase> {};

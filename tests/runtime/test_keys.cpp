@@ -831,7 +831,11 @@ TEST(RuntimeKeys, WindowsRunOnTheKernelsThatTakeVariableLengthBatches) {
   c.head_dim = 256;  // the mma.sync varlen entry spilled there: no window entry either
   EXPECT_FALSE(has_window_entry(c));
   c.head_dim = 128;
-  c.schedule = "decode";
+  c.schedule = "decode";  // dense calls' draft tokens over a window; no packed batch
+  EXPECT_TRUE(has_window_entry(c));
+  EXPECT_FALSE(has_varlen_entry(c));
+  EXPECT_EQ(c.cannot_implement(p), "");
+  c.schedule = "persistent_split";
   EXPECT_FALSE(has_window_entry(c));
   EXPECT_NE(c.cannot_implement(p).find("sliding windows run on"), std::string::npos) << c.cannot_implement(p);
   // The quantized mma.sync kernels: INT8 Q.K^T at per-thread granularity, FP16 or FP8 P.V, the

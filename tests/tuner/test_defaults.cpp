@@ -152,6 +152,15 @@ TEST(Defaults, SlidingWindowsTakeKernelsWithTheWindowEntry) {
   }
   for (int d : {64, 128})
     for (int w : {128, 1024, 32768}) EXPECT_EQ(pick("sm_90a", d, "accurate", w).get_string("qk"), "native");
+  // Draft tokens over a window (up to 16 queries of a dense call): the decode schedule, every
+  // policy, every head dim; a packed batch's keep the entries above (no varlen entry there).
+  for (int d : {64, 128, 256})
+    for (const std::string policy : {"balanced", "accurate"})
+      for (int q : {2, 4, 16}) {
+        EXPECT_EQ(pick("sm_90a", d, policy, 4096, false, q).get_string("schedule"), "decode") << d << " " << q;
+        EXPECT_NE(pick("sm_90a", d, policy, 4096, true, q).get_string("schedule"), "decode") << d << " " << q;
+      }
+  EXPECT_NE(pick("sm_90a", 128, "balanced", 4096, false, 64).get_string("schedule"), "decode");
   // sm_80 to sm_120 (2026-11-30 (bc)): the quantized mma.sync kernels of their long prompts take a
   // dense call's window past 128 keys a query sees at D=128 and 256 at D=64, and past 256 queries;
   // every D=256 window; every policy (their accurate kernels are quantized too, with FP16 P.V). A

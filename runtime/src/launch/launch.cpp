@@ -244,7 +244,8 @@ std::string KernelConfig::cannot_implement(const AttnProblem& p) const {
     return "sliding windows run on the kernels that take variable-length batches: the native (unquantized) kernels of "
            "the plain schedule (mma.sync at head dims 64 and 128), and the quantized wgmma kernels of FP8 P.V, the TMA "
            "loader and the plain or turns schedule that quantize Q themselves (fuse_q); and, for dense calls, on the "
-           "quantized mma.sync kernels of INT8 Q.K^T at per-thread granularity, FP16 or FP8 P.V and the plain schedule";
+           "quantized mma.sync kernels of INT8 Q.K^T at per-thread granularity, FP16 or FP8 P.V and the plain schedule, "
+           "and the native mma.sync kernels of the decode schedule";
   if (p.paged && !has_paged_entry(*this))
     return "paged KV caches (with dense or variable-length queries) run on the native (unquantized) mma.sync kernels "
            "of the decode schedule, and of the plain schedule at head dims 64 and 128, and on the native wgmma kernels "
@@ -358,9 +359,11 @@ bool has_varlen_entry(const KernelConfig& c) {
 // (the templates' rule), where it takes dense and packed calls; and the quantized mma.sync kernels
 // of INT8 Q.K^T at per-thread granularity, FP16 or FP8 P.V and the plain schedule, where it takes
 // dense calls only (their Q is quantized by the preparation, which has no per-sequence Q tiles:
-// attn_mma.cu.j2). Every `varlen` default of configs/defaults.yaml is one, which window calls take
+// attn_mma.cu.j2), as the native mma.sync kernels of the decode schedule. Every `varlen` default of configs/defaults.yaml is one, which window calls take
 // after the `window` entries (BucketKey::window).
 bool has_window_entry(const KernelConfig& c) {
+  // (the native mma.sync kernels of the decode schedule: dense calls, draft tokens over a window)
+  if (c.pipeline == "mma" && c.qk == "native" && c.schedule == "decode") return true;
   if (c.pipeline == "mma" && c.qk == "int8")
     return c.granularity == "per_thread" && c.schedule == "plain" && (c.pv == "fp16" || c.pv == "fp16acc" || c.pv == "fp8");
   return has_varlen_entry(c);

@@ -48,8 +48,9 @@ struct KernelConfig {
 bool has_varlen_entry(const KernelConfig& c);
 // Whether a variant's module has the entry sage_attn_window (sliding windows, AttnProblem::
 // window): those that have sage_attn_varlen (dense and packed calls), and the quantized mma.sync
-// kernels of INT8 Q.K^T at per-thread granularity, FP16 or FP8 P.V and the plain schedule (dense
-// calls: a packed one needs sage_attn_varlen too).
+// kernels of INT8 Q.K^T at per-thread granularity, FP16 or FP8 P.V and the plain schedule, and the
+// native mma.sync kernels of the decode schedule (dense calls: a packed one needs sage_attn_varlen
+// too).
 bool has_window_entry(const KernelConfig& c);
 // Whether a variant's module has the entry sage_attn_paged (paged KV caches, AttnProblem::paged):
 // the native mma.sync kernels of the decode schedule, and of the plain one at head dims 64 and 128;
